@@ -1,0 +1,36 @@
+# The two commands of the README: `make run` and `make test`. Everything they need is installed here.
+SHELL := /bin/bash
+UV := $(shell command -v uv 2>/dev/null || echo uv)
+export UV_LINK_MODE ?= copy
+
+.PHONY: run test install uv migrate bootstrap browsers bench faults lint
+
+uv:
+	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
+
+install: uv
+	uv sync --frozen
+
+migrate: install
+	mkdir -p var/broker/queue var/broker/processed
+	uv run python manage.py migrate --noinput
+	uv run python manage.py createcachetable
+
+bootstrap: migrate
+	uv run python manage.py bootstrap
+
+# Serves the platform with its Celery worker and beat on http://127.0.0.1:8000.
+# No settings: embedded SQLite + filesystem broker. DATABASE_URL / REDIS_URL: PostgreSQL / Redis.
+run: bootstrap
+	uv run honcho start -f Procfile
+
+# Debian's chromium drives the hosted-page and admin browser tests (playwright cannot download browsers here).
+browsers:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+# The whole suite on the local PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379).
+test: install browsers
+	uv run pytest
+
+lint: install
+	uv run python manage.py makemigrations --check --dry-run

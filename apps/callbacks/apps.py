@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CallbacksConfig(AppConfig):
+    name = "apps.callbacks"
+    label = "callbacks"

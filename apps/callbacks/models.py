@@ -1,0 +1,59 @@
+"""Outbox of merchant callbacks (contract §6): one event per (platform_order_no, type), one row per attempt."""
+
+from django.db import models
+
+from apps.merchants.models import Merchant
+
+
+class CallbackEvent(models.Model):
+    class Type(models.TextChoices):
+        COLLECTION_SUCCESS = "collection.success", "Collection success"
+        PAYOUT_TERMINAL = "payout.terminal", "Payout terminal"
+        PAYOUT_REVERSED = "payout.reversed", "Payout reversed"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DELIVERED = "delivered", "Delivered"
+        DEAD = "dead", "Dead"
+
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="callback_events")
+    type = models.CharField(max_length=32, choices=Type.choices)
+    platform_order_no = models.CharField(max_length=64)
+    url = models.CharField(max_length=512, blank=True)
+    # Business fields only; signing fields are added fresh at every attempt.
+    payload = models.JSONField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    attempts_count = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["platform_order_no", "type"], name="callback_event_unique_per_order_type")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.platform_order_no} ({self.status})"
+
+
+class CallbackAttempt(models.Model):
+    event = models.ForeignKey(CallbackEvent, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField(default=0)
+    url = models.CharField(max_length=512)
+    key_version = models.PositiveIntegerField(null=True, blank=True)
+    request_body = models.JSONField(default=dict)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_excerpt = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    success = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["event", "number"]
+        constraints = [models.UniqueConstraint(fields=["event", "number"], name="callback_attempt_unique_number")]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of {self.event_id}"

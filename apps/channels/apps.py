@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ChannelsConfig(AppConfig):
+    name = "apps.channels"
+    label = "channels"

@@ -1,0 +1,46 @@
+from django.db import models
+
+from apps.currencies.models import Currency
+
+
+class Channel(models.Model):
+    """An upstream provider route: which adapter serves which currency in which direction."""
+
+    class Direction(models.TextChoices):
+        PAYIN = "payin", "Pay-in"
+        PAYOUT = "payout", "Payout"
+
+    code = models.CharField(max_length=64, unique=True)
+    name = models.CharField(max_length=128)
+    adapter = models.CharField(max_length=64, help_text="Registered adapter name, e.g. 'sandbox'.")
+    direction = models.CharField(max_length=8, choices=Direction.choices)
+    currency = models.ForeignKey(Currency, on_delete=models.PROTECT, related_name="channels")
+    is_active = models.BooleanField(default=True)
+    priority = models.PositiveSmallIntegerField(default=100, help_text="Lower is tried first.")
+
+    class Meta:
+        ordering = ["currency", "direction", "priority", "code"]
+
+    def __str__(self) -> str:
+        return self.code
+
+
+class BankCode(models.Model):
+    """The bank code table of interface §4.5: banks and wallets per currency."""
+
+    class Kind(models.TextChoices):
+        BANK = "bank", "Bank"
+        EWALLET = "ewallet", "E-wallet"
+
+    currency = models.ForeignKey(Currency, on_delete=models.PROTECT, related_name="bank_codes")
+    code = models.CharField(max_length=32)
+    name = models.CharField(max_length=128)
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.BANK)
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["currency", "code"]
+        constraints = [models.UniqueConstraint(fields=["currency", "code"], name="bank_code_unique_per_currency")]
+
+    def __str__(self) -> str:
+        return f"{self.currency_id}:{self.code}"

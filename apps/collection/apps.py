@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CollectionConfig(AppConfig):
+    name = "apps.collection"
+    label = "collection"

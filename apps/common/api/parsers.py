@@ -1,0 +1,39 @@
+"""Strict JSON parsing for signed endpoints (contract §2 step 4 and §3 code 1000)."""
+
+import json
+
+from rest_framework.parsers import BaseParser
+
+from apps.common.errors import ApiError, ErrorCode
+
+
+def _reject_float(text: str):
+    raise ApiError(ErrorCode.INVALID_REQUEST, f"Non-integer number {text[:32]} is not allowed; amounts are integers.")
+
+
+def _reject_constant(text: str):
+    raise ApiError(ErrorCode.INVALID_REQUEST, f"{text} is not valid JSON.")
+
+
+def parse_flat_json_object(raw: bytes) -> dict:
+    """Parse a body that must be a JSON object whose values are strings, integers, booleans or null."""
+    try:
+        body = json.loads(raw.decode("utf-8"), parse_float=_reject_float, parse_constant=_reject_constant)
+    except ApiError:
+        raise
+    except (UnicodeDecodeError, ValueError):
+        raise ApiError(ErrorCode.INVALID_REQUEST, "The body is not valid UTF-8 JSON.") from None
+    if not isinstance(body, dict):
+        raise ApiError(ErrorCode.INVALID_REQUEST, "The body must be a JSON object.")
+    for key, value in body.items():
+        if isinstance(value, (dict, list)):
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"Field {key} must be a string, integer or boolean.")
+    return body
+
+
+class FlatJSONParser(BaseParser):
+    # Any content type is read as JSON: merchants' clients differ, and the signature is over the fields anyway.
+    media_type = "*/*"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return parse_flat_json_object(stream.read() if stream is not None else b"")

@@ -1,0 +1,33 @@
+from django.conf import settings
+from django.db import models
+
+
+class AuditLog(models.Model):
+    """Who did what to which object, with old and new values, written in the same transaction as the change."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
+    actor_label = models.CharField(max_length=128, help_text="Who acted: a username, 'cli' or 'system'.")
+    action = models.CharField(max_length=64, db_index=True)
+    object_type = models.CharField(max_length=64)
+    object_id = models.CharField(max_length=64, db_index=True)
+    old = models.JSONField(default=dict, blank=True)
+    new = models.JSONField(default=dict, blank=True)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["object_type", "object_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_label} {self.action} {self.object_type}:{self.object_id}"
+
+
+class Heartbeat(models.Model):
+    """Last run of a periodic job, for the health check and on-call ('is the sweeper alive?')."""
+
+    name = models.CharField(max_length=64, unique=True)
+    beat_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} @ {self.beat_at:%Y-%m-%d %H:%M:%S}"

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CurrenciesConfig(AppConfig):
+    name = "apps.currencies"
+    label = "currencies"

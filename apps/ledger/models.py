@@ -1,0 +1,121 @@
+"""Double-entry ledger: accounts with cached balances, immutable postings made of entries that sum to zero."""
+
+from django.db import models
+from django.db.models import Q
+
+from apps.currencies.models import Currency
+from apps.merchants.models import Merchant
+
+
+class AccountKind(models.TextChoices):
+    # A merchant's three balances (interface §2.3; frozen is hidden from the API).
+    AVAILABLE = "available", "Available"
+    SETTLING = "settling", "Settling"
+    FROZEN = "frozen", "Frozen"
+    # Platform accounts: the other side of every merchant movement, so each posting sums to zero.
+    PAYIN_CLEARING = "payin_clearing", "Pay-in clearing"
+    PAYOUT_CLEARING = "payout_clearing", "Payout clearing"
+    FEE_REVENUE = "fee_revenue", "Fee revenue"
+    ADJUSTMENTS = "adjustments", "Adjustments"
+
+
+MERCHANT_KINDS = (AccountKind.AVAILABLE, AccountKind.SETTLING, AccountKind.FROZEN)
+PLATFORM_KINDS = (AccountKind.PAYIN_CLEARING, AccountKind.PAYOUT_CLEARING, AccountKind.FEE_REVENUE,
+                  AccountKind.ADJUSTMENTS)
+
+
+class LedgerAccount(models.Model):
+    merchant = models.ForeignKey(Merchant, null=True, blank=True, on_delete=models.PROTECT, related_name="accounts")
+    currency = models.ForeignKey(Currency, on_delete=models.PROTECT)
+    kind = models.CharField(max_length=32, choices=AccountKind.choices)
+    # Cached sum of this account's entries, updated in the transaction that inserts them.
+    balance = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["merchant", "currency", "kind"], condition=Q(merchant__isnull=False),
+                                    name="ledger_merchant_account_unique"),
+            models.UniqueConstraint(fields=["currency", "kind"], condition=Q(merchant__isnull=True),
+                                    name="ledger_platform_account_unique"),
+            models.CheckConstraint(
+                condition=(Q(merchant__isnull=False) & Q(kind__in=[k.value for k in MERCHANT_KINDS]))
+                | (Q(merchant__isnull=True) & Q(kind__in=[k.value for k in PLATFORM_KINDS])),
+                name="ledger_account_kind_matches_owner",
+            ),
+            # A merchant balance never goes below zero, whatever code path tries.
+            models.CheckConstraint(condition=Q(merchant__isnull=True) | Q(balance__gte=0),
+                                   name="ledger_merchant_balance_non_negative"),
+        ]
+
+    def __str__(self) -> str:
+        owner = self.merchant.merchant_no if self.merchant_id else "platform"
+        return f"{owner}:{self.currency_id}:{self.kind}"
+
+
+class Posting(models.Model):
+    """One balanced movement. `kind` + `cause` name why it happened and make a replay impossible."""
+
+    kind = models.CharField(max_length=64)
+    cause = models.CharField(max_length=128, help_text="What caused it: an order number, an adjustment reference.")
+    merchant = models.ForeignKey(Merchant, null=True, blank=True, on_delete=models.PROTECT, related_name="postings")
+    currency = models.ForeignKey(Currency, on_delete=models.PROTECT)
+    memo = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["kind", "cause"], name="ledger_posting_unique_cause")]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.cause}"
+
+
+class Entry(models.Model):
+    posting = models.ForeignKey(Posting, on_delete=models.PROTECT, related_name="entries")
+    account = models.ForeignKey(LedgerAccount, on_delete=models.PROTECT, related_name="entries")
+    currency = models.ForeignKey(Currency, on_delete=models.PROTECT)
+    amount = models.BigIntegerField(help_text="Signed, minor units: positive raises the account's balance.")
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name_plural = "entries"
+        constraints = [models.CheckConstraint(condition=~Q(amount=0), name="ledger_entry_non_zero")]
+
+    def __str__(self) -> str:
+        return f"{self.account} {self.amount:+d}"
+
+
+class Hold(models.Model):
+    """Two-phase funds: placed (available → frozen), then resolved exactly once, released or settled."""
+
+    class Status(models.TextChoices):
+        HELD = "held", "Held"
+        RELEASED = "released", "Released"
+        SETTLED = "settled", "Settled"
+
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="holds")
+    currency = models.ForeignKey(Currency, on_delete=models.PROTECT)
+    amount = models.BigIntegerField()
+    cause = models.CharField(max_length=128, unique=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.HELD)
+    placed_by = models.OneToOneField(Posting, on_delete=models.PROTECT, related_name="placed_hold")
+    resolved_by = models.OneToOneField(Posting, null=True, blank=True, on_delete=models.PROTECT,
+                                       related_name="resolved_hold")
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(amount__gt=0), name="ledger_hold_amount_positive"),
+            models.CheckConstraint(
+                condition=(Q(status="held") & Q(resolved_by__isnull=True) & Q(resolved_at__isnull=True))
+                | (~Q(status="held") & Q(resolved_by__isnull=False) & Q(resolved_at__isnull=False)),
+                name="ledger_hold_resolved_once",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"hold {self.cause} {self.amount} {self.status}"

@@ -1,0 +1,71 @@
+from django.db import connection
+from django.db.models import Count, F, Q, Sum
+
+from apps.ledger.models import AccountKind, Entry, Hold, LedgerAccount
+
+
+def merchant_balances(*, merchant_id: int, currency: str) -> dict[str, int]:
+    """available / settling / frozen of one merchant in one currency (zeros when never used)."""
+    balances = {kind.value: 0 for kind in (AccountKind.AVAILABLE, AccountKind.SETTLING, AccountKind.FROZEN)}
+    for kind, balance in LedgerAccount.objects.filter(merchant_id=merchant_id, currency_id=currency).values_list(
+        "kind", "balance"
+    ):
+        balances[kind] = balance
+    return balances
+
+
+def ledger_verify() -> dict:
+    """Check every invariant of the ledger; returns {"ok": bool, "checks": {...}, "failures": [...]}."""
+    failures: list[dict] = []
+
+    unbalanced = (
+        Entry.objects.values("posting_id", "currency_id").annotate(total=Sum("amount")).exclude(total=0)
+    )
+    failures += [{"check": "posting_zero_sum", "posting_id": row["posting_id"], "currency": row["currency_id"],
+                  "sum": row["total"]} for row in unbalanced[:100]]
+
+    per_currency = Entry.objects.values("currency_id").annotate(total=Sum("amount")).exclude(total=0)
+    failures += [{"check": "currency_zero_sum", "currency": row["currency_id"], "sum": row["total"]}
+                 for row in per_currency]
+
+    mismatched_currency = Entry.objects.exclude(currency_id=F("account__currency_id")).values_list("id", flat=True)
+    failures += [{"check": "entry_currency_matches_account", "entry_id": pk} for pk in mismatched_currency[:100]]
+
+    stale = (
+        LedgerAccount.objects.annotate(entries_sum=Sum("entries__amount"))
+        .exclude(balance=0, entries_sum__isnull=True)
+        .filter(Q(entries_sum__isnull=True) | ~Q(balance=F("entries_sum")))
+    )
+    failures += [{"check": "cached_balance_equals_entries", "account": str(acc), "account_id": acc.pk,
+                  "cached": acc.balance, "entries": acc.entries_sum or 0} for acc in stale[:100]]
+
+    negative = LedgerAccount.objects.filter(merchant__isnull=False, balance__lt=0)
+    failures += [{"check": "merchant_balance_non_negative", "account": str(acc), "balance": acc.balance}
+                 for acc in negative[:100]]
+
+    lonely = Entry.objects.values("posting_id").annotate(n=Count("id")).filter(n__lt=2)
+    failures += [{"check": "posting_has_two_legs", "posting_id": row["posting_id"]} for row in lonely[:100]]
+
+    frozen_total = LedgerAccount.objects.filter(kind=AccountKind.FROZEN).values("merchant_id", "currency_id").annotate(
+        total=Sum("balance"))
+    held = {(row["merchant_id"], row["currency_id"]): row["total"] for row in
+            Hold.objects.filter(status=Hold.Status.HELD).values("merchant_id", "currency_id").annotate(total=Sum("amount"))}
+    for row in frozen_total:
+        key = (row["merchant_id"], row["currency_id"])
+        if held.pop(key, 0) != row["total"]:
+            failures.append({"check": "frozen_equals_open_holds", "merchant_id": key[0], "currency": key[1],
+                             "frozen": row["total"]})
+    failures += [{"check": "frozen_equals_open_holds", "merchant_id": k[0], "currency": k[1], "held": v}
+                 for k, v in held.items() if v]
+
+    return {
+        "ok": not failures,
+        "checks": {
+            "accounts": LedgerAccount.objects.count(),
+            "postings": Entry.objects.values("posting_id").distinct().count(),
+            "entries": Entry.objects.count(),
+            "database": connection.vendor,
+        },
+        "failures": failures,
+    }
+

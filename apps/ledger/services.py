@@ -1,0 +1,190 @@
+"""Every balance movement goes through `post`: balanced legs, accounts locked in primary-key order.
+
+Callers run inside their own `transaction.atomic(durable=True)` service, lock the business row first
+(order, hold), then post; a replay is refused by the (kind, cause) uniqueness of postings.
+"""
+
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.common.errors import DomainError, ErrorCode
+from apps.ledger.models import MERCHANT_KINDS, AccountKind, Entry, Hold, LedgerAccount, Posting
+
+
+class LedgerError(Exception):
+    pass
+
+
+class UnbalancedPosting(LedgerError):
+    pass
+
+
+class DuplicatePosting(LedgerError):
+    pass
+
+
+class HoldAlreadyResolved(LedgerError):
+    pass
+
+
+class InsufficientFunds(DomainError):
+    def __init__(self, account: LedgerAccount, needed: int):
+        self.account = account
+        self.needed = needed
+        super().__init__(ErrorCode.INSUFFICIENT_BALANCE,
+                         f"Available balance is lower than the {needed} requested in {account.currency_id}.")
+
+
+@dataclass(frozen=True)
+class Leg:
+    """One side of a posting: which account (merchant or platform) and the signed amount."""
+
+    kind: AccountKind
+    amount: int
+    merchant_id: int | None = None
+
+
+def _require_transaction() -> None:
+    if not transaction.get_connection().in_atomic_block:
+        raise LedgerError("ledger postings must run inside a transaction")
+
+
+def account_get_or_create(*, merchant_id: int | None, currency: str, kind: AccountKind) -> LedgerAccount:
+    if (merchant_id is None) == (kind in MERCHANT_KINDS):
+        raise LedgerError(f"account kind {kind} does not belong to {'a merchant' if merchant_id else 'the platform'}")
+    try:
+        with transaction.atomic():
+            account, _ = LedgerAccount.objects.get_or_create(merchant_id=merchant_id, currency_id=currency, kind=kind)
+    except IntegrityError:  # created concurrently by another transaction
+        account = LedgerAccount.objects.get(merchant_id=merchant_id, currency_id=currency, kind=kind)
+    return account
+
+
+def lock_accounts(account_ids: set[int]) -> dict[int, LedgerAccount]:
+    """Lock account rows in primary-key order, so two postings never wait on each other in a cycle."""
+    rows = LedgerAccount.objects.select_for_update().filter(pk__in=account_ids).order_by("pk")
+    return {account.pk: account for account in rows}
+
+
+def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: int | None = None,
+         memo: str = "") -> Posting:
+    """Record one balanced posting and update the cached balances of its accounts."""
+    _require_transaction()
+    if len(legs) < 2:
+        raise UnbalancedPosting("a posting needs at least two legs")
+    for leg in legs:
+        if type(leg.amount) is not int or leg.amount == 0:
+            raise UnbalancedPosting(f"leg amounts are non-zero integers, got {leg.amount!r}")
+    if sum(leg.amount for leg in legs) != 0:
+        raise UnbalancedPosting(f"legs of {kind}:{cause} sum to {sum(leg.amount for leg in legs)}, not 0")
+    if Posting.objects.filter(kind=kind, cause=cause).exists():
+        raise DuplicatePosting(f"{kind}:{cause} was already posted")
+
+    accounts = [account_get_or_create(merchant_id=leg.merchant_id, currency=currency, kind=leg.kind) for leg in legs]
+    locked = lock_accounts({account.pk for account in accounts})
+    deltas: dict[int, int] = {}
+    for account, leg in zip(accounts, legs):
+        deltas[account.pk] = deltas.get(account.pk, 0) + leg.amount
+    for account_id, delta in deltas.items():
+        account = locked[account_id]
+        if account.merchant_id is not None and account.balance + delta < 0:
+            raise InsufficientFunds(account, -delta)
+
+    try:
+        with transaction.atomic():
+            posting = Posting.objects.create(kind=kind, cause=cause, currency_id=currency, merchant_id=merchant_id,
+                                             memo=memo)
+    except IntegrityError as exc:
+        raise DuplicatePosting(f"{kind}:{cause} was already posted") from exc
+    Entry.objects.bulk_create(
+        Entry(posting=posting, account_id=account.pk, currency_id=currency, amount=leg.amount)
+        for account, leg in zip(accounts, legs)
+    )
+    now = timezone.now()
+    for account_id, delta in deltas.items():
+        account = locked[account_id]
+        account.balance += delta
+        account.updated_at = now
+    LedgerAccount.objects.bulk_update([locked[pk] for pk in deltas], ["balance", "updated_at"])
+    return posting
+
+
+def hold_place(*, merchant_id: int, currency: str, amount: int, cause: str, memo: str = "") -> Hold:
+    """Move `amount` from available to frozen and record the hold; InsufficientFunds if available is short."""
+    posting = post(
+        kind="hold.place", cause=cause, currency=currency, merchant_id=merchant_id, memo=memo,
+        legs=[Leg(AccountKind.AVAILABLE, -amount, merchant_id), Leg(AccountKind.FROZEN, amount, merchant_id)],
+    )
+    return Hold.objects.create(merchant_id=merchant_id, currency_id=currency, amount=amount, cause=cause,
+                               placed_by=posting)
+
+
+def _lock_held(hold_id: int) -> Hold:
+    hold = Hold.objects.select_for_update().get(pk=hold_id)
+    if hold.status != Hold.Status.HELD:
+        raise HoldAlreadyResolved(f"hold {hold.cause} is already {hold.status}")
+    return hold
+
+
+def _resolve(hold: Hold, status: Hold.Status, posting: Posting) -> Hold:
+    hold.status = status
+    hold.resolved_by = posting
+    hold.resolved_at = timezone.now()
+    hold.save(update_fields=["status", "resolved_by", "resolved_at"])
+    return hold
+
+
+def hold_release(*, hold_id: int, memo: str = "") -> Hold:
+    """Give the held funds back to available (payout failed or rejected). Once only."""
+    hold = _lock_held(hold_id)
+    posting = post(
+        kind="hold.release", cause=hold.cause, currency=hold.currency_id, merchant_id=hold.merchant_id, memo=memo,
+        legs=[Leg(AccountKind.FROZEN, -hold.amount, hold.merchant_id),
+              Leg(AccountKind.AVAILABLE, hold.amount, hold.merchant_id)],
+    )
+    return _resolve(hold, Hold.Status.RELEASED, posting)
+
+
+def hold_settle(*, hold_id: int, destinations: list[Leg], memo: str = "") -> Hold:
+    """Let the held funds leave to platform accounts (payout paid: amount to clearing, fee to revenue). Once only."""
+    hold = _lock_held(hold_id)
+    if sum(leg.amount for leg in destinations) != hold.amount:
+        raise UnbalancedPosting(f"settlement of hold {hold.cause} must distribute exactly {hold.amount}")
+    posting = post(
+        kind="hold.settle", cause=hold.cause, currency=hold.currency_id, merchant_id=hold.merchant_id, memo=memo,
+        legs=[Leg(AccountKind.FROZEN, -hold.amount, hold.merchant_id), *destinations],
+    )
+    return _resolve(hold, Hold.Status.SETTLED, posting)
+
+
+@transaction.atomic(durable=True)
+def balance_adjust(*, merchant_no: str, currency: str, amount: int, reason: str, actor=None) -> dict:
+    """Ops credit (positive) or debit (negative) of available against the adjustments account, audited."""
+    import uuid
+
+    from apps.common import audit
+    from apps.ledger.selectors import merchant_balances
+    from apps.merchants.models import Merchant, MerchantCurrency
+
+    if not reason.strip():
+        raise ValueError("a reason is required")
+    if type(amount) is not int or amount == 0:
+        raise ValueError("amount must be a non-zero integer of minor units")
+    merchant = Merchant.objects.filter(merchant_no=merchant_no).first()
+    if merchant is None:
+        raise ValueError(f"unknown merchant {merchant_no}")
+    if not MerchantCurrency.objects.filter(merchant=merchant, currency_id=currency, is_enabled=True).exists():
+        raise ValueError(f"currency {currency} is not enabled for merchant {merchant_no}")
+    reference = uuid.uuid4().hex
+    try:
+        post(kind="adjustment", cause=reference, currency=currency, merchant_id=merchant.pk, memo=reason.strip(),
+             legs=[Leg(AccountKind.ADJUSTMENTS, -amount), Leg(AccountKind.AVAILABLE, amount, merchant.pk)])
+    except InsufficientFunds:
+        raise ValueError(f"debit of {-amount} would make available {currency} negative") from None
+    audit.record(actor=actor, actor_label=None if actor else "cli", action="balance.adjust", obj=merchant,
+                 new={"currency": currency, "amount": amount, "reference": reference}, reason=reason.strip())
+    balances = merchant_balances(merchant_id=merchant.pk, currency=currency)
+    return {"merchant_no": merchant_no, "currency": currency, "available": balances["available"],
+            "settling": balances["settling"], "reference": reference}

@@ -1,0 +1,103 @@
+"""Signed-request authentication for every endpoint under /openapi/v1/ (contract §2), checks in its order."""
+
+import re
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.cache import cache
+from rest_framework.authentication import BaseAuthentication
+
+from apps.common import signing
+from apps.common.errors import ApiError, ErrorCode
+from apps.merchants.models import App, Merchant, MerchantKey
+from apps.merchants.selectors import merchant_key_for_request, public_key_object
+
+COMMON_FIELDS = ("merchant_no", "app_id", "key_version", "timestamp", "nonce", "sign_type", "sign")
+NONCE_RE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+IDENTIFIER_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass
+class SignedMerchant:
+    """request.user of a signed request: the merchant, app and key that signed it."""
+
+    merchant: Merchant
+    app: App
+    key: MerchantKey
+    is_authenticated: bool = True
+
+
+def _require_string(body: dict, field: str, pattern: re.Pattern | None = None) -> str:
+    value = body.get(field)
+    if signing.is_absent(value):
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"{field} is required.")
+    if not isinstance(value, str):
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"{field} must be a string.")
+    if pattern and not pattern.match(value):
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"{field} has an invalid format.")
+    return value
+
+
+def _require_integer(body: dict, field: str) -> int:
+    value = body.get(field)
+    if signing.is_absent(value):
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"{field} is required.")
+    if type(value) is not int:
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"{field} must be an integer.")
+    return value
+
+
+def nonce_claim(*, merchant_id: int, nonce: str) -> bool:
+    """Record the nonce for NONCE_TTL_SECONDS; False if it was already used (Redis SET NX with TTL)."""
+    return cache.add(f"nonce:{merchant_id}:{nonce}", 1, timeout=settings.NONCE_TTL_SECONDS)
+
+
+def rate_limit_allows(*, merchant_id: int) -> bool:
+    """Fixed one-second window per merchant (contract §3, code 1106)."""
+    key = f"rate:{merchant_id}:{int(time.time())}"
+    cache.add(key, 0, timeout=5)
+    try:
+        return cache.incr(key) <= settings.RATE_LIMIT_PER_SECOND
+    except ValueError:  # the window expired between add and incr
+        return True
+
+
+class SignedRequestAuthentication(BaseAuthentication):
+    def authenticate(self, request):
+        body = request.data  # FlatJSONParser: not a flat JSON object -> 1000
+        sign = body.get("sign")
+        if signing.is_absent(sign) or not isinstance(sign, str):
+            raise ApiError(ErrorCode.INVALID_SIGNATURE, "sign is missing.")
+        if body.get("sign_type") != signing.SIGN_TYPE:
+            raise ApiError(ErrorCode.INVALID_SIGNATURE, "sign_type must be RSA2.")
+
+        merchant_no = _require_string(body, "merchant_no", IDENTIFIER_RE)
+        app_id = _require_string(body, "app_id", IDENTIFIER_RE)
+        key_version = _require_integer(body, "key_version")
+        timestamp = _require_integer(body, "timestamp")
+        nonce = _require_string(body, "nonce")
+        if not NONCE_RE.match(nonce):
+            raise ApiError(ErrorCode.INVALID_REQUEST, "nonce must be 8-64 characters of A-Z a-z 0-9 _ -.")
+
+        key = merchant_key_for_request(merchant_no=merchant_no, app_id=app_id, key_version=key_version)
+        if key is None:
+            raise ApiError(ErrorCode.UNKNOWN_CREDENTIALS)
+        if key.revoked_at is not None:
+            raise ApiError(ErrorCode.UNKNOWN_CREDENTIALS, "key_version is revoked.")
+        if not key.merchant.is_active or not key.app.is_active:
+            raise ApiError(ErrorCode.MERCHANT_DISABLED)
+
+        if abs(time.time() - timestamp) > settings.SIGNATURE_TIMESTAMP_TOLERANCE_SECONDS:
+            raise ApiError(ErrorCode.TIMESTAMP_OUT_OF_TOLERANCE)
+        if not signing.verify(public_key_object(key.public_key_pem), body, sign):
+            raise ApiError(ErrorCode.INVALID_SIGNATURE, "sign does not verify with the merchant's key.")
+        # Only a verified request may spend a nonce or the merchant's rate budget, so a forger can burn neither.
+        if not rate_limit_allows(merchant_id=key.merchant_id):
+            raise ApiError(ErrorCode.RATE_LIMITED)
+        if not nonce_claim(merchant_id=key.merchant_id, nonce=nonce):
+            raise ApiError(ErrorCode.NONCE_REUSED)
+        return SignedMerchant(merchant=key.merchant, app=key.app, key=key), key
+
+    def authenticate_header(self, request):
+        return "RSA2"

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class PayoutConfig(AppConfig):
+    name = "apps.payout"
+    label = "payout"

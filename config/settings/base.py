@@ -1,0 +1,178 @@
+"""Settings shared by every environment; every value comes from the environment (django-environ)."""
+
+from datetime import timedelta
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+env = environ.Env()
+
+SECRET_KEY = env("SECRET_KEY", default="dev-only-insecure-secret-key-change-me-in-production")
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
+
+# Contract §1: {api_root}, {base_url} = {api_root}/openapi/v1, {pay_base_url}.
+API_ROOT = env("API_ROOT", default="http://127.0.0.1:8000").rstrip("/")
+PAY_BASE_URL = env("PAY_BASE_URL", default=API_ROOT).rstrip("/")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "apps.common",
+    "apps.currencies",
+    "apps.merchants",
+    "apps.ledger",
+    "apps.channels",
+    "apps.callbacks",
+    "apps.collection",
+    "apps.payout",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+APPEND_SLASH = False
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Embedded default: SQLite in var/ (make run with no settings). DATABASE_URL switches to PostgreSQL.
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Serialise writers instead of failing with "database is locked" when web and worker share the file.
+    DATABASES["default"]["OPTIONS"] = {"transaction_mode": "IMMEDIATE", "timeout": 30}
+DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Redis when REDIS_URL is given: Celery broker, nonce store (SET NX with TTL) and rate-limit counters.
+# Without it: a filesystem broker and the database cache, so nothing needs a server.
+REDIS_URL = env("REDIS_URL", default="")
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "cache_table"}}
+    _broker_dir = VAR_DIR / "broker"
+    CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://")
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE = {
+    "callbacks-sweep": {"task": "apps.callbacks.tasks.sweep_due_deliveries", "schedule": timedelta(seconds=5)},
+    "collection-expire": {"task": "apps.collection.tasks.expire_due_orders", "schedule": timedelta(seconds=10)},
+    "collection-release-d1": {"task": "apps.collection.tasks.release_settlement", "schedule": timedelta(minutes=5)},
+    "payout-sweep": {"task": "apps.payout.tasks.sweep_stuck_payouts", "schedule": timedelta(seconds=15)},
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["apps.common.api.parsers.FlatJSONParser"],
+    "EXCEPTION_HANDLER": "apps.common.api.exceptions.envelope_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Payment Platform merchant API",
+    "DESCRIPTION": "Signed (RSA2) merchant API. See docs/api.md for the string to sign.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": r"/openapi/v1",
+}
+
+# Contract §2: signing tolerances.
+SIGNATURE_TIMESTAMP_TOLERANCE_SECONDS = env.int("SIGNATURE_TIMESTAMP_TOLERANCE_SECONDS", default=300)
+NONCE_TTL_SECONDS = env.int("NONCE_TTL_SECONDS", default=600)
+# Contract §3, code 1106: requests per second per merchant.
+RATE_LIMIT_PER_SECOND = env.int("RATE_LIMIT_PER_SECOND", default=100)
+
+# Private keys of the platform are encrypted at rest (Fernet) with this key; derived from SECRET_KEY when unset.
+PLATFORM_KEY_ENCRYPTION_KEY = env("PLATFORM_KEY_ENCRYPTION_KEY", default="")
+
+# Contract §4: D1 release cut-off time zone.
+SETTLEMENT_TIME_ZONE = env("SETTLEMENT_TIME_ZONE", default="Asia/Manila")
+# Contract §5: risk rule "more than N payouts to one payee account within 24 h".
+PAYOUT_VELOCITY_LIMIT = env.int("PAYOUT_VELOCITY_LIMIT", default=5)
+
+# Contract §6: callbacks.
+CALLBACK_TIMEOUT_SECONDS = env.float("CALLBACK_TIMEOUT_SECONDS", default=10.0)
+CALLBACK_RETRY_DELAYS_SECONDS = [15, 60, 300, 1800, 7200, 21600, 43200, 86400]
+CALLBACK_ALLOW_PRIVATE_HOSTS = env.bool("CALLBACK_ALLOW_PRIVATE_HOSTS", default=False)
+CALLBACK_REPLY_EXCERPT_CHARS = 512
+
+# Contract §7: sandbox channel timings.
+SANDBOX_PAYOUT_SETTLE_SECONDS = env.float("SANDBOX_PAYOUT_SETTLE_SECONDS", default=1.0)
+SANDBOX_PAYOUT_RETURN_SECONDS = env.float("SANDBOX_PAYOUT_RETURN_SECONDS", default=3.0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["stderr"], "level": env("LOG_LEVEL", default="INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

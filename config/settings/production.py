@@ -1,0 +1,24 @@
+"""Production: every secret must come from the environment; private callback hosts are refused."""
+
+from .base import *  # noqa: F403
+from .base import env
+
+DEBUG = False
+SECRET_KEY = env("SECRET_KEY")
+PLATFORM_KEY_ENCRYPTION_KEY = env("PLATFORM_KEY_ENCRYPTION_KEY")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS")
+CALLBACK_ALLOW_PRIVATE_HOSTS = False
+
+# Static files (admin, pay page CSS) served by the application server itself.
+MIDDLEWARE = [MIDDLEWARE[0], "whitenoise.middleware.WhiteNoiseMiddleware", *MIDDLEWARE[1:]]  # noqa: F405
+
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}

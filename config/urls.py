@@ -1,0 +1,27 @@
+from django.contrib import admin
+from django.urls import include, path, re_path
+
+from apps.common.api.exceptions import api_not_found
+from apps.common.views import healthz
+from apps.currencies.api.views import CurrencyListView
+
+api_v1 = [
+    path("", include("apps.ledger.api.urls")),
+    path("", include("apps.collection.api.urls")),
+    path("", include("apps.payout.api.urls")),
+    path("schema/", include("apps.common.api.urls")),
+    # Contract §2: an unknown path under /openapi/v1/ is 1004 whatever the body.
+    re_path(r"^.*$", api_not_found),
+]
+
+urlpatterns = [
+    path("currencies", CurrencyListView.as_view(), name="currencies"),
+    path("openapi/v1/", include(api_v1)),
+    re_path(r"^openapi/v1$", api_not_found),
+    path("pay/", include("apps.collection.urls")),
+    path("healthz", healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+]
+
+handler404 = "config.views.not_found"
+handler500 = "config.views.server_error"

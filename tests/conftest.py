@@ -1,0 +1,66 @@
+import pytest
+from django.core.management import call_command
+
+from apps.common import signing
+from apps.merchants.services import merchant_create
+from tests.helpers import MerchantCtx
+
+
+@pytest.fixture(scope="session")
+def rsa_keys():
+    """A few real 2048-bit key pairs, generated once per run."""
+    return [signing.generate_private_key() for _ in range(3)]
+
+
+@pytest.fixture
+def bootstrapped(db):
+    call_command("bootstrap", stdout=open("/dev/null", "w"))
+
+
+def make_merchant(private_key, *, name="Acme", currencies=("PHP",), collection_callback_url="",
+                  payout_callback_url="") -> MerchantCtx:
+    created = merchant_create(
+        name=name,
+        public_key_pem=signing.public_key_to_pem(private_key.public_key()),
+        currencies=list(currencies),
+        collection_callback_url=collection_callback_url,
+        payout_callback_url=payout_callback_url,
+    )
+    return MerchantCtx(created.merchant.merchant_no, created.app.app_id, created.key.version, private_key,
+                       merchant=created.merchant)
+
+
+@pytest.fixture
+def merchant(bootstrapped, rsa_keys) -> MerchantCtx:
+    return make_merchant(rsa_keys[0], currencies=("PHP", "USD"))
+
+
+@pytest.fixture
+def other_merchant(bootstrapped, rsa_keys) -> MerchantCtx:
+    return make_merchant(rsa_keys[1], name="Other Co", currencies=("PHP",))
+
+
+@pytest.fixture(autouse=True)
+def _clear_cache():
+    """Nonces and rate counters live in Redis; each test starts with none."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _ledger_invariants_hold(request):
+    """After every test that touched the database, every ledger invariant must still hold."""
+    uses_db = request.node.get_closest_marker("django_db") or {"db", "transactional_db"} & set(request.fixturenames)
+    if not uses_db:
+        yield
+        return
+    request.getfixturevalue("_django_db_helper")  # set up before, so torn down after, this check
+    yield
+    if request.node.get_closest_marker("ledger_tampered"):
+        return
+    from apps.ledger.selectors import ledger_verify
+
+    report = ledger_verify()
+    assert report["ok"], report["failures"]

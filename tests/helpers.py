@@ -1,0 +1,44 @@
+"""Test-side merchant client: signs requests exactly as a merchant's integration would (contract §2)."""
+
+import json
+import secrets
+import time
+from dataclasses import dataclass, field
+
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from apps.common import signing
+
+
+@dataclass
+class MerchantCtx:
+    merchant_no: str
+    app_id: str
+    key_version: int
+    private_key: rsa.RSAPrivateKey
+    merchant: object = None
+    extra: dict = field(default_factory=dict)
+
+    def signed_body(self, business: dict, **overrides) -> dict:
+        body = {
+            **business,
+            "merchant_no": self.merchant_no,
+            "app_id": self.app_id,
+            "key_version": self.key_version,
+            "timestamp": int(time.time()),
+            "nonce": secrets.token_hex(16),
+            "sign_type": "RSA2",
+        }
+        body.update(overrides)
+        body["sign"] = signing.sign(self.private_key, body)
+        return body
+
+
+def post_json(client, path: str, body) -> tuple[int, dict]:
+    raw = body if isinstance(body, (bytes, str)) else json.dumps(body)
+    response = client.post(path, data=raw, content_type="application/json")
+    return response.status_code, response.json()
+
+
+def signed_post(client, ctx: MerchantCtx, path: str, business: dict | None = None, **overrides) -> tuple[int, dict]:
+    return post_json(client, path, ctx.signed_body(business or {}, **overrides))
