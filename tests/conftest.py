@@ -64,3 +64,22 @@ def _ledger_invariants_hold(request):
 
     report = ledger_verify()
     assert report["ok"], report["failures"]
+
+
+@pytest.fixture
+def callback_receiver():
+    """A real HTTP server on 127.0.0.1 that records callbacks; scripted replies (tests/support/receiver.py)."""
+    from tests.support.receiver import CallbackReceiver
+
+    receiver = CallbackReceiver().start()
+    yield receiver
+    receiver.stop()
+
+
+@pytest.fixture
+def live_celery_worker(transactional_db):
+    """A real Celery worker thread on the test Redis broker; use with transactional_db tests."""
+    from tests.support.worker import live_worker
+
+    with live_worker() as worker:
+        yield worker
