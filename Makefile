@@ -32,5 +32,10 @@ browsers:
 test: install browsers
 	uv run pytest
 
+# Throughput and latency of the signed endpoints under wrk (not part of make test). See docs/performance.md.
+bench: install
+	@command -v wrk >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+	uv run python bench/run.py
+
 lint: install
 	uv run python manage.py makemigrations --check --dry-run

@@ -120,7 +120,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT = env.path("STATIC_ROOT", default=VAR_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -167,6 +167,10 @@ CALLBACK_REPLY_EXCERPT_CHARS = 512
 # Contract §7: sandbox channel timings.
 SANDBOX_PAYOUT_SETTLE_SECONDS = env.float("SANDBOX_PAYOUT_SETTLE_SECONDS", default=1.0)
 SANDBOX_PAYOUT_RETURN_SECONDS = env.float("SANDBOX_PAYOUT_RETURN_SECONDS", default=3.0)
+
+# make bench only: routes /bench/reference (verify one signature, insert one row) as the stack's ceiling.
+BENCHMARK_REFERENCE_ENDPOINT = env.bool("BENCHMARK_REFERENCE_ENDPOINT", default=False)
+BENCHMARK_REFERENCE_PUBLIC_KEY = env("BENCHMARK_REFERENCE_PUBLIC_KEY", default="")
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,270 @@
+"""make bench: the platform served the production way under wrk, with correctly signed requests.
+
+Creates a fresh PostgreSQL database, bootstraps it, creates merchants with real RSA keys and balances,
+serves the app with gunicorn (production settings, DEBUG off, Redis), then for each endpoint replays
+pre-signed bodies (each with a fresh nonce) at a fixed concurrency and prints requests/s, p50/p99 latency
+and the error count, with each endpoint's ratio to a reference view (verify one signature, insert one row).
+Also measures callback delivery throughput of one worker process to a local receiver.
+
+Every loop is bounded in count and time; all traffic goes to 127.0.0.1.
+"""
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+from cryptography.fernet import Fernet
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def recreate_database(admin_url: str, name: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.workdir = Path(tempfile.mkdtemp(prefix="bench-"))
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        pg = args.postgres.rstrip("/")
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings.production",
+            "DATABASE_URL": f"{pg}/{args.database}",
+            "REDIS_URL": args.redis,
+            "SECRET_KEY": secrets.token_urlsafe(50),
+            "PLATFORM_KEY_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+            "ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "SECURE_SSL_REDIRECT": "false",
+            "API_ROOT": self.base,
+            "CONN_MAX_AGE": "600",
+            "LOG_LEVEL": "WARNING",
+            "RATE_LIMIT_PER_SECOND": "1000000",
+            "BENCHMARK_REFERENCE_ENDPOINT": "true",
+            "BENCHMARK_REFERENCE_PUBLIC_KEY": str(self.workdir / "merchant_public.pem"),
+            "CALLBACK_ALLOW_PRIVATE_HOSTS": "true",
+            "STATIC_ROOT": str(self.workdir / "static"),
+        }
+        self.procs: list[subprocess.Popen] = []
+        self.results: list[dict] = []
+
+    # ---- set-up -------------------------------------------------------------------------------------
+    def manage(self, *argv: str) -> str:
+        out = subprocess.run([sys.executable, "manage.py", *argv], cwd=ROOT, env=self.env, check=True,
+                             capture_output=True, text=True)
+        return out.stdout
+
+    def setup_data(self) -> None:
+        recreate_database(self.args.postgres.rstrip("/") + "/postgres", self.args.database)
+        self.manage("migrate", "--noinput")
+        self.manage("createcachetable")
+        self.manage("bootstrap")
+        self.manage("collectstatic", "--noinput", "-v0")
+        os.environ.update(self.env)
+        import django
+
+        django.setup()
+        from apps.common import signing
+        from apps.ledger.services import balance_adjust
+        from apps.merchants.services import merchant_create
+
+        self.private_key = signing.generate_private_key()
+        public_pem = signing.public_key_to_pem(self.private_key.public_key())
+        (self.workdir / "merchant_public.pem").write_text(public_pem)
+        self.merchants = []
+        for i in range(self.args.merchants):
+            created = merchant_create(name=f"Bench {i}", public_key_pem=public_pem, currencies=["PHP"])
+            balance_adjust(merchant_no=created.merchant.merchant_no, currency="PHP", amount=10**13,
+                           reason="bench top-up")
+            self.merchants.append((created.merchant.merchant_no, created.app.app_id))
+
+    def start_server(self) -> None:
+        cmd = [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
+               "--workers", str(self.args.workers), "--worker-class", "gthread", "--threads", "4",
+               "--access-logfile", "-" if self.args.verbose else "/dev/null", "--log-level", "warning"]
+        self.procs.append(subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL))
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        raise SystemExit("gunicorn did not start")
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # ---- bodies ------------------------------------------------------------------------------------
+    def signed(self, merchant: tuple[str, str], business: dict) -> str:
+        from apps.common import signing
+
+        body = {**business, "merchant_no": merchant[0], "app_id": merchant[1], "key_version": 1,
+                "timestamp": int(time.time()), "nonce": secrets.token_hex(16), "sign_type": "RSA2"}
+        body["sign"] = signing.sign(self.private_key, body)
+        return json.dumps(body, separators=(",", ":"))
+
+    def write_bodies(self, name: str, count: int, make) -> Path:
+        path = self.workdir / f"{name}.jsonl"
+        with path.open("w") as handle:
+            for i in range(count):
+                handle.write(make(i) + "\n")
+        return path
+
+    def endpoint_exists(self, path: str) -> bool:
+        import requests
+
+        reply = requests.post(self.base + path, data=b"{}", timeout=5)
+        return not (reply.status_code == 404 and reply.json().get("code") == "1004")
+
+    # ---- load --------------------------------------------------------------------------------------
+    def wrk(self, name: str, path: str, bodies: Path, count: int) -> dict:
+        threads = 2
+        cmd = ["wrk", "-t", str(threads), "-c", str(self.args.connections), "-d", f"{self.args.duration}s",
+               "--latency", "-s", str(ROOT / "bench" / "wrk_bodies.lua"), self.base + path, "--",
+               str(bodies), str(threads)]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=self.args.duration + 60)
+        line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")), None)
+        if line is None:
+            raise SystemExit(f"wrk failed for {name}: {out.stdout}\n{out.stderr}")
+        fields = dict(part.split("=") for part in line.split()[1:])
+        requests_done = int(fields["requests"])
+        result = {
+            "name": name,
+            "rps": requests_done / (int(fields["duration_us"]) / 1e6),
+            "p50_ms": int(fields["p50_us"]) / 1000,
+            "p99_ms": int(fields["p99_us"]) / 1000,
+            "errors": int(fields["errors"]) + int(fields["socket_errors"]),
+            "short_of_bodies": requests_done > count,
+        }
+        if out.stderr.strip() and self.args.verbose:
+            print(out.stderr.strip()[:600], file=sys.stderr)
+        self.results.append(result)
+        print(f"  {name:<34} {result['rps']:8.1f} req/s  p50 {result['p50_ms']:6.1f} ms  "
+              f"p99 {result['p99_ms']:6.1f} ms  errors {result['errors']}", file=sys.stderr)
+        return result
+
+    def run_http(self) -> None:
+        n = self.args.bodies
+        hot = self.merchants[0]
+        spread = self.merchants
+        run_id = secrets.token_hex(3)
+        scenarios = [
+            ("reference (verify + insert)", "/bench/reference", lambda i: self.signed(spread[i % len(spread)], {})),
+            ("balance", "/openapi/v1/balance", lambda i: self.signed(spread[i % len(spread)], {"currency": "PHP"})),
+        ]
+        if self.endpoint_exists("/openapi/v1/pay/create"):
+            scenarios += [
+                ("pay/create (many merchants)", "/openapi/v1/pay/create", lambda i: self.signed(
+                    spread[i % len(spread)], {"mch_order_no": f"bc{run_id}{i}", "product_code": "PHP_COLLECT_D1",
+                                              "amount": 10000 + i % 500, "currency": "PHP", "subject": "bench"})),
+                ("pay/create (one hot merchant)", "/openapi/v1/pay/create", lambda i: self.signed(
+                    hot, {"mch_order_no": f"bh{run_id}{i}", "product_code": "PHP_COLLECT_D1",
+                          "amount": 10000 + i % 500, "currency": "PHP"})),
+                ("pay/query", "/openapi/v1/pay/query", lambda i: self.signed(
+                    spread[i % len(spread)], {"mch_order_no": f"bc{run_id}{i % max(1, n // 2)}"})),
+            ]
+        if self.endpoint_exists("/openapi/v1/payout/create"):
+            scenarios += [
+                ("payout/create (many merchants)", "/openapi/v1/payout/create", lambda i: self.signed(
+                    spread[i % len(spread)], {"mch_order_no": f"pc{run_id}{i}", "product_code": "PHP_PAYOUT",
+                                              "amount": 10000, "currency": "PHP", "payee_name": "Juan Dela Cruz",
+                                              "payee_account": f"{100000 + i}", "bank_code": "BDO"})),
+                ("payout/create (one hot merchant)", "/openapi/v1/payout/create", lambda i: self.signed(
+                    hot, {"mch_order_no": f"ph{run_id}{i}", "product_code": "PHP_PAYOUT", "amount": 10000,
+                          "currency": "PHP", "payee_name": "Juan Dela Cruz", "payee_account": f"{200000 + i}",
+                          "bank_code": "BDO"})),
+            ]
+        print(f"signing {n} bodies per endpoint ...", file=sys.stderr)
+        for name, path, make in scenarios:
+            bodies = self.write_bodies(name.split()[0].replace("/", "_"), n, make)
+            self.wrk(name, path, bodies, n)
+
+    # ---- callbacks ---------------------------------------------------------------------------------
+    def run_callbacks(self) -> dict | None:
+        try:
+            from bench.callback_throughput import measure
+        except ImportError:
+            return None
+
+        result = measure(env=self.env, events=self.args.callback_events, timeout=120)
+        if result:
+            print(f"  callback delivery (1 worker)       {result['events_per_s']:8.1f} events/s "
+                  f"({result['delivered']}/{result['events']} delivered)", file=sys.stderr)
+        return result
+
+    # ---- report ------------------------------------------------------------------------------------
+    def report(self, callbacks: dict | None) -> None:
+        ceiling = self.results[0]["rps"]
+        print()
+        print(f"make bench  {time.strftime('%Y-%m-%d %H:%M %Z')}  concurrency {self.args.connections}, "
+              f"{self.args.duration}s per endpoint, gunicorn {self.args.workers}x4 gthread, {os.cpu_count()} cores")
+        print(f"| endpoint | req/s | p50 ms | p99 ms | errors | ratio to reference |")
+        print(f"|---|---:|---:|---:|---:|---:|")
+        for r in self.results:
+            flag = " (bodies wrapped: raise --bodies)" if r["short_of_bodies"] else ""
+            print(f"| {r['name']} | {r['rps']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['errors']} | "
+                  f"{r['rps'] / ceiling:.2f}{flag} |")
+        if callbacks:
+            print(f"| callback delivery, 1 worker | {callbacks['events_per_s']:.1f} events/s | | | "
+                  f"{callbacks['events'] - callbacks['delivered']} undelivered | |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--postgres", default=os.environ.get("BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432"))
+    parser.add_argument("--database", default="payments_bench")
+    parser.add_argument("--redis", default=os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/5"))
+    parser.add_argument("--duration", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--merchants", type=int, default=20)
+    parser.add_argument("--bodies", type=int, default=6000)
+    parser.add_argument("--callback-events", type=int, default=2000)
+    parser.add_argument("--skip-callbacks", action="store_true")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args()
+    if not shutil.which("wrk"):
+        raise SystemExit("wrk is not installed (make bench installs it with apt)")
+    bench = Bench(args)
+    try:
+        print("setting up database and merchants ...", file=sys.stderr)
+        bench.setup_data()
+        bench.start_server()
+        bench.run_http()
+        callbacks = None if args.skip_callbacks else bench.run_callbacks()
+        bench.report(callbacks)
+    finally:
+        bench.stop()
+
+
+if __name__ == "__main__":
+    main()
