@@ -1,7 +1,7 @@
 from django.db import connection
 from django.db.models import Count, F, Q, Sum
 
-from apps.ledger.models import AccountKind, Entry, Hold, LedgerAccount
+from apps.ledger.models import AccountKind, Entry, Hold, LedgerAccount, Posting
 
 
 def merchant_balances(*, merchant_id: int, currency: str) -> dict[str, int]:
@@ -43,8 +43,8 @@ def ledger_verify() -> dict:
     failures += [{"check": "merchant_balance_non_negative", "account": str(acc), "balance": acc.balance}
                  for acc in negative[:100]]
 
-    lonely = Entry.objects.values("posting_id").annotate(n=Count("id")).filter(n__lt=2)
-    failures += [{"check": "posting_has_two_legs", "posting_id": row["posting_id"]} for row in lonely[:100]]
+    lonely = Posting.objects.annotate(n=Count("entries")).filter(n__lt=2).values_list("id", flat=True)
+    failures += [{"check": "posting_has_two_legs", "posting_id": pk} for pk in lonely[:100]]
 
     frozen_total = LedgerAccount.objects.filter(kind=AccountKind.FROZEN).values("merchant_id", "currency_id").annotate(
         total=Sum("balance"))
@@ -62,7 +62,7 @@ def ledger_verify() -> dict:
         "ok": not failures,
         "checks": {
             "accounts": LedgerAccount.objects.count(),
-            "postings": Entry.objects.values("posting_id").distinct().count(),
+            "postings": Posting.objects.count(),
             "entries": Entry.objects.count(),
             "database": connection.vendor,
         },

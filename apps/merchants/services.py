@@ -3,6 +3,8 @@
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
 from django.db import transaction
 from django.utils import timezone
 
@@ -57,9 +59,17 @@ def _check_public_key(pem: str) -> str:
     return signing.fingerprint(pem)
 
 
-def _check_callback_url(url: str) -> str:
-    if url and not url.lower().startswith(("http://", "https://")):
-        raise MerchantInputError(f"callback URL must be http(s): {url}")
+_callback_url_validator = URLValidator(schemes=["http", "https"])
+
+
+def callback_url_check(url: str) -> str:
+    """A callback URL is empty (none configured) or an absolute http(s) URL (contract §6)."""
+    url = url.strip()
+    if url:
+        try:
+            _callback_url_validator(url)
+        except ValidationError:
+            raise MerchantInputError(f"callback URL must be an absolute http(s) URL: {url}") from None
     return url
 
 
@@ -78,6 +88,10 @@ def merchant_create(*, name: str, public_key_pem: str, currencies: list[str], co
     """A merchant with one app, key version 1 and, per currency, its default products and review threshold."""
     if not name.strip():
         raise MerchantInputError("name must not be empty")
+    if len(name.strip()) > Merchant._meta.get_field("name").max_length:
+        raise MerchantInputError("name must be at most 128 characters")
+    collection_callback_url = callback_url_check(collection_callback_url)
+    payout_callback_url = callback_url_check(payout_callback_url)
     fingerprint = _check_public_key(public_key_pem)
     known = {c.code: c for c in Currency.objects.filter(code__in=currencies)}
     unknown = [code for code in currencies if code not in known]
@@ -85,8 +99,7 @@ def merchant_create(*, name: str, public_key_pem: str, currencies: list[str], co
         raise MerchantInputError(f"unknown currency: {', '.join(unknown) or '(none given)'}")
     merchant = Merchant.objects.create(
         merchant_no=f"tmp-{timezone.now().timestamp()}", name=name.strip(),
-        collection_callback_url=_check_callback_url(collection_callback_url),
-        payout_callback_url=_check_callback_url(payout_callback_url),
+        collection_callback_url=collection_callback_url, payout_callback_url=payout_callback_url,
     )
     merchant.merchant_no = f"M{10_000_000 + merchant.pk}"
     merchant.save(update_fields=["merchant_no"])

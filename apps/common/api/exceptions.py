@@ -2,6 +2,7 @@
 
 import logging
 
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf_exceptions
@@ -24,6 +25,8 @@ def _map(exc: Exception) -> tuple[ErrorCode, str | None]:
         return ErrorCode.RATE_LIMITED, None
     if isinstance(exc, (drf_exceptions.ParseError, drf_exceptions.UnsupportedMediaType)):
         return ErrorCode.INVALID_REQUEST, None
+    if isinstance(exc, RequestDataTooBig):
+        return ErrorCode.INVALID_REQUEST, "The body is too large."
     if isinstance(exc, drf_exceptions.ValidationError):
         return ErrorCode.INVALID_REQUEST, validation_message(exc.detail)
     if isinstance(exc, (drf_exceptions.NotAuthenticated, drf_exceptions.AuthenticationFailed)):

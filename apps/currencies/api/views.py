@@ -1,4 +1,5 @@
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -14,7 +15,11 @@ class CurrencyListView(APIView):
     permission_classes: list = []
     http_method_names = ["get", "head", "options"]
 
-    @extend_schema(operation_id="currencies_list", responses=CurrencySerializer(many=True))
+    @extend_schema(operation_id="currencies_list", auth=[], responses=inline_serializer(
+        name="CurrencyListEnvelope",
+        fields={"code": serializers.CharField(), "msg": serializers.CharField(),
+                "data": inline_serializer(name="CurrencyList", fields={"items": CurrencySerializer(many=True)})},
+    ))
     def get(self, request):
         items = CurrencySerializer(currency_list(), many=True).data
         return Response(envelope({"items": items}))

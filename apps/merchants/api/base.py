@@ -4,6 +4,7 @@ from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.views import APIView
 
 from apps.common import signing
+from apps.common.errors import ApiError, ErrorCode
 from apps.merchants.api.authentication import COMMON_FIELDS, SignedMerchant, SignedRequestAuthentication
 
 
@@ -16,6 +17,9 @@ class SignedAPIView(APIView):
         # Contract §2: a method the endpoint does not take is 1004 whatever the body, before any signature check.
         if request.method.lower() not in self.http_method_names:
             raise MethodNotAllowed(request.method)
+        # DRF reads an empty body as {}; an empty body is not a JSON object, so it is 1000 (not a missing sign).
+        if not request.body:
+            raise ApiError(ErrorCode.INVALID_REQUEST, "The body must be a JSON object.")
         super().initial(request, *args, **kwargs)
 
     @property

@@ -1,0 +1,224 @@
+"""Admin of merchants, apps, keys, products and platform keys. Creating a merchant, uploading a key and
+rotating the platform key go through the services (each its own durable transaction); private key
+material is never shown."""
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import redirect
+from django.urls import reverse
+
+from apps.common import audit, signing
+from apps.common.admin import render_action_form
+from apps.merchants.forms import ConfirmForm, MerchantChangeForm, MerchantCreateForm, MerchantKeyUploadForm
+from apps.merchants.models import (
+    App,
+    Merchant,
+    MerchantCurrency,
+    MerchantKey,
+    MerchantProduct,
+    PlatformKey,
+    Product,
+)
+from apps.merchants.services import (
+    MerchantInputError,
+    merchant_create,
+    merchant_key_add,
+    merchant_key_revoke,
+    platform_key_rotate,
+)
+
+
+def _changes(form) -> tuple[dict, dict]:
+    """Old and new values of a model form's changed plain fields, for the audit row."""
+    fields = [name for name in form.changed_data if name in form.initial and not isinstance(form.initial[name], list)]
+    old = {name: form.initial.get(name) for name in fields}
+    new = {name: form.cleaned_data.get(name) for name in fields}
+    return _jsonable(old), _jsonable(new)
+
+
+def _jsonable(values: dict) -> dict:
+    return {k: v if isinstance(v, (str, int, bool, type(None))) else str(v) for k, v in values.items()}
+
+
+class AppInline(admin.TabularInline):
+    model = App
+    fields = ["app_id", "name", "is_active", "created_at"]
+    readonly_fields = ["app_id", "created_at"]
+    extra = 0
+
+    def has_add_permission(self, request, obj=None):
+        return False  # app ids are assigned by merchant_create
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class MerchantKeyInline(admin.TabularInline):
+    model = MerchantKey
+    fields = ["version", "fingerprint", "created_at", "revoked_at"]
+    readonly_fields = fields
+    extra = 0
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False  # uploaded on the merchant key page, checked there
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class MerchantCurrencyInline(admin.TabularInline):
+    model = MerchantCurrency
+    fields = ["currency", "is_enabled", "payout_review_threshold"]
+    extra = 0
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # disable instead: balances and orders refer to the currency
+
+
+class MerchantProductInline(admin.TabularInline):
+    model = MerchantProduct
+    fields = ["product", "is_enabled"]
+    autocomplete_fields = ["product"]
+    extra = 0
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Merchant)
+class MerchantAdmin(admin.ModelAdmin):
+    form = MerchantChangeForm
+    list_display = ["merchant_no", "name", "is_active", "created_at"]
+    list_filter = ["is_active"]
+    search_fields = ["merchant_no", "name"]
+    readonly_fields = ["merchant_no", "created_at"]
+    fields = ["merchant_no", "name", "is_active", "collection_callback_url", "payout_callback_url", "administrators",
+              "created_at"]
+    filter_horizontal = ["administrators"]
+    inlines = [AppInline, MerchantKeyInline, MerchantCurrencyInline, MerchantProductInline]
+
+    def add_view(self, request, form_url="", extra_context=None):
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = MerchantCreateForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                created = merchant_create(
+                    name=data["name"], public_key_pem=data["public_key_pem"],
+                    currencies=[c.code for c in data["currencies"]],
+                    collection_callback_url=data["collection_callback_url"],
+                    payout_callback_url=data["payout_callback_url"], actor=request.user,
+                )
+            except MerchantInputError as exc:
+                form.add_error(None, str(exc))
+            else:
+                self.log_addition(request, created.merchant, [{"added": {}}])
+                self.message_user(request, f"Merchant {created.merchant.merchant_no} created with app "
+                                           f"{created.app.app_id} and key version 1.", messages.SUCCESS)
+                return redirect(reverse("admin:merchants_merchant_change", args=[created.merchant.pk]))
+        return render_action_form(self, request, form=form, title="Create a merchant", submit_label="Create merchant",
+                                  intro="One app, key version 1 and the default products of each currency are created.")
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if change and form.changed_data:
+            old, new = _changes(form)
+            audit.record(actor=request.user, action="merchant.change", obj=obj, old=old,
+                         new={**new, "changed": list(form.changed_data)})
+
+    def save_formset(self, request, form, formset, change):
+        super().save_formset(request, form, formset, change)
+        for inline_form in formset.forms:
+            if inline_form.instance.pk and inline_form.has_changed() and inline_form not in formset.deleted_forms:
+                old, new = _changes(inline_form)
+                audit.record(actor=request.user, action=f"{inline_form.instance._meta.model_name}.change",
+                             obj=inline_form.instance, old=old, new=new)
+
+
+@admin.register(MerchantKey)
+class MerchantKeyAdmin(admin.ModelAdmin):
+    list_display = ["merchant", "version", "fingerprint", "created_at", "revoked_at"]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["merchant__merchant_no", "fingerprint"]
+    list_select_related = ["merchant"]
+    fields = ["merchant", "version", "fingerprint", "public_key_pem", "created_at", "revoked_at"]
+    readonly_fields = fields
+    actions = ["revoke_selected"]
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # revoke instead: the version stays on record
+
+    def add_view(self, request, form_url="", extra_context=None):
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        initial = {"merchant": request.GET.get("merchant")} if request.GET.get("merchant") else None
+        form = MerchantKeyUploadForm(request.POST or None, request.FILES or None, initial=initial)
+        if request.method == "POST" and form.is_valid():
+            try:
+                key = merchant_key_add(merchant_no=form.cleaned_data["merchant"].merchant_no,
+                                       public_key_pem=form.cleaned_data["public_key_pem"], actor=request.user)
+            except MerchantInputError as exc:
+                form.add_error(None, str(exc))
+            else:
+                self.log_addition(request, key, [{"added": {}}])
+                self.message_user(request, f"Key version {key.version} added for {key.merchant.merchant_no} "
+                                           f"(fingerprint {key.fingerprint}).", messages.SUCCESS)
+                return redirect(reverse("admin:merchants_merchantkey_change", args=[key.pk]))
+        return render_action_form(self, request, form=form, title="Upload a merchant public key",
+                                  submit_label="Add key version",
+                                  intro="The key becomes the merchant's next version; older versions keep "
+                                        "verifying until revoked.")
+
+    @admin.action(description="Revoke selected keys (requests signed with them get 1104)", permissions=["change"])
+    def revoke_selected(self, request, queryset):
+        for key in queryset.select_related("merchant"):
+            merchant_key_revoke(merchant_no=key.merchant.merchant_no, key_version=key.version, actor=request.user)
+        self.message_user(request, f"{queryset.count()} key version(s) revoked.", messages.SUCCESS)
+
+
+@admin.register(Product)
+class ProductAdmin(admin.ModelAdmin):
+    list_display = ["code", "kind", "currency", "settlement", "fee_fixed", "fee_rate_bps", "min_amount", "max_amount",
+                    "is_active"]
+    list_filter = ["kind", "currency", "settlement", "is_active"]
+    search_fields = ["code"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # Orders refer to a product by code, kind and currency: those never change once it exists.
+        return ["code", "kind", "currency", "settlement"] if obj else []
+
+
+@admin.register(PlatformKey)
+class PlatformKeyAdmin(admin.ModelAdmin):
+    list_display = ["version", "is_current", "fingerprint", "created_at"]
+    fields = ["version", "is_current", "fingerprint", "public_key_pem", "created_at"]  # never the private half
+    readonly_fields = fields
+
+    @admin.display(description="fingerprint (SHA-256 of the public key)")
+    def fingerprint(self, obj):
+        return signing.fingerprint(obj.public_key_pem)
+
+    def has_change_permission(self, request, obj=None):
+        return False  # a key never changes; rotate to replace it
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # merchants verify old callbacks with old versions
+
+    def add_view(self, request, form_url="", extra_context=None):
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = ConfirmForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            key = platform_key_rotate(actor=request.user)
+            self.log_addition(request, key, [{"added": {}}])
+            self.message_user(request, f"Platform key version {key.version} is now current.", messages.SUCCESS)
+            return redirect(reverse("admin:merchants_platformkey_changelist"))
+        return render_action_form(self, request, form=form, title="Rotate the platform key",
+                                  submit_label="Create and make current",
+                                  intro="A new key version signs every callback from now on; older public keys "
+                                        "stay published.")
