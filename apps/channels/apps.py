@@ -1,6 +1,17 @@
+import importlib
+import importlib.util
+
 from django.apps import AppConfig
+
+# Adapter modules register themselves with apps.channels.registry on import.
+ADAPTER_MODULES = ("apps.channels.sandbox_payin", "apps.channels.sandbox_payout")
 
 
 class ChannelsConfig(AppConfig):
     name = "apps.channels"
     label = "channels"
+
+    def ready(self) -> None:
+        for module in ADAPTER_MODULES:
+            if importlib.util.find_spec(module) is not None:  # the payout adapter ships in its own issue
+                importlib.import_module(module)

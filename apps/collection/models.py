@@ -1,0 +1,107 @@
+"""Collection (pay-in) orders (interface §2.5, §3.1; contract §4)."""
+
+import secrets
+import string
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from django_fsm import FSMField, transition
+
+from apps.channels.models import Channel
+from apps.currencies.models import Currency
+from apps.merchants.models import Merchant, Product
+
+DEFAULT_EXPIRE_SECONDS = 600
+MIN_EXPIRE_SECONDS = 60
+MAX_EXPIRE_SECONDS = 86400
+_ALPHANUMERIC = string.ascii_letters + string.digits
+
+
+def new_platform_order_no() -> str:
+    """'C' + UTC time to the second + 16 random alphanumerics (~95 bits): sortable to a reader, not guessable."""
+    return "C" + timezone.now().strftime("%Y%m%d%H%M%S") + "".join(secrets.choice(_ALPHANUMERIC) for _ in range(16))
+
+
+def new_pay_token() -> str:
+    """The secret path segment of pay_url: 192 random bits (contract §1 asks for at least 128)."""
+    return secrets.token_urlsafe(24)
+
+
+class CollectionOrder(models.Model):
+    class Status(models.TextChoices):
+        CREATED = "CREATED", "Created"
+        SUCCESS = "SUCCESS", "Success"
+        EXPIRED = "EXPIRED", "Expired"
+
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="collection_orders")
+    platform_order_no = models.CharField(max_length=64, unique=True, default=new_platform_order_no, editable=False)
+    mch_order_no = models.CharField(max_length=64)
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="collection_orders")
+    # Copied from the product at create time: later product edits never change an existing order's money.
+    settlement = models.CharField(max_length=2, choices=Product.Settlement.choices)
+    channel = models.ForeignKey(Channel, on_delete=models.PROTECT, related_name="collection_orders")
+    currency = models.ForeignKey(Currency, on_delete=models.PROTECT)
+    amount = models.BigIntegerField(help_text="Minor units.")
+    fee = models.BigIntegerField(help_text="Minor units; product fee computed at create time.")
+    subject = models.CharField(max_length=256, blank=True)
+    return_url = models.CharField(max_length=512, blank=True)
+    attach = models.CharField(max_length=512, blank=True)
+    expire_seconds = models.PositiveIntegerField(default=DEFAULT_EXPIRE_SECONDS)
+    # Not `protected=True`: django-fsm's refresh_from_db workaround flips that flag class-wide, which races in
+    # threaded workers. Status changes only through the transitions below, called by apps.collection.services.
+    status = FSMField(max_length=16, choices=Status.choices, default=Status.CREATED, db_index=True)
+    expire_at = models.DateTimeField(db_index=True)
+    paid_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # D1 only: when the settling credit was moved to available (exactly once, contract §4).
+    settled_at = models.DateTimeField(null=True, blank=True)
+    pay_token = models.CharField(max_length=64, unique=True, default=new_pay_token, editable=False)
+    upstream_reference = models.CharField(max_length=128, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["merchant", "mch_order_no"], name="collection_mch_order_no_unique"),
+            models.CheckConstraint(condition=Q(amount__gt=0) & Q(fee__gte=0) & Q(fee__lt=models.F("amount")),
+                                   name="collection_amount_exceeds_fee"),
+            models.CheckConstraint(condition=Q(status="SUCCESS", paid_at__isnull=False)
+                                   | (~Q(status="SUCCESS") & Q(paid_at__isnull=True)),
+                                   name="collection_paid_at_iff_success"),
+            models.CheckConstraint(condition=Q(settled_at__isnull=True) | Q(status="SUCCESS", settlement="D1"),
+                                   name="collection_settled_only_d1_success"),
+        ]
+        indexes = [
+            # The D1 release scan: successful D1 orders not yet released.
+            models.Index(fields=["paid_at"], condition=Q(settlement="D1", status="SUCCESS", settled_at__isnull=True),
+                         name="collection_d1_unreleased"),
+        ]
+
+    def __str__(self) -> str:
+        return self.platform_order_no
+
+    @property
+    def net_amount(self) -> int:
+        """What the merchant is credited: amount − fee."""
+        return self.amount - self.fee
+
+    @property
+    def pay_url(self) -> str:
+        return f"{settings.PAY_BASE_URL}/pay/{self.pay_token}"
+
+    def is_payable(self, now=None) -> bool:
+        """The hosted page takes a payment only while CREATED and before expire_at."""
+        return self.status == self.Status.CREATED and self.expire_at > (now or timezone.now())
+
+    # Transitions change state and fields only (STYLE.md): no ledger, no I/O here.
+    @transition(field=status, source=[Status.CREATED, Status.EXPIRED], target=Status.SUCCESS)
+    def mark_paid(self, *, paid_at, upstream_reference: str = "") -> None:
+        self.paid_at = paid_at
+        if upstream_reference:
+            self.upstream_reference = upstream_reference
+
+    @transition(field=status, source=Status.CREATED, target=Status.EXPIRED)
+    def expire(self) -> None:
+        pass

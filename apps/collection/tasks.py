@@ -1,0 +1,31 @@
+"""Periodic tasks of collections (beat schedule in config/settings/base.py). Thin: each calls services."""
+
+import logging
+
+from celery import shared_task
+from django.utils import timezone
+
+from apps.collection import services
+from apps.collection.selectors import collection_orders_due_for_expiry
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(acks_late=True)
+def expire_due_orders() -> int:
+    """Move CREATED orders past expire_at to EXPIRED, each in its own short transaction; idempotent."""
+    now = timezone.now()
+    expired = sum(services.collection_expire(order_id=order_id, now=now)
+                  for order_id in collection_orders_due_for_expiry(now=now))
+    if expired:
+        logger.info("expired %d collection orders", expired)
+    return expired
+
+
+@shared_task(acks_late=True)
+def release_settlement() -> dict:
+    """D1 release (contract §4): exactly once per credit however often it runs or is retried."""
+    result = services.collection_settlement_release()
+    if result["released"]:
+        logger.info("D1 release: %s", result)
+    return result

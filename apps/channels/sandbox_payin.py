@@ -1,0 +1,32 @@
+"""Built-in sandbox pay-in channel (contract §7): the hosted page itself plays the upstream.
+
+Pay: the sandbox "upstream" reports the payment through collection_notify_paid, the same service a real
+upstream notification goes through. Fail: the payer's attempt is declined upstream; the order stays CREATED.
+"""
+
+from apps.channels.base import PayinAdapter, PaymentStart
+from apps.channels.registry import register_payin
+
+
+def sandbox_reference(order) -> str:
+    return f"SBX{order.platform_order_no}"
+
+
+@register_payin
+class SandboxPayinAdapter(PayinAdapter):
+    name = "sandbox"
+    # The hosted page renders the Pay / Fail form instead of forwarding the payer upstream.
+    is_sandbox = True
+
+    def start_payment(self, *, order) -> PaymentStart:
+        return PaymentStart(upstream_reference=sandbox_reference(order))
+
+    def simulate_paid(self, *, order):
+        """What the upstream's asynchronous 'paid' notification does: enter through the idempotent service."""
+        from apps.collection.services import collection_notify_paid
+
+        return collection_notify_paid(platform_order_no=order.platform_order_no,
+                                      upstream_reference=sandbox_reference(order))
+
+    def simulate_failed(self, *, order) -> None:
+        """A declined attempt: nothing changes, the payer may try again until the order expires."""

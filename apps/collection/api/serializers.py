@@ -1,0 +1,97 @@
+"""Request and response shapes of /pay/create and /pay/query (interface §4.3, §4.4; formats contract §1)."""
+
+from urllib.parse import urlsplit
+
+from rest_framework import serializers
+
+from apps.collection.models import DEFAULT_EXPIRE_SECONDS, MAX_EXPIRE_SECONDS, MIN_EXPIRE_SECONDS
+from apps.common.api.fields import AmountField, OrderNoField, PlatformOrderNoField, StrictCharField, StrictIntegerField
+
+
+class ReturnUrlField(StrictCharField):
+    default_error_messages = {"not_http": "must be an http(s) URL."}
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", 512)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        try:
+            parts = urlsplit(value)
+        except ValueError:
+            self.fail("not_http")
+        if parts.scheme.lower() not in ("http", "https") or not parts.netloc or any(c.isspace() for c in value):
+            self.fail("not_http")
+        return value
+
+
+class PayCreateRequestSerializer(serializers.Serializer):
+    mch_order_no = OrderNoField()
+    product_code = StrictCharField(max_length=64)
+    amount = AmountField()
+    # Any string: one the merchant has not enabled is 1001 (interface §4.3), not a format error.
+    currency = StrictCharField(max_length=16)
+    subject = StrictCharField(max_length=256, required=False, default="", trim_whitespace=False)
+    return_url = ReturnUrlField(required=False, default="")
+    expire_seconds = StrictIntegerField(min_value=MIN_EXPIRE_SECONDS, max_value=MAX_EXPIRE_SECONDS, required=False,
+                                        default=DEFAULT_EXPIRE_SECONDS)
+    # Echoed back verbatim: whitespace is kept.
+    attach = StrictCharField(max_length=512, required=False, default="", trim_whitespace=False)
+
+
+class PayCreateSerializer(serializers.Serializer):
+    platform_order_no = serializers.CharField()
+    mch_order_no = serializers.CharField()
+    pay_url = serializers.CharField()
+    amount = serializers.IntegerField()
+    currency = serializers.CharField()
+    expire_at = serializers.IntegerField(help_text="Unix seconds.")
+    status = serializers.CharField()
+
+
+class PayQueryRequestSerializer(serializers.Serializer):
+    mch_order_no = OrderNoField(required=False)
+    platform_order_no = PlatformOrderNoField(required=False)
+
+    def validate(self, attrs):
+        if not attrs.get("mch_order_no") and not attrs.get("platform_order_no"):
+            raise serializers.ValidationError("one of mch_order_no or platform_order_no is required.")
+        return attrs
+
+
+class PayQuerySerializer(serializers.Serializer):
+    platform_order_no = serializers.CharField()
+    mch_order_no = serializers.CharField()
+    amount = serializers.IntegerField()
+    currency = serializers.CharField()
+    status = serializers.CharField()
+    paid_at = serializers.IntegerField(required=False, help_text="Unix seconds; on SUCCESS only.")
+    attach = serializers.CharField(required=False, help_text="When set at create.")
+
+
+def pay_create_data(order) -> dict:
+    return {
+        "platform_order_no": order.platform_order_no,
+        "mch_order_no": order.mch_order_no,
+        "pay_url": order.pay_url,
+        "amount": order.amount,
+        "currency": order.currency_id,
+        "expire_at": int(order.expire_at.timestamp()),
+        "status": order.status,
+    }
+
+
+def pay_query_data(order) -> dict:
+    data = {
+        "platform_order_no": order.platform_order_no,
+        "mch_order_no": order.mch_order_no,
+        "amount": order.amount,
+        "currency": order.currency_id,
+        "status": order.status,
+    }
+    if order.status == order.Status.SUCCESS:
+        data["paid_at"] = int(order.paid_at.timestamp())
+    if order.attach:
+        data["attach"] = order.attach
+    return data

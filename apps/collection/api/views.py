@@ -1,0 +1,36 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+
+from apps.collection.api.serializers import (PayCreateRequestSerializer, PayCreateSerializer,
+                                             PayQueryRequestSerializer, PayQuerySerializer, pay_create_data,
+                                             pay_query_data)
+from apps.collection.selectors import collection_order_for_merchant
+from apps.collection.services import collection_create
+from apps.common.api.envelope import envelope
+from apps.common.api.schema import signed_request_schema
+from apps.common.errors import ApiError, ErrorCode
+from apps.merchants.api.base import SignedAPIView
+
+
+class PayCreateView(SignedAPIView):
+    """POST /openapi/v1/pay/create (interface §4.3): a CREATED order with its pay_url, or the replayed one."""
+
+    @extend_schema(**signed_request_schema("pay_create", PayCreateRequestSerializer, PayCreateSerializer))
+    def post(self, request):
+        params = self.validated(PayCreateRequestSerializer)
+        order = collection_create(merchant=self.signed.merchant, **params)
+        return Response(envelope(pay_create_data(order)))
+
+
+class PayQueryView(SignedAPIView):
+    """POST /openapi/v1/pay/query (interface §4.4): platform_order_no wins when both numbers are sent."""
+
+    @extend_schema(**signed_request_schema("pay_query", PayQueryRequestSerializer, PayQuerySerializer))
+    def post(self, request):
+        params = self.validated(PayQueryRequestSerializer)
+        order = collection_order_for_merchant(merchant_id=self.signed.merchant.pk,
+                                              platform_order_no=params.get("platform_order_no"),
+                                              mch_order_no=params.get("mch_order_no"))
+        if order is None:
+            raise ApiError(ErrorCode.ORDER_NOT_FOUND, "collection order not found.")
+        return Response(envelope(pay_query_data(order)))

@@ -1,0 +1,41 @@
+"""Reads of collection orders. Every merchant-facing read is scoped to the authenticated merchant."""
+
+from datetime import datetime
+
+from django.db.models import QuerySet
+
+from apps.collection.models import CollectionOrder
+
+
+def collection_order_for_merchant(*, merchant_id: int, platform_order_no: str | None = None,
+                                  mch_order_no: str | None = None) -> CollectionOrder | None:
+    """The merchant's order by platform_order_no (preferred when both are given) or mch_order_no."""
+    orders = CollectionOrder.objects.select_related("product", "currency").filter(merchant_id=merchant_id)
+    if platform_order_no:
+        return orders.filter(platform_order_no=platform_order_no).first()
+    if mch_order_no:
+        return orders.filter(mch_order_no=mch_order_no).first()
+    return None
+
+
+def collection_order_by_pay_token(*, pay_token: str) -> CollectionOrder | None:
+    return (
+        CollectionOrder.objects.select_related("merchant", "currency", "channel")
+        .filter(pay_token=pay_token)
+        .first()
+    )
+
+
+def collection_orders_due_for_expiry(*, now: datetime, limit: int = 1000) -> list[int]:
+    return list(
+        CollectionOrder.objects.filter(status=CollectionOrder.Status.CREATED, expire_at__lte=now)
+        .order_by("expire_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+
+
+def collection_orders_due_for_release(*, cutoff: datetime) -> QuerySet:
+    """Successful D1 orders paid before the cutoff whose settling credit is not yet released."""
+    return CollectionOrder.objects.filter(
+        settlement="D1", status=CollectionOrder.Status.SUCCESS, settled_at__isnull=True, paid_at__lt=cutoff
+    ).order_by("paid_at", "pk")

@@ -1,0 +1,216 @@
+"""Writes of collection orders: create (idempotent), upstream payment notification, expiry, D1 release.
+
+Lock order everywhere: the order row first (select_for_update), then the ledger (which locks its accounts
+in primary-key order). Callbacks are written to the outbox in the same transaction and dispatched after
+commit by apps.callbacks.
+"""
+
+import logging
+from datetime import datetime, time, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from zoneinfo import ZoneInfo
+
+from apps.callbacks.models import CallbackEvent
+from apps.callbacks.services import callback_enqueue
+from apps.channels.models import Channel
+from apps.channels.registry import serving_channel
+from apps.collection.models import DEFAULT_EXPIRE_SECONDS, CollectionOrder
+from apps.collection.selectors import collection_order_for_merchant, collection_orders_due_for_release
+from apps.common.errors import DomainError, ErrorCode
+from apps.ledger import services as ledger
+from apps.ledger.models import AccountKind
+from apps.ledger.services import Leg
+from apps.merchants.models import Merchant, Product
+from apps.merchants.selectors import merchant_currency_enabled, merchant_product
+
+logger = logging.getLogger(__name__)
+
+POSTING_SUCCESS = "collection.success"
+POSTING_RELEASE = "settlement.release"
+
+
+# ---------------------------------------------------------------------------------------------- create
+
+def _replay(order: CollectionOrder, request: dict) -> CollectionOrder:
+    """Identical business parameters return the original order; anything else is 2001 (contract §3)."""
+    stored = {
+        "product_code": order.product.code, "amount": order.amount, "currency": order.currency_id,
+        "subject": order.subject, "return_url": order.return_url, "expire_seconds": order.expire_seconds,
+        "attach": order.attach,
+    }
+    different = sorted(field for field, value in stored.items() if request[field] != value)
+    if different:
+        raise DomainError(ErrorCode.DUPLICATE_ORDER,
+                          f"mch_order_no {order.mch_order_no} was already used with a different {', '.join(different)}.")
+    return order
+
+
+def _check_route(*, merchant: Merchant, currency: str, product_code: str, amount: int) -> tuple[Channel, Product]:
+    """Currency (1001) → product (1002) → amount bounds (1003), in the contract's order (§2)."""
+    enabled = merchant_currency_enabled(merchant_id=merchant.pk, currency=currency)
+    if enabled is None:
+        raise DomainError(ErrorCode.CURRENCY_NOT_AVAILABLE, f"currency {currency} is not enabled for this merchant.")
+    if not enabled.currency.active:
+        raise DomainError(ErrorCode.CURRENCY_NOT_AVAILABLE, f"currency {currency} is not active.")
+    channel = serving_channel(currency=currency, direction=Channel.Direction.PAYIN)
+    if channel is None:
+        raise DomainError(ErrorCode.CURRENCY_NOT_AVAILABLE, f"currency {currency} has no serving pay-in channel.")
+
+    product = merchant_product(merchant_id=merchant.pk, code=product_code)
+    if product is None:
+        raise DomainError(ErrorCode.PRODUCT_NOT_AVAILABLE, f"product_code {product_code} is not available.")
+    if product.kind != Product.Kind.COLLECTION:
+        raise DomainError(ErrorCode.PRODUCT_NOT_AVAILABLE, f"product_code {product_code} is not a collection product.")
+    if product.currency_id != currency:
+        raise DomainError(ErrorCode.PRODUCT_NOT_AVAILABLE, f"product_code {product_code} is not for currency {currency}.")
+
+    if not product.min_amount <= amount <= product.max_amount:
+        raise DomainError(ErrorCode.AMOUNT_OUT_OF_RANGE,
+                          f"amount must be between {product.min_amount} and {product.max_amount} for {product.code}.")
+    if product.fee_for(amount) >= amount:
+        # Decision (docs/collections.md): a pay-in that would credit the merchant nothing is refused.
+        raise DomainError(ErrorCode.AMOUNT_OUT_OF_RANGE, f"amount must exceed the product fee of {product.fee_for(amount)}.")
+    return channel, product
+
+
+@transaction.atomic(durable=True)
+def _collection_insert(*, merchant: Merchant, channel: Channel, product: Product, request: dict) -> CollectionOrder:
+    now = timezone.now()
+    return CollectionOrder.objects.create(
+        merchant=merchant, mch_order_no=request["mch_order_no"], product=product, settlement=product.settlement,
+        channel=channel, currency_id=request["currency"], amount=request["amount"],
+        fee=product.fee_for(request["amount"]), subject=request["subject"], return_url=request["return_url"],
+        attach=request["attach"], expire_seconds=request["expire_seconds"],
+        expire_at=now + timedelta(seconds=request["expire_seconds"]),
+    )
+
+
+def collection_create(*, merchant: Merchant, mch_order_no: str, product_code: str, amount: int, currency: str,
+                      subject: str = "", return_url: str = "", expire_seconds: int = DEFAULT_EXPIRE_SECONDS,
+                      attach: str = "") -> CollectionOrder:
+    """A new CREATED order, or the existing one replayed when mch_order_no comes again with identical parameters."""
+    request = {"mch_order_no": mch_order_no, "product_code": product_code, "amount": amount, "currency": currency,
+               "subject": subject, "return_url": return_url, "expire_seconds": expire_seconds, "attach": attach}
+    existing = collection_order_for_merchant(merchant_id=merchant.pk, mch_order_no=mch_order_no)
+    if existing is not None:
+        return _replay(existing, request)
+    channel, product = _check_route(merchant=merchant, currency=currency, product_code=product_code, amount=amount)
+    try:
+        return _collection_insert(merchant=merchant, channel=channel, product=product, request=request)
+    except IntegrityError:
+        # A concurrent create of the same mch_order_no committed first (unique constraint): replay it or 2001.
+        existing = collection_order_for_merchant(merchant_id=merchant.pk, mch_order_no=mch_order_no)
+        if existing is None:
+            raise
+        return _replay(existing, request)
+
+
+# ---------------------------------------------------------------------------------------------- paid
+
+def lock_collection_order(*, platform_order_no: str | None = None, order_id: int | None = None) -> CollectionOrder:
+    orders = CollectionOrder.objects.select_for_update(of=("self",)).select_related("merchant", "product")
+    order = orders.filter(pk=order_id).first() if order_id is not None else \
+        orders.filter(platform_order_no=platform_order_no).first()
+    if order is None:
+        raise DomainError(ErrorCode.ORDER_NOT_FOUND, f"collection order {platform_order_no or order_id} not found.")
+    return order
+
+
+def collection_success_payload(order: CollectionOrder) -> dict:
+    """Business fields of the collection callback (interface §6.1); signing fields are added per attempt."""
+    return {
+        "platform_order_no": order.platform_order_no,
+        "mch_order_no": order.mch_order_no,
+        "amount": order.amount,
+        "currency": order.currency_id,
+        "status": CollectionOrder.Status.SUCCESS.value,
+        "paid_at": int(order.paid_at.timestamp()),
+        "attach": order.attach,
+    }
+
+
+def _success_legs(order: CollectionOrder) -> list[Leg]:
+    credit = AccountKind.SETTLING if order.settlement == Product.Settlement.D1 else AccountKind.AVAILABLE
+    legs = [Leg(AccountKind.PAYIN_CLEARING, -order.amount), Leg(credit, order.net_amount, order.merchant_id)]
+    if order.fee:
+        legs.append(Leg(AccountKind.FEE_REVENUE, order.fee))
+    return legs
+
+
+@transaction.atomic(durable=True)
+def collection_notify_paid(*, platform_order_no: str, upstream_reference: str = "",
+                           paid_at: datetime | None = None) -> CollectionOrder:
+    """The one entry of upstream 'paid' notifications (sandbox Pay button included). Idempotent: a duplicate
+    changes nothing. A payment after expiry is honoured (contract §4: EXPIRED → SUCCESS)."""
+    order = lock_collection_order(platform_order_no=platform_order_no)
+    if order.status == CollectionOrder.Status.SUCCESS:
+        return order
+    order.mark_paid(paid_at=paid_at or timezone.now(), upstream_reference=upstream_reference)
+    order.save()
+    ledger.post(kind=POSTING_SUCCESS, cause=order.platform_order_no, currency=order.currency_id,
+                merchant_id=order.merchant_id, legs=_success_legs(order),
+                memo=f"{order.settlement} pay-in {order.mch_order_no}")
+    callback_enqueue(merchant=order.merchant, type=CallbackEvent.Type.COLLECTION_SUCCESS,
+                     platform_order_no=order.platform_order_no, payload=collection_success_payload(order))
+    return order
+
+
+# ---------------------------------------------------------------------------------------------- expiry
+
+@transaction.atomic(durable=True)
+def collection_expire(*, order_id: int, now: datetime | None = None) -> bool:
+    """CREATED → EXPIRED once expire_at has passed; False when there was nothing to do (idempotent)."""
+    order = lock_collection_order(order_id=order_id)
+    if order.status != CollectionOrder.Status.CREATED or order.expire_at > (now or timezone.now()):
+        return False
+    order.expire()
+    order.save()
+    return True
+
+
+# ---------------------------------------------------------------------------------------------- D1 release
+
+def settlement_cutoff(now: datetime | None = None) -> datetime:
+    """00:00 of the current day in SETTLEMENT_TIME_ZONE (contract §4): credits paid before it are released."""
+    zone = ZoneInfo(settings.SETTLEMENT_TIME_ZONE)
+    local = (now or timezone.now()).astimezone(zone)
+    return datetime.combine(local.date(), time.min, tzinfo=zone)
+
+
+@transaction.atomic(durable=True)
+def collection_settlement_release_order(*, order_id: int, cutoff: datetime) -> CollectionOrder | None:
+    """Move one D1 order's settling credit to available, once: settled_at under the row lock, and the
+    (settlement.release, platform_order_no) posting's uniqueness as the backstop."""
+    order = lock_collection_order(order_id=order_id)
+    if (order.settled_at is not None or order.status != CollectionOrder.Status.SUCCESS
+            or order.settlement != Product.Settlement.D1 or order.paid_at >= cutoff):
+        return None
+    order.settled_at = timezone.now()
+    order.save(update_fields=["settled_at", "updated_at"])
+    ledger.post(kind=POSTING_RELEASE, cause=order.platform_order_no, currency=order.currency_id,
+                merchant_id=order.merchant_id, memo=f"D1 release of {order.mch_order_no}",
+                legs=[Leg(AccountKind.SETTLING, -order.net_amount, order.merchant_id),
+                      Leg(AccountKind.AVAILABLE, order.net_amount, order.merchant_id)])
+    return order
+
+
+def collection_settlement_release(*, now: datetime | None = None) -> dict:
+    """Release every due D1 credit (each in its own transaction); returns what was released per currency."""
+    cutoff = settlement_cutoff(now)
+    released: dict[str, dict[str, int]] = {}
+    order_ids = list(collection_orders_due_for_release(cutoff=cutoff).values_list("pk", flat=True))
+    for order_id in order_ids:
+        try:
+            order = collection_settlement_release_order(order_id=order_id, cutoff=cutoff)
+        except ledger.DuplicatePosting:
+            logger.error("collection order %s: settlement already posted but settled_at unset; skipped", order_id)
+            continue
+        if order is None:
+            continue
+        total = released.setdefault(order.currency_id, {"count": 0, "amount": 0})
+        total["count"] += 1
+        total["amount"] += order.net_amount
+    return {"released": released, "cutoff": cutoff.isoformat()}

@@ -1,0 +1,99 @@
+"""The hosted pay page at pay_url (contract §1, §7). HTML only; 404s are HTML pages too."""
+
+from functools import wraps
+
+from django.middleware.csrf import CsrfViewMiddleware
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.decorators import decorator_from_middleware
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_http_methods
+
+from apps.channels.registry import payin_adapter
+from apps.collection.models import CollectionOrder
+from apps.collection.presentation import format_amount, format_duration
+from apps.collection.selectors import collection_order_by_pay_token
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": ("default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; "
+                                "object-src 'none'"),
+    "X-Frame-Options": "DENY",
+    # The pay token is in the URL: it must never travel in a Referer header.
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+    "X-Robots-Tag": "noindex, nofollow",
+}
+
+
+class _HostedPageCsrf(CsrfViewMiddleware):
+    """Django's CSRF check, except that `Origin: null` is accepted: under Referrer-Policy: no-referrer browsers
+    send exactly that on the page's own form posts (Fetch spec). The CSRF token must still match."""
+
+    def _origin_verified(self, request):
+        return request.META.get("HTTP_ORIGIN") == "null" or super()._origin_verified(request)
+
+
+_hosted_csrf_protect = decorator_from_middleware(_HostedPageCsrf)
+
+
+def hosted_page(view):
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        response = view(request, *args, **kwargs)
+        for header, value in SECURITY_HEADERS.items():
+            response[header] = value
+        return response
+
+    return csrf_exempt(wrapper)
+
+
+def _context(order: CollectionOrder, **extra) -> dict:
+    now = timezone.now()
+    return {
+        "order": order,
+        "merchant_name": order.merchant.name,
+        "amount_display": format_amount(order.amount, order.currency),
+        "seconds_left": max(0, int((order.expire_at - now).total_seconds())),
+        "time_left": format_duration((order.expire_at - now).total_seconds()),
+        "expire_at_unix": int(order.expire_at.timestamp()),
+        **extra,
+    }
+
+
+def _page_for(request, order: CollectionOrder, *, failed: bool = False, status: int = 200):
+    if order.status == CollectionOrder.Status.SUCCESS:
+        return render(request, "collection/paid.html", _context(order), status=status)
+    if not order.is_payable():
+        return render(request, "collection/expired.html", _context(order), status=status)
+    adapter = payin_adapter(order.channel)
+    start = adapter.start_payment(order=order)
+    return render(request, "collection/pay.html", _context(
+        order, sandbox=getattr(adapter, "is_sandbox", False), redirect_url=start.redirect_url, failed=failed,
+    ), status=status)
+
+
+@hosted_page
+@require_http_methods(["GET", "HEAD", "POST"])
+@_hosted_csrf_protect
+def pay_page(request, pay_token: str):
+    order = collection_order_by_pay_token(pay_token=pay_token)
+    if order is None:
+        return render(request, "collection/not_found.html", status=404)
+    if request.method != "POST":
+        return _page_for(request, order, failed=request.GET.get("result") == "failed")
+
+    action = request.POST.get("action")
+    adapter = payin_adapter(order.channel)
+    if not getattr(adapter, "is_sandbox", False) or action not in ("pay", "fail"):
+        return _page_for(request, order, status=400)
+    if order.status == CollectionOrder.Status.SUCCESS:
+        return redirect(request.path)
+    if not order.is_payable():
+        # An expired link takes no payment, even if the expiry task has not run yet (contract §4).
+        return _page_for(request, order, status=409)
+    if action == "pay":
+        adapter.simulate_paid(order=order)
+        return redirect(request.path)
+    adapter.simulate_failed(order=order)
+    return redirect(f"{request.path}?result=failed")
