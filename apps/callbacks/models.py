@@ -27,9 +27,21 @@ class CallbackEvent(models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
+    # Lease of the worker making an attempt: no other worker claims the event until it passes, so a worker
+    # lost mid-delivery delays the callback by at most the lease (the sweeper re-dispatches after it).
+    locked_until = models.DateTimeField(null=True, blank=True)
+    # Last time a task was queued for the current due attempt; the sweeper re-queues only after a while.
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    # Set by a manual re-send; the next attempt is a single extra one (a failure makes the event dead again).
+    resend_requested = models.BooleanField(default=False)
+    last_error = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-id"]
+        indexes = [
+            # The sweeper's scan: pending events by due time.
+            models.Index(fields=["next_attempt_at"], condition=models.Q(status="pending"), name="callback_event_due"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["platform_order_no", "type"], name="callback_event_unique_per_order_type")
         ]
@@ -39,9 +51,14 @@ class CallbackEvent(models.Model):
 
 
 class CallbackAttempt(models.Model):
+    """One POST (or one refused try) of an event: the exact body sent and what came back."""
+
     event = models.ForeignKey(CallbackEvent, on_delete=models.CASCADE, related_name="attempts")
     number = models.PositiveIntegerField()
+    manual = models.BooleanField(default=False, help_text="Made because of a manual re-send.")
     started_at = models.DateTimeField()
+    # Null while the attempt is in flight, or when its worker was lost before recording the outcome.
+    finished_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(default=0)
     url = models.CharField(max_length=512)
     key_version = models.PositiveIntegerField(null=True, blank=True)

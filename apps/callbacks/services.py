@@ -1,10 +1,114 @@
-"""Callback outbox: enqueue inside the order's transaction; dispatch to workers after commit."""
+"""Callback outbox (contract §6): enqueue inside the order's transaction; deliver in three short steps.
 
+Delivery of one attempt: claim (short transaction: lease the event, build and sign the body, write the
+attempt row), commit, POST outside any transaction, then record the outcome (second short transaction).
+Retry delays live in the database (`next_attempt_at`), swept by `callbacks_sweep`; never in broker countdowns.
+"""
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from apps.callbacks.models import CallbackEvent
+from apps.callbacks.models import CallbackAttempt, CallbackEvent
+from apps.callbacks.transport import post_callback
+from apps.common import audit, signing
 from apps.merchants.models import Merchant
+from apps.merchants.selectors import platform_key_current, platform_private_key
+
+logger = logging.getLogger(__name__)
+
+# Added fresh to every attempt (interface §6); a business payload may not carry them.
+SIGNING_FIELDS = ("key_version", "timestamp", "nonce", "sign_type", "sign")
+HEARTBEAT_NAME = "callbacks.sweeper"
+
+
+# ------------------------------------------------------------------------------------------ payloads
+# Business fields of each callback type (interface §6.1–§6.3). Pure functions on duck-typed orders, so the
+# collection and payout services build identical shapes; signing fields are added per attempt.
+
+def _unix(value: datetime) -> int:
+    return int(value.timestamp())
+
+
+def _currency_code(order: Any) -> str:
+    code = getattr(order, "currency_id", None)
+    if code:
+        return code
+    currency = order.currency
+    return getattr(currency, "code", currency)
+
+
+def _status(value: Any) -> str:
+    return getattr(value, "value", value)
+
+
+def collection_success_payload(order: Any) -> dict:
+    """§6.1: status always SUCCESS; `attach` always present (empty string when the order has none)."""
+    return {
+        "platform_order_no": order.platform_order_no,
+        "mch_order_no": order.mch_order_no,
+        "amount": int(order.amount),
+        "currency": _currency_code(order),
+        "status": "SUCCESS",
+        "paid_at": _unix(order.paid_at),
+        "attach": getattr(order, "attach", "") or "",
+    }
+
+
+def payout_terminal_payload(payout: Any) -> dict:
+    """§6.2: a terminal snapshot; no finished_at, no attach; fail_reason only on FAILED/REJECTED."""
+    status = _status(payout.status)
+    if status not in ("SUCCESS", "FAILED", "REJECTED"):
+        raise ValueError(f"payout {payout.platform_order_no} is not terminal ({status})")
+    body = {
+        "platform_order_no": payout.platform_order_no,
+        "mch_order_no": payout.mch_order_no,
+        "amount": int(payout.amount),
+        "fee": int(payout.fee),
+        "currency": _currency_code(payout),
+        "status": status,
+    }
+    if status in ("FAILED", "REJECTED"):
+        body["fail_reason"] = getattr(payout, "fail_reason", "") or ""
+    return body
+
+
+def payout_reversed_payload(payout: Any) -> dict:
+    """§6.3: `event` = payout.reversed and no `status` (merchants route on `event`)."""
+    return {
+        "event": "payout.reversed",
+        "reversed_at": _unix(payout.reversed_at),
+        "platform_order_no": payout.platform_order_no,
+        "mch_order_no": payout.mch_order_no,
+        "amount": int(payout.amount),
+        "fee": int(payout.fee),
+        "currency": _currency_code(payout),
+        "reversal_amount": int(payout.reversal_amount),
+        "fee_refund": int(payout.fee_refund),
+    }
+
+
+def _check_payload(payload: dict) -> None:
+    reserved = sorted(set(payload) & set(SIGNING_FIELDS))
+    if reserved:
+        raise ValueError(f"callback payload may not carry signing fields {reserved}")
+    for key, value in payload.items():
+        if value is not None:
+            signing.render_value(value)  # flat values only: objects, arrays, floats cannot be signed
+
+
+# ------------------------------------------------------------------------------------------- enqueue
+
+def callback_url_for(*, merchant: Merchant, type: str) -> str:
+    if type == CallbackEvent.Type.COLLECTION_SUCCESS:
+        return merchant.collection_callback_url
+    return merchant.payout_callback_url
 
 
 def callback_enqueue(*, merchant: Merchant, type: CallbackEvent.Type, platform_order_no: str,
@@ -12,23 +116,192 @@ def callback_enqueue(*, merchant: Merchant, type: CallbackEvent.Type, platform_o
     """Write the event in the caller's transaction; a second enqueue of the same (order, type) is a no-op."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("callback_enqueue must run inside the transaction that changes the order")
-    url = merchant.payout_callback_url if type != CallbackEvent.Type.COLLECTION_SUCCESS else merchant.collection_callback_url
+    _check_payload(payload)
+    now = timezone.now()
     try:
         with transaction.atomic():
-            event = CallbackEvent.objects.create(merchant=merchant, type=type, platform_order_no=platform_order_no,
-                                                 url=url, payload=payload, next_attempt_at=timezone.now())
+            event = CallbackEvent.objects.create(
+                merchant=merchant, type=type, platform_order_no=platform_order_no,
+                url=callback_url_for(merchant=merchant, type=type), payload=payload,
+                next_attempt_at=now, dispatched_at=now,
+            )
     except IntegrityError:
         return CallbackEvent.objects.get(platform_order_no=platform_order_no, type=type)
-    transaction.on_commit(lambda: _dispatch(event.pk))
+    transaction.on_commit(lambda: callback_dispatch(event_id=event.pk))
     return event
 
 
-def _dispatch(event_id: int) -> None:
+def callback_dispatch(*, event_id: int) -> bool:
+    """Queue a delivery task; a broker outage is logged, not raised: the sweeper re-dispatches later."""
     from apps.callbacks.tasks import deliver_callback
 
     try:
         deliver_callback.delay(event_id)
-    except Exception:  # noqa: BLE001 - broker down: the sweeper picks the event up later
-        import logging
+    except Exception as exc:  # noqa: BLE001 - broker down: the event stays due in the database
+        logger.warning("callback event %s not dispatched (%s); the sweeper will retry", event_id, type(exc).__name__)
+        return False
+    return True
 
-        logging.getLogger(__name__).warning("callback %s not dispatched; the sweeper will retry", event_id)
+
+# ------------------------------------------------------------------------------------------ delivery
+
+@dataclass
+class Claim:
+    event_id: int
+    attempt_id: int
+    number: int
+    url: str
+    body: dict
+
+
+def _lease_seconds() -> float:
+    # Longer than any single attempt can take (connect + read timeouts, plus the body read), so a live worker
+    # never loses its lease; short enough that a lost worker delays the callback by minutes at most.
+    return max(settings.CALLBACK_LEASE_SECONDS, 3 * settings.CALLBACK_TIMEOUT_SECONDS + 30)
+
+
+def callback_body_sign(*, payload: dict, now: datetime) -> tuple[dict, int | None]:
+    """The body of one attempt: business fields + fresh signing fields, signed with the current platform key."""
+    key = platform_key_current()
+    if key is None:
+        raise RuntimeError("no current platform key: run `manage.py bootstrap`")
+    body = {**payload, "key_version": key.version, "timestamp": int(now.timestamp()),
+            "nonce": signing.new_nonce(), "sign_type": signing.SIGN_TYPE}
+    body["sign"] = signing.sign(platform_private_key(key), body)
+    return body, key.version
+
+
+@transaction.atomic(durable=True)
+def callback_attempt_claim(*, event_id: int) -> Claim | None:
+    """Lease a due PENDING event and write its attempt row; None when it is not due, done, or leased."""
+    now = timezone.now()
+    # skip_locked: a second worker racing for the same event gets nothing instead of waiting for the first.
+    event = (
+        CallbackEvent.objects.select_for_update(skip_locked=True, of=("self",)).select_related("merchant")
+        .filter(pk=event_id, status=CallbackEvent.Status.PENDING, next_attempt_at__lte=now)
+        .filter(Q(locked_until__isnull=True) | Q(locked_until__lte=now))
+        .first()
+    )
+    if event is None:
+        return None
+    # A previous attempt whose worker died before recording its outcome: close it, it counted.
+    CallbackAttempt.objects.filter(event=event, finished_at__isnull=True).update(
+        finished_at=now, error="worker lost before recording the outcome (lease expired)")
+    event.url = callback_url_for(merchant=event.merchant, type=event.type)  # the merchant's URL at attempt time
+    body, key_version = callback_body_sign(payload=event.payload, now=now)
+    manual = event.resend_requested
+    event.attempts_count += 1
+    event.locked_until = now + timedelta(seconds=_lease_seconds())
+    event.dispatched_at = None
+    event.resend_requested = False
+    event.save(update_fields=["url", "attempts_count", "locked_until", "dispatched_at", "resend_requested"])
+    attempt = CallbackAttempt.objects.create(event=event, number=event.attempts_count, manual=manual, started_at=now,
+                                             url=event.url, key_version=key_version, request_body=body)
+    return Claim(event.pk, attempt.pk, attempt.number, event.url, body)
+
+
+def _next_delay(*, attempts_count: int, manual: bool) -> int | None:
+    """Seconds until the next attempt after a failed one, or None: the event is dead (contract §6)."""
+    delays = settings.CALLBACK_RETRY_DELAYS_SECONDS
+    if manual or attempts_count > len(delays):
+        return None
+    return delays[attempts_count - 1]
+
+
+@transaction.atomic(durable=True)
+def callback_attempt_record(*, claim: Claim, http_status: int | None, reply: str, error: str, duration_ms: int,
+                            success: bool) -> CallbackEvent:
+    """Store the outcome of a claimed attempt; schedule the next one from the end of this one, or go dead."""
+    now = timezone.now()
+    event = CallbackEvent.objects.select_for_update().get(pk=claim.event_id)
+    attempt = CallbackAttempt.objects.select_for_update().get(pk=claim.attempt_id)
+    attempt.finished_at = now
+    attempt.duration_ms = duration_ms
+    attempt.http_status = http_status
+    attempt.response_excerpt = reply
+    attempt.error = "" if success else (error or "failed")
+    attempt.success = success
+    attempt.save()
+    if event.attempts_count != claim.number:
+        # Our lease ran out and another worker took over: it owns the event's state now.
+        if success and event.status != CallbackEvent.Status.DELIVERED:
+            event.status, event.delivered_at, event.last_error = CallbackEvent.Status.DELIVERED, now, ""
+            event.save(update_fields=["status", "delivered_at", "last_error"])
+        return event
+    event.locked_until = None
+    if success:
+        event.status, event.delivered_at, event.last_error = CallbackEvent.Status.DELIVERED, now, ""
+        event.next_attempt_at = None
+    else:
+        event.last_error = attempt.error
+        delay = _next_delay(attempts_count=event.attempts_count, manual=attempt.manual)
+        if delay is None:
+            event.status, event.next_attempt_at = CallbackEvent.Status.DEAD, None
+            logger.warning("callback event %s (%s %s) is dead after %s attempts: %s", event.pk, event.type,
+                           event.platform_order_no, event.attempts_count, attempt.error)
+        else:
+            event.next_attempt_at = now + timedelta(seconds=delay)
+    event.save(update_fields=["status", "delivered_at", "last_error", "next_attempt_at", "locked_until"])
+    return event
+
+
+def callback_deliver(*, event_id: int) -> CallbackEvent | None:
+    """One attempt at an event, if it is due and not leased by another worker. No transaction is open during
+    the HTTP call."""
+    claim = callback_attempt_claim(event_id=event_id)
+    if claim is None:
+        return None
+    result = post_callback(claim.url, claim.body)
+    if not result.success:
+        logger.info("callback event %s attempt %s failed: %s", event_id, claim.number, result.error)
+    return callback_attempt_record(claim=claim, http_status=result.http_status, reply=result.reply,
+                                   error=result.error, duration_ms=result.duration_ms, success=result.success)
+
+
+# ------------------------------------------------------------------------------------- sweep, re-send
+
+def callbacks_sweep(*, now: datetime | None = None, limit: int = 500) -> list[int]:
+    """Dispatch every due PENDING event with no live lease that was not queued recently (lost task, broker
+    down at commit, retry come due); record the sweeper's heartbeat. Returns the dispatched ids."""
+    from apps.common.models import Heartbeat
+
+    now = now or timezone.now()
+    requeue_before = now - timedelta(seconds=settings.CALLBACK_REDISPATCH_SECONDS)
+    due = (
+        CallbackEvent.objects.filter(status=CallbackEvent.Status.PENDING, next_attempt_at__lte=now)
+        .filter(Q(locked_until__isnull=True) | Q(locked_until__lte=now))
+        .filter(Q(dispatched_at__isnull=True) | Q(dispatched_at__lte=requeue_before))
+        .order_by("next_attempt_at").values_list("pk", flat=True)[:limit]
+    )
+    dispatched = []
+    for event_id in list(due):
+        # Mark first: a second sweeper run (or beat overlap) does not queue it again right away.
+        if CallbackEvent.objects.filter(pk=event_id).filter(
+                Q(dispatched_at__isnull=True) | Q(dispatched_at__lte=requeue_before)).update(dispatched_at=now):
+            if callback_dispatch(event_id=event_id):
+                dispatched.append(event_id)
+    Heartbeat.objects.update_or_create(name=HEARTBEAT_NAME, defaults={"beat_at": now})
+    return dispatched
+
+
+RESENDABLE = (CallbackEvent.Status.DEAD, CallbackEvent.Status.DELIVERED)
+
+
+@transaction.atomic(durable=True)
+def callback_resend(*, event_ids: list[int], actor) -> list[CallbackEvent]:
+    """Manual re-send of dead or delivered events: one extra attempt now, nothing else reset (contract §6).
+    Pending events are left alone (they are already being retried)."""
+    now = timezone.now()
+    events = list(CallbackEvent.objects.select_for_update().filter(pk__in=event_ids, status__in=RESENDABLE)
+                  .order_by("pk"))
+    for event in events:
+        old = {"status": event.status, "attempts_count": event.attempts_count}
+        event.status = CallbackEvent.Status.PENDING
+        event.next_attempt_at = now
+        event.dispatched_at = now
+        event.resend_requested = True
+        event.save(update_fields=["status", "next_attempt_at", "dispatched_at", "resend_requested"])
+        audit.record(actor=actor, action="callback.resend", obj=event, old=old,
+                     new={"status": event.status, "next_attempt_at": now.isoformat()})
+        transaction.on_commit(lambda pk=event.pk: callback_dispatch(event_id=pk))
+    return events

@@ -2,12 +2,15 @@
 
 import logging
 
-from django.conf import settings
 from django.db import connection
 from django.http import JsonResponse
 from django.utils import timezone
 
 logger = logging.getLogger(__name__)
+
+SWEEPER_HEARTBEAT = "callbacks.sweeper"
+# The sweeper beats every 5 s; a minute without a beat means beat or the workers are not running.
+SWEEPER_STALE_SECONDS = 60
 
 
 def _check_database() -> str | None:
@@ -30,18 +33,29 @@ def _check_broker() -> str | None:
     return None
 
 
-def healthz(request):
+def _sweeper_last_run():
     from apps.common.models import Heartbeat
 
+    return Heartbeat.objects.filter(name=SWEEPER_HEARTBEAT).values_list("beat_at", flat=True).first()
+
+
+def healthz(request):
+    """200 when the database and the broker answer, else 503 naming the failing part; also reports the last
+    run of the callback sweeper (informational: a stale sweeper shows as `sweeper_stale`, not as a 503)."""
     failures = {name: err for name, err in (("database", _check_database()), ("broker", _check_broker())) if err}
-    sweeper = Heartbeat.objects.filter(name="callbacks.sweeper").values_list("beat_at", flat=True).first() \
-        if "database" not in failures else None
+    last_run = _sweeper_last_run() if "database" not in failures else None
+    now = timezone.now()
+    age = (now - last_run).total_seconds() if last_run else None
     body = {
         "status": "ok" if not failures else "unavailable",
+        "failing": sorted(failures),
         "database": failures.get("database", "ok"),
         "broker": failures.get("broker", "ok"),
-        "last_sweeper_run": sweeper.isoformat() if sweeper else None,
-        "time": timezone.now().isoformat(),
-        "debug": settings.DEBUG,
+        "last_sweeper_run": last_run.isoformat() if last_run else None,
+        "sweeper_age_seconds": round(age, 1) if age is not None else None,
+        "sweeper_stale": age is None or age > SWEEPER_STALE_SECONDS,
+        "time": now.isoformat(),
     }
+    if failures:
+        logger.error("healthz: %s failing", ", ".join(f"{k} ({v})" for k, v in sorted(failures.items())))
     return JsonResponse(body, status=503 if failures else 200)

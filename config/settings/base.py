@@ -163,6 +163,11 @@ CALLBACK_TIMEOUT_SECONDS = env.float("CALLBACK_TIMEOUT_SECONDS", default=10.0)
 CALLBACK_RETRY_DELAYS_SECONDS = [15, 60, 300, 1800, 7200, 21600, 43200, 86400]
 CALLBACK_ALLOW_PRIVATE_HOSTS = env.bool("CALLBACK_ALLOW_PRIVATE_HOSTS", default=False)
 CALLBACK_REPLY_EXCERPT_CHARS = 512
+# A worker's claim on an event lasts this long (at least 3 × timeout + 30 s); a worker lost mid-delivery
+# delays the callback by at most this, then the sweeper re-dispatches it.
+CALLBACK_LEASE_SECONDS = env.int("CALLBACK_LEASE_SECONDS", default=120)
+# The sweeper queues a due event again only if no task was queued for it within this many seconds.
+CALLBACK_REDISPATCH_SECONDS = env.int("CALLBACK_REDISPATCH_SECONDS", default=30)
 
 # Contract §7: sandbox channel timings.
 SANDBOX_PAYOUT_SETTLE_SECONDS = env.float("SANDBOX_PAYOUT_SETTLE_SECONDS", default=1.0)

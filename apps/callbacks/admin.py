@@ -1,0 +1,112 @@
+"""Admin of the callback outbox: events with their attempts (read-only) and the "Re-send" action.
+
+Everything here is read-only; the only write is the re-send action, which needs the change permission and
+calls callback_resend (its own durable transaction, audited). Bodies shown are exactly what was POSTed:
+they carry the signature, never key material.
+"""
+
+import json
+
+from django.contrib import admin, messages
+from django.utils.html import format_html
+
+from apps.callbacks.models import CallbackAttempt, CallbackEvent
+from apps.callbacks.services import RESENDABLE, callback_resend
+
+
+def _pretty(value) -> str:
+    return format_html("<pre style='white-space: pre-wrap; margin: 0'>{}</pre>",
+                       json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True))
+
+
+class CallbackAttemptInline(admin.TabularInline):
+    model = CallbackAttempt
+    fields = ["number", "manual", "started_at", "duration_ms", "url", "key_version", "http_status", "success",
+              "response_excerpt", "error"]
+    readonly_fields = fields
+    extra = 0
+    show_change_link = True  # the attempt page shows the exact body sent
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(CallbackEvent)
+class CallbackEventAdmin(admin.ModelAdmin):
+    list_display = ["id", "platform_order_no", "type", "merchant", "status", "attempts_count", "next_attempt_at",
+                    "delivered_at", "last_error_short", "created_at"]
+    list_filter = ["status", "type", "merchant"]
+    search_fields = ["platform_order_no"]
+    list_select_related = ["merchant"]
+    date_hierarchy = "created_at"
+    actions = ["resend"]
+    inlines = [CallbackAttemptInline]
+    fields = ["merchant", "type", "platform_order_no", "status", "url", "attempts_count", "next_attempt_at",
+              "locked_until", "delivered_at", "last_error", "created_at", "business_payload", "last_body_sent"]
+    readonly_fields = fields
+
+    @admin.display(description="last error")
+    def last_error_short(self, obj: CallbackEvent) -> str:
+        return (obj.last_error[:80] + "…") if len(obj.last_error) > 80 else obj.last_error
+
+    @admin.display(description="business fields (identical in every attempt)")
+    def business_payload(self, obj: CallbackEvent) -> str:
+        return _pretty(obj.payload)
+
+    @admin.display(description="body sent in the last attempt")
+    def last_body_sent(self, obj: CallbackEvent) -> str:
+        attempt = obj.attempts.order_by("-number").first()
+        return _pretty(attempt.request_body) if attempt else "-"
+
+    def has_add_permission(self, request):
+        return False  # events are written by the order services only
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # the outbox is the delivery history
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        extra_context = {**(extra_context or {}), "show_save": False, "show_save_and_continue": False,
+                         "show_save_and_add_another": False}
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    @admin.action(description="Re-send selected dead or delivered callbacks (one extra attempt)",
+                  permissions=["change"])
+    def resend(self, request, queryset):
+        ids = list(queryset.values_list("pk", flat=True))
+        events = callback_resend(event_ids=ids, actor=request.user)
+        skipped = len(ids) - len(events)
+        if events:
+            self.message_user(request, f"{len(events)} callback(s) queued for one more attempt.", messages.SUCCESS)
+        if skipped:
+            allowed = " or ".join(str(status.label).lower() for status in RESENDABLE)
+            self.message_user(request, f"{skipped} callback(s) skipped: only {allowed} events can be re-sent "
+                                       "(pending ones are already being retried).", messages.WARNING)
+
+
+@admin.register(CallbackAttempt)
+class CallbackAttemptAdmin(admin.ModelAdmin):
+    list_display = ["id", "event", "number", "manual", "started_at", "http_status", "success", "key_version",
+                    "duration_ms"]
+    list_filter = ["success", "manual"]
+    search_fields = ["event__platform_order_no"]
+    list_select_related = ["event"]
+    fields = ["event", "number", "manual", "started_at", "finished_at", "duration_ms", "url", "key_version",
+              "http_status", "success", "response_excerpt", "error", "body_sent"]
+    readonly_fields = fields
+
+    @admin.display(description="body sent (JSON, as POSTed)")
+    def body_sent(self, obj: CallbackAttempt) -> str:
+        return _pretty(obj.request_body)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,181 @@
+"""HTTP POST of one callback body, with the SSRF guard of contract §6.
+
+The guard lives in the connection itself: the host is resolved once when the socket is opened, every
+resolved address is checked, and the socket connects to a checked address. The URL, the Host header, TLS
+SNI and certificate verification keep the hostname, so DNS rebinding between check and connect cannot
+reach an internal address. Environment proxies are ignored (they would bypass the check).
+"""
+
+import ipaddress
+import json
+import socket
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import requests
+from django.conf import settings
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+from urllib3.util import connection as urllib3_connection
+
+# Enough to see "success" and to keep an excerpt; a larger reply is not "success" anyway.
+MAX_REPLY_BYTES = 8192
+
+
+class CallbackUrlRefused(Exception):
+    """The callback URL may not be called (scheme, or a non-public address in production). Not an OSError on
+    purpose: it must pass through urllib3's retry handling untouched."""
+
+
+@dataclass
+class PostResult:
+    http_status: int | None
+    reply: str
+    error: str
+    duration_ms: int
+
+    @property
+    def success(self) -> bool:
+        # Contract §6: HTTP 200 and a body that is exactly `success` once surrounding whitespace is stripped.
+        return self.http_status == 200 and not self.error and self.reply.strip() == "success"
+
+
+def resolve(host: str, port: int) -> list[tuple]:
+    """getaddrinfo for TCP; a seam for tests that need a hostname to resolve somewhere in particular."""
+    return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+
+
+def address_refusal(address: str) -> str | None:
+    """Why an address may not be called back, or None when it is a public unicast address."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    for flag in ("is_unspecified", "is_loopback", "is_private", "is_link_local", "is_multicast", "is_reserved"):
+        if getattr(ip, flag):
+            return flag.removeprefix("is_").replace("_", "-")
+    if not ip.is_global:  # e.g. 100.64.0.0/10 shared address space
+        return "not-global"
+    return None
+
+
+def checked_addresses(host: str, port: int) -> list[tuple]:
+    """Resolve host; refuse if ANY address is non-public (unless settings allow private hosts)."""
+    infos = resolve(host, port)
+    if not infos:
+        raise socket.gaierror(f"{host} has no address")
+    if not settings.CALLBACK_ALLOW_PRIVATE_HOSTS:
+        for *_, sockaddr in infos:
+            reason = address_refusal(sockaddr[0])
+            if reason:
+                raise CallbackUrlRefused(f"callback host {host} resolves to a non-public address "
+                                         f"{sockaddr[0]} ({reason}); refused")
+    return infos
+
+
+class _PinnedConnectionMixin:
+    """Open the socket to an address checked by checked_addresses(), never to a second resolution."""
+
+    def _new_conn(self) -> socket.socket:
+        try:
+            infos = checked_addresses(self._dns_host, self.port)
+        except socket.gaierror as exc:
+            raise NameResolutionError(self.host, self, exc) from exc
+        last_error: OSError | None = None
+        for family, _type, _proto, _name, sockaddr in infos:
+            try:
+                return urllib3_connection.create_connection(
+                    (sockaddr[0], self.port), self.timeout, source_address=self.source_address,
+                    socket_options=self.socket_options,
+                )
+            except TimeoutError as exc:
+                raise ConnectTimeoutError(self, f"Connection to {self.host} timed out "
+                                                f"(connect timeout={self.timeout})") from exc
+            except OSError as exc:
+                last_error = exc
+        raise NewConnectionError(self, f"Failed to establish a new connection: {last_error}")
+
+
+class _PinnedHTTPConnection(_PinnedConnectionMixin, HTTPConnection):
+    pass
+
+
+class _PinnedHTTPSConnection(_PinnedConnectionMixin, HTTPSConnection):
+    pass
+
+
+class _PinnedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = _PinnedHTTPConnection
+
+
+class _PinnedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _PinnedHTTPSConnection
+
+
+class _PinnedAdapter(HTTPAdapter):
+    def init_poolmanager(self, *args, **kwargs) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _PinnedHTTPPool, "https": _PinnedHTTPSPool}
+
+
+def _excerpt(text: str) -> str:
+    return text[: settings.CALLBACK_REPLY_EXCERPT_CHARS]
+
+
+def check_url(url: str) -> None:
+    """Static part of the guard: a non-empty http(s) URL with a host."""
+    if not url:
+        raise CallbackUrlRefused("no callback URL configured")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CallbackUrlRefused(f"callback URL must be http(s) with a host; refused {parts.scheme or 'no'} scheme")
+    if parts.username or parts.password:
+        raise CallbackUrlRefused("callback URL must not carry credentials")
+
+
+def post_callback(url: str, body: dict) -> PostResult:
+    """POST body as JSON; never follows redirects; timeout settings.CALLBACK_TIMEOUT_SECONDS (connect and read)."""
+    started = time.monotonic()
+
+    def done(status=None, reply="", error="") -> PostResult:
+        return PostResult(status, _excerpt(reply), error, int((time.monotonic() - started) * 1000))
+
+    try:
+        check_url(url)
+    except CallbackUrlRefused as exc:
+        return done(error=str(exc))
+    timeout = settings.CALLBACK_TIMEOUT_SECONDS
+    data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    with requests.Session() as session:
+        session.trust_env = False  # no environment proxies / netrc: they would bypass the address check
+        adapter = _PinnedAdapter(max_retries=0)
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        try:
+            response = session.post(
+                url, data=data, timeout=(timeout, timeout), allow_redirects=False, stream=True,
+                headers={"Content-Type": "application/json; charset=utf-8", "User-Agent": "payments-callback/1"},
+            )
+        except CallbackUrlRefused as exc:
+            return done(error=str(exc))
+        except requests.Timeout as exc:
+            return done(error=f"timeout after {timeout:g} s: {type(exc).__name__}")
+        except requests.RequestException as exc:
+            return done(error=f"{type(exc).__name__}: {exc}"[:1000])
+        try:
+            raw = response.raw.read(MAX_REPLY_BYTES, decode_content=True) or b""
+        except Exception as exc:  # noqa: BLE001 - a reply cut off or stalled mid-body is a failure
+            return done(status=response.status_code, error=f"reading the reply failed: {type(exc).__name__}")
+        finally:
+            response.close()
+    reply = raw.decode(response.encoding or "utf-8", errors="replace")
+    error = ""
+    if 300 <= response.status_code < 400:
+        error = f"redirect to {response.headers.get('Location', '?')!r} not followed"
+    elif response.status_code != 200:
+        error = f"HTTP {response.status_code}"
+    elif reply.strip() != "success":
+        error = "reply is not 'success'"
+    return done(status=response.status_code, reply=reply, error=error)

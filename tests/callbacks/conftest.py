@@ -1,0 +1,71 @@
+import socket
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+import pytest
+from django.db import transaction
+
+from apps.callbacks.models import CallbackEvent
+from apps.callbacks.services import callback_enqueue, collection_success_payload
+
+
+def closed_port_url() -> str:
+    """A URL on 127.0.0.1 whose port nothing listens on (bound, then released)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return f"http://127.0.0.1:{port}/callback"
+
+
+def paid_order(no: str = "C20260101000000abc", **overrides) -> SimpleNamespace:
+    fields = dict(platform_order_no=no, mch_order_no="M-1", amount=12345, currency_id="PHP",
+                  paid_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), attach="order=7")
+    fields.update(overrides)
+    return SimpleNamespace(**fields)
+
+
+@pytest.fixture
+def hooked_merchant(merchant, callback_receiver):
+    """The merchant with both callback URLs on the local receiver."""
+    m = merchant.merchant
+    m.collection_callback_url = callback_receiver.url
+    m.payout_callback_url = callback_receiver.url
+    m.save(update_fields=["collection_callback_url", "payout_callback_url"])
+    return m
+
+
+@pytest.fixture
+def enqueue():
+    """Enqueue an event the way the order services do (inside their transaction); returns the event."""
+
+    def _enqueue(merchant, *, type=CallbackEvent.Type.COLLECTION_SUCCESS, no="C20260101000000abc", payload=None):
+        with transaction.atomic():
+            return callback_enqueue(merchant=merchant, type=type, platform_order_no=no,
+                                    payload=payload or collection_success_payload(paid_order(no)))
+
+    return _enqueue
+
+
+class Clock:
+    """Frozen time that tests move by hand (time_machine): schedules are checked to the second."""
+
+    def __init__(self, time_machine):
+        self._tm = time_machine
+        self.now = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+        self._tm.move_to(self.now, tick=False)
+
+    def advance(self, seconds: float) -> datetime:
+        self.now = self.now + timedelta(seconds=seconds)
+        self._tm.move_to(self.now, tick=False)
+        return self.now
+
+    def set(self, moment: datetime) -> datetime:
+        self.now = moment
+        self._tm.move_to(moment, tick=False)
+        return moment
+
+
+@pytest.fixture
+def clock(time_machine) -> Clock:
+    return Clock(time_machine)
