@@ -1,0 +1,67 @@
+"""POST /openapi/v1/pay/query (interface §4.4): lookup by either number, scoped to the merchant."""
+
+import pytest
+
+from apps.collection.services import collection_notify_paid
+from tests.collection.conftest import QUERY, create
+from tests.helpers import signed_post
+
+pytestmark = pytest.mark.django_db
+
+
+def test_query_by_mch_order_no_returns_created_order_without_paid_at_or_attach(client, merchant):
+    created = create(client, merchant, mch_order_no="Q-1", amount=4321)[1]["data"]
+    status, body = signed_post(client, merchant, QUERY, {"mch_order_no": "Q-1"})
+    assert (status, body["code"]) == (200, "0")
+    assert body["data"] == {"platform_order_no": created["platform_order_no"], "mch_order_no": "Q-1",
+                            "amount": 4321, "currency": "PHP", "status": "CREATED"}
+
+
+def test_query_by_platform_order_no_of_paid_order_has_paid_at_and_attach(client, merchant):
+    created = create(client, merchant, mch_order_no="Q-2", attach=" keep  me ")[1]["data"]
+    order = collection_notify_paid(platform_order_no=created["platform_order_no"])
+    status, body = signed_post(client, merchant, QUERY, {"platform_order_no": created["platform_order_no"]})
+    assert body["data"]["status"] == "SUCCESS"
+    assert body["data"]["paid_at"] == int(order.paid_at.timestamp())
+    assert body["data"]["attach"] == " keep  me "
+
+
+def test_query_with_both_numbers_prefers_platform_order_no(client, merchant):
+    first = create(client, merchant, mch_order_no="Q-3")[1]["data"]
+    create(client, merchant, mch_order_no="Q-4")
+    status, body = signed_post(client, merchant, QUERY,
+                               {"platform_order_no": first["platform_order_no"], "mch_order_no": "Q-4"})
+    assert body["data"]["mch_order_no"] == "Q-3"
+
+
+def test_query_with_both_numbers_when_platform_order_no_unknown_is_2002(client, merchant):
+    create(client, merchant, mch_order_no="Q-5")
+    status, body = signed_post(client, merchant, QUERY, {"platform_order_no": "C000NOPE", "mch_order_no": "Q-5"})
+    assert (status, body["code"]) == (404, "2002")
+
+
+def test_query_without_any_number_returns_1000(client, merchant):
+    status, body = signed_post(client, merchant, QUERY, {})
+    assert (status, body["code"]) == (400, "1000")
+    status, body = signed_post(client, merchant, QUERY, {"mch_order_no": "", "platform_order_no": ""})
+    assert (status, body["code"]) == (400, "1000")
+
+
+@pytest.mark.parametrize("params", [{"mch_order_no": "bad no"}, {"platform_order_no": "C-123"},
+                                    {"platform_order_no": 5}, {"mch_order_no": "x" * 65}])
+def test_query_with_number_out_of_format_returns_1000(client, merchant, params):
+    status, body = signed_post(client, merchant, QUERY, params)
+    assert (status, body["code"]) == (400, "1000")
+
+
+def test_query_of_unknown_order_returns_2002(client, merchant):
+    for params in ({"mch_order_no": "NEVER"}, {"platform_order_no": "C2020NOPE"}):
+        status, body = signed_post(client, merchant, QUERY, params)
+        assert (status, body["code"], body["data"]) == (404, "2002", None)
+
+
+def test_query_of_another_merchants_order_by_either_number_returns_2002(client, merchant, other_merchant):
+    theirs = create(client, other_merchant, mch_order_no="THEIRS")[1]["data"]
+    for params in ({"mch_order_no": "THEIRS"}, {"platform_order_no": theirs["platform_order_no"]}):
+        status, body = signed_post(client, merchant, QUERY, params)
+        assert (status, body["code"]) == (404, "2002")
