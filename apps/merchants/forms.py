@@ -68,6 +68,9 @@ class MerchantCreateForm(PublicKeyFormMixin):
 
 
 class MerchantChangeForm(forms.ModelForm):
+    collection_callback_url = forms.CharField(required=False, max_length=512)
+    payout_callback_url = forms.CharField(required=False, max_length=512)
+
     class Meta:
         model = Merchant
         fields = ["name", "is_active", "collection_callback_url", "payout_callback_url", "administrators"]
