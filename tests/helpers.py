@@ -42,3 +42,20 @@ def post_json(client, path: str, body) -> tuple[int, dict]:
 
 def signed_post(client, ctx: MerchantCtx, path: str, business: dict | None = None, **overrides) -> tuple[int, dict]:
     return post_json(client, path, ctx.signed_body(business or {}, **overrides))
+
+
+def assert_error(status_and_body: tuple[int, dict], code: str, http_status: int) -> dict:
+    """The error envelope of contract §3: that code and HTTP status, a message, data null."""
+    status, body = status_and_body
+    assert (status, body["code"]) == (http_status, code), body
+    assert set(body) == {"code", "msg", "data"}
+    assert body["data"] is None
+    assert isinstance(body["msg"], str) and body["msg"]
+    return body
+
+
+def assert_ok(status_and_body: tuple[int, dict]) -> dict:
+    """A success envelope; returns its data."""
+    status, body = status_and_body
+    assert (status, body["code"], body["msg"]) == (200, "0", "OK"), body
+    return body["data"]

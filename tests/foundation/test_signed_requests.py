@@ -11,23 +11,9 @@ from django.test import override_settings
 from apps.common import signing
 from apps.merchants.models import App, Merchant
 from apps.merchants.services import merchant_key_add, merchant_key_revoke
-from tests.helpers import post_json, signed_post
+from tests.helpers import assert_error, assert_ok, post_json, signed_post
 
 BALANCE = "/openapi/v1/balance"
-
-
-def assert_error(status_and_body, code: str, http_status: int):
-    status, body = status_and_body
-    assert (status, body["code"]) == (http_status, code), body
-    assert set(body) == {"code", "msg", "data"}
-    assert body["data"] is None
-    assert isinstance(body["msg"], str) and body["msg"]
-
-
-def assert_ok(status_and_body):
-    status, body = status_and_body
-    assert (status, body["code"], body["msg"]) == (200, "0", "OK"), body
-    return body["data"]
 
 
 def resign(ctx, body: dict) -> dict:

@@ -1,0 +1,311 @@
+"""The double-entry ledger: services keep it balanced, and PostgreSQL refuses what bypasses them."""
+
+import io
+import json
+import threading
+
+import pytest
+from django.core.management import call_command
+from django.db import IntegrityError, connection, connections, transaction
+from django.db.models import F, Sum
+
+from apps.ledger.models import AccountKind, Entry, Hold, LedgerAccount, Posting
+from apps.ledger.selectors import ledger_verify, merchant_balances
+from apps.ledger.services import (
+    DuplicatePosting,
+    HoldAlreadyResolved,
+    InsufficientFunds,
+    LedgerError,
+    Leg,
+    UnbalancedPosting,
+    account_get_or_create,
+    balance_adjust,
+    hold_place,
+    hold_release,
+    hold_settle,
+    post,
+)
+
+
+def credit(merchant, amount: int, currency: str = "PHP") -> None:
+    balance_adjust(merchant_no=merchant.merchant_no, currency=currency, amount=amount, reason="test credit")
+
+
+def account(merchant, kind: AccountKind, currency: str = "PHP") -> LedgerAccount:
+    merchant_id = merchant.merchant.pk if merchant is not None else None
+    return LedgerAccount.objects.get(merchant_id=merchant_id, currency_id=currency, kind=kind)
+
+
+def test_balanced_posting_succeeds_and_updates_cached_balances(merchant):
+    mid = merchant.merchant.pk
+    with transaction.atomic():
+        posting = post(kind="test.credit", cause="c-1", currency="PHP", merchant_id=mid, memo="three legs",
+                       legs=[Leg(AccountKind.PAYIN_CLEARING, -1000), Leg(AccountKind.AVAILABLE, 950, mid),
+                             Leg(AccountKind.FEE_REVENUE, 50)])
+    assert sorted(posting.entries.values_list("amount", flat=True)) == [-1000, 50, 950]
+    assert account(merchant, AccountKind.AVAILABLE).balance == 950
+    assert account(None, AccountKind.FEE_REVENUE).balance == 50
+    assert account(None, AccountKind.PAYIN_CLEARING).balance == -1000
+    assert merchant_balances(merchant_id=mid, currency="PHP") == {"available": 950, "settling": 0, "frozen": 0}
+
+
+@pytest.mark.parametrize("legs", [
+    [Leg(AccountKind.ADJUSTMENTS, -100), Leg(AccountKind.FEE_REVENUE, 99)],
+    [Leg(AccountKind.ADJUSTMENTS, -100)],
+    [Leg(AccountKind.ADJUSTMENTS, 0), Leg(AccountKind.FEE_REVENUE, 0)],
+    [Leg(AccountKind.ADJUSTMENTS, -1.5), Leg(AccountKind.FEE_REVENUE, 1.5)],
+])
+def test_service_refuses_unbalanced_single_or_non_integer_legs(bootstrapped, legs):
+    with pytest.raises(UnbalancedPosting), transaction.atomic():
+        post(kind="test.bad", cause="bad-1", currency="PHP", legs=legs)
+    assert not Posting.objects.filter(kind="test.bad").exists()
+
+
+def test_service_refuses_a_merchant_kind_on_a_platform_leg(bootstrapped):
+    with pytest.raises(LedgerError), transaction.atomic():
+        post(kind="test.bad", cause="bad-2", currency="PHP",
+             legs=[Leg(AccountKind.AVAILABLE, -1), Leg(AccountKind.FEE_REVENUE, 1)])
+
+
+def _raw_accounts(merchant):
+    with transaction.atomic():
+        available = account_get_or_create(merchant_id=merchant.merchant.pk, currency="PHP", kind=AccountKind.AVAILABLE)
+        adjustments = account_get_or_create(merchant_id=None, currency="PHP", kind=AccountKind.ADJUSTMENTS)
+    return available, adjustments
+
+
+@pytest.mark.django_db(transaction=True)
+def test_unbalanced_insert_bypassing_the_services_is_refused_by_the_database_at_commit(merchant):
+    available, adjustments = _raw_accounts(merchant)
+    with pytest.raises(IntegrityError, match="does not balance"):
+        with transaction.atomic():
+            posting = Posting.objects.create(kind="raw", cause="unbalanced-1", currency_id="PHP")
+            Entry.objects.create(posting=posting, account=available, currency_id="PHP", amount=100)
+            Entry.objects.create(posting=posting, account=adjustments, currency_id="PHP", amount=-50)
+            # Deferred: nothing is refused until the transaction commits.
+            assert Entry.objects.filter(posting=posting).count() == 2
+    assert not Posting.objects.filter(cause="unbalanced-1").exists()
+    assert not Entry.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_unbalanced_insert_in_raw_sql_is_refused_by_the_database_at_commit(merchant):
+    available, _ = _raw_accounts(merchant)
+    with pytest.raises(IntegrityError, match="does not balance"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("INSERT INTO ledger_posting (kind, cause, currency_id, memo, created_at) "
+                           "VALUES ('raw', 'sql-1', 'PHP', '', now()) RETURNING id")
+            posting_id = cursor.fetchone()[0]
+            cursor.execute("INSERT INTO ledger_entry (posting_id, account_id, currency_id, amount) "
+                           "VALUES (%s, %s, 'PHP', 500)", [posting_id, available.pk])
+    assert not Posting.objects.filter(cause="sql-1").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_balanced_raw_insert_commits_so_the_trigger_is_what_refuses_unbalanced_ones(merchant):
+    available, adjustments = _raw_accounts(merchant)
+    with transaction.atomic():
+        posting = Posting.objects.create(kind="raw", cause="balanced-1", currency_id="PHP")
+        Entry.objects.create(posting=posting, account=available, currency_id="PHP", amount=100)
+        Entry.objects.create(posting=posting, account=adjustments, currency_id="PHP", amount=-100)
+        # Keep the cached balances right so the after-test ledger check holds.
+        LedgerAccount.objects.filter(pk=available.pk).update(balance=F("balance") + 100)
+        LedgerAccount.objects.filter(pk=adjustments.pk).update(balance=F("balance") - 100)
+    assert Posting.objects.filter(cause="balanced-1").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_entry_in_another_currency_than_its_account_is_refused_by_the_database(merchant):
+    available, adjustments = _raw_accounts(merchant)
+    with pytest.raises(IntegrityError, match="its account is not"):
+        with transaction.atomic():
+            posting = Posting.objects.create(kind="raw", cause="mixed-1", currency_id="USD")
+            Entry.objects.create(posting=posting, account=available, currency_id="USD", amount=100)
+            Entry.objects.create(posting=posting, account=adjustments, currency_id="USD", amount=-100)
+    assert not Posting.objects.filter(cause="mixed-1").exists()
+
+
+def test_entries_and_postings_cannot_be_updated_or_deleted(merchant):
+    credit(merchant, 1000)
+    entry = Entry.objects.filter(account__merchant=merchant.merchant).get()
+    for statement, params in [
+        ("UPDATE ledger_entry SET amount = amount + 1 WHERE id = %s", [entry.pk]),
+        ("DELETE FROM ledger_entry WHERE id = %s", [entry.pk]),
+        ("UPDATE ledger_posting SET cause = 'rewritten' WHERE id = %s", [entry.posting_id]),
+        ("DELETE FROM ledger_posting WHERE id = %s", [entry.posting_id]),
+    ]:
+        with pytest.raises(IntegrityError, match="immutable"), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(statement, params)
+    with pytest.raises(IntegrityError, match="immutable"), transaction.atomic():
+        Entry.objects.filter(pk=entry.pk).update(amount=999)
+    with pytest.raises(IntegrityError, match="immutable"), transaction.atomic():
+        Entry.objects.filter(pk=entry.pk).delete()
+    assert Entry.objects.get(pk=entry.pk).amount == 1000
+
+
+def test_debit_below_zero_is_refused_by_the_service_and_nothing_moves(merchant):
+    credit(merchant, 100)
+    mid = merchant.merchant.pk
+    with pytest.raises(InsufficientFunds) as excinfo, transaction.atomic():
+        post(kind="test.debit", cause="d-1", currency="PHP", merchant_id=mid,
+             legs=[Leg(AccountKind.AVAILABLE, -101, mid), Leg(AccountKind.ADJUSTMENTS, 101)])
+    assert excinfo.value.error.code == "2003"
+    assert account(merchant, AccountKind.AVAILABLE).balance == 100
+    assert not Posting.objects.filter(cause="d-1").exists()
+
+
+def test_negative_merchant_balance_is_refused_by_the_database_check(merchant):
+    credit(merchant, 100)
+    with pytest.raises(IntegrityError, match="ledger_merchant_balance_non_negative"), transaction.atomic():
+        LedgerAccount.objects.filter(pk=account(merchant, AccountKind.AVAILABLE).pk).update(balance=-1)
+
+
+def test_platform_accounts_may_go_negative(merchant):
+    credit(merchant, 100)
+    assert account(None, AccountKind.ADJUSTMENTS).balance == -100
+
+
+def test_duplicate_kind_and_cause_is_refused_and_nothing_moves_twice(merchant):
+    mid = merchant.merchant.pk
+    legs = [Leg(AccountKind.PAYIN_CLEARING, -500), Leg(AccountKind.AVAILABLE, 500, mid)]
+    with transaction.atomic():
+        post(kind="test.credit", cause="order-1", currency="PHP", merchant_id=mid, legs=legs)
+    with pytest.raises(DuplicatePosting), transaction.atomic():
+        post(kind="test.credit", cause="order-1", currency="PHP", merchant_id=mid, legs=legs)
+    assert account(merchant, AccountKind.AVAILABLE).balance == 500
+    # The same cause under another kind is another event.
+    with transaction.atomic():
+        post(kind="test.refund", cause="order-1", currency="PHP", merchant_id=mid,
+             legs=[Leg(AccountKind.AVAILABLE, -500, mid), Leg(AccountKind.PAYIN_CLEARING, 500)])
+    # The database refuses the duplicate too, whatever code path tries.
+    with pytest.raises(IntegrityError, match="ledger_posting_unique_cause"), transaction.atomic():
+        Posting.objects.create(kind="test.credit", cause="order-1", currency_id="PHP")
+
+
+def test_hold_moves_available_to_frozen_and_is_released_once(merchant):
+    credit(merchant, 1000)
+    mid = merchant.merchant.pk
+    with transaction.atomic():
+        hold = hold_place(merchant_id=mid, currency="PHP", amount=400, cause="payout-1")
+    assert merchant_balances(merchant_id=mid, currency="PHP") == {"available": 600, "settling": 0, "frozen": 400}
+    with transaction.atomic():
+        hold_release(hold_id=hold.pk)
+    assert merchant_balances(merchant_id=mid, currency="PHP") == {"available": 1000, "settling": 0, "frozen": 0}
+    postings = Posting.objects.count()
+
+    with pytest.raises(HoldAlreadyResolved), transaction.atomic():
+        hold_settle(hold_id=hold.pk, destinations=[Leg(AccountKind.PAYOUT_CLEARING, 400)])
+    with pytest.raises(HoldAlreadyResolved), transaction.atomic():
+        hold_release(hold_id=hold.pk)
+    assert Posting.objects.count() == postings
+    assert merchant_balances(merchant_id=mid, currency="PHP") == {"available": 1000, "settling": 0, "frozen": 0}
+    assert Hold.objects.get(pk=hold.pk).status == Hold.Status.RELEASED
+
+
+def test_hold_settles_once_to_platform_accounts(merchant):
+    credit(merchant, 1000)
+    mid = merchant.merchant.pk
+    with transaction.atomic():
+        hold = hold_place(merchant_id=mid, currency="PHP", amount=400, cause="payout-2")
+    with pytest.raises(UnbalancedPosting), transaction.atomic():
+        hold_settle(hold_id=hold.pk, destinations=[Leg(AccountKind.PAYOUT_CLEARING, 399)])
+    with transaction.atomic():
+        hold_settle(hold_id=hold.pk, destinations=[Leg(AccountKind.PAYOUT_CLEARING, 390),
+                                                   Leg(AccountKind.FEE_REVENUE, 10)])
+    assert merchant_balances(merchant_id=mid, currency="PHP") == {"available": 600, "settling": 0, "frozen": 0}
+    assert account(None, AccountKind.FEE_REVENUE).balance == 10
+    with pytest.raises(HoldAlreadyResolved), transaction.atomic():
+        hold_release(hold_id=hold.pk)
+    assert merchant_balances(merchant_id=mid, currency="PHP")["available"] == 600
+
+
+def test_hold_larger_than_available_is_refused(merchant):
+    credit(merchant, 100)
+    with pytest.raises(InsufficientFunds), transaction.atomic():
+        hold_place(merchant_id=merchant.merchant.pk, currency="PHP", amount=101, cause="payout-3")
+    assert not Hold.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_posting_outside_a_transaction_is_refused(merchant):
+    with pytest.raises(LedgerError, match="inside a transaction"):
+        post(kind="test.credit", cause="no-tx", currency="PHP",
+             legs=[Leg(AccountKind.PAYIN_CLEARING, -1), Leg(AccountKind.FEE_REVENUE, 1)])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_fifty_concurrent_debits_never_overdraw_and_conserve_the_total(merchant):
+    credit(merchant, 1000)
+    mid, threads_count, amount = merchant.merchant.pk, 50, 30
+    barrier = threading.Barrier(threads_count)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def debit(i: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            with transaction.atomic(durable=True):
+                hold_place(merchant_id=mid, currency="PHP", amount=amount, cause=f"race-{i}")
+            result = "ok"
+        except InsufficientFunds:
+            result = "insufficient"
+        except Exception as exc:  # noqa: BLE001 - reported below
+            result = f"error: {exc!r}"
+        finally:
+            connections.close_all()  # this thread's own connection
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=debit, args=(i,)) for i in range(threads_count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert len(outcomes) == threads_count
+    assert sorted(set(outcomes)) == ["insufficient", "ok"], outcomes
+    succeeded = outcomes.count("ok")
+    assert succeeded == 1000 // amount  # 33 fit in 1000, the 34th would overdraw
+    balances = merchant_balances(merchant_id=mid, currency="PHP")
+    assert balances == {"available": 1000 - succeeded * amount, "settling": 0, "frozen": succeeded * amount}
+    assert Hold.objects.filter(merchant_id=mid).count() == succeeded
+    assert LedgerAccount.objects.filter(currency="PHP").aggregate(total=Sum("balance"))["total"] == 0
+    assert ledger_verify()["ok"]
+
+
+def test_verify_ledger_passes_on_a_consistent_ledger(merchant):
+    credit(merchant, 1000)
+    with transaction.atomic():
+        hold_place(merchant_id=merchant.merchant.pk, currency="PHP", amount=10, cause="payout-v")
+    out = io.StringIO()
+    call_command("verify_ledger", stdout=out)
+    report = json.loads(out.getvalue())
+    assert report["ok"] is True and report["failures"] == []
+    assert report["checks"]["postings"] == 2 and report["checks"]["database"] == "postgresql"
+
+
+@pytest.mark.ledger_tampered
+def test_verify_ledger_detects_a_tampered_cached_balance_and_exits_1(merchant):
+    credit(merchant, 1000)
+    available = account(merchant, AccountKind.AVAILABLE)
+    # Cached balances are not immutable (they change with every posting), so an UPDATE goes through.
+    LedgerAccount.objects.filter(pk=available.pk).update(balance=F("balance") + 1)
+    out = io.StringIO()
+    with pytest.raises(SystemExit) as excinfo:
+        call_command("verify_ledger", stdout=out)
+    assert excinfo.value.code == 1
+    report = json.loads(out.getvalue())
+    assert report["ok"] is False
+    assert {"check": "cached_balance_equals_entries", "account": str(available), "account_id": available.pk,
+            "cached": 1001, "entries": 1000} in report["failures"]
+
+
+@pytest.mark.ledger_tampered
+def test_verify_ledger_detects_frozen_money_without_an_open_hold(merchant):
+    credit(merchant, 1000)
+    with transaction.atomic():
+        hold = hold_place(merchant_id=merchant.merchant.pk, currency="PHP", amount=10, cause="payout-t")
+    Hold.objects.filter(pk=hold.pk).delete()
+    report = ledger_verify()
+    assert not report["ok"]
+    assert [f["check"] for f in report["failures"]] == ["frozen_equals_open_holds"]
