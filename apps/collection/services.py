@@ -14,7 +14,7 @@ from django.utils import timezone
 from zoneinfo import ZoneInfo
 
 from apps.callbacks.models import CallbackEvent
-from apps.callbacks.services import callback_enqueue
+from apps.callbacks.services import callback_enqueue, collection_success_payload
 from apps.channels.models import Channel
 from apps.channels.registry import serving_channel
 from apps.collection.models import DEFAULT_EXPIRE_SECONDS, CollectionOrder
@@ -117,19 +117,6 @@ def lock_collection_order(*, platform_order_no: str | None = None, order_id: int
     if order is None:
         raise DomainError(ErrorCode.ORDER_NOT_FOUND, f"collection order {platform_order_no or order_id} not found.")
     return order
-
-
-def collection_success_payload(order: CollectionOrder) -> dict:
-    """Business fields of the collection callback (interface §6.1); signing fields are added per attempt."""
-    return {
-        "platform_order_no": order.platform_order_no,
-        "mch_order_no": order.mch_order_no,
-        "amount": order.amount,
-        "currency": order.currency_id,
-        "status": CollectionOrder.Status.SUCCESS.value,
-        "paid_at": int(order.paid_at.timestamp()),
-        "attach": order.attach,
-    }
 
 
 def _success_legs(order: CollectionOrder) -> list[Leg]:
