@@ -1,0 +1,186 @@
+"""Payout orders (interface §2.6, §3.2; contract §5) and the admin-managed payee deny list."""
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from django_fsm import FSMField, transition
+
+from apps.channels.models import Channel
+from apps.currencies.models import Currency
+from apps.ledger.models import Hold
+from apps.merchants.models import Merchant, Product
+
+MASK = "\u2022\u2022\u2022\u2022"  # ••••
+
+
+def mask_account(account: str) -> str:
+    """••••1234: only the last 4 characters, and none at all when the account is that short."""
+    return f"{MASK}{account[-4:]}" if len(account) > 4 else MASK
+
+
+def new_platform_order_no() -> str:
+    """Unguessable (128 random bits), [A-Za-z0-9], 42 characters: 'PO' + UTC date + 32 hex digits."""
+    return f"PO{timezone.now():%Y%m%d}{secrets.token_hex(16)}"
+
+
+class Payout(models.Model):
+    class Status(models.TextChoices):
+        FROZEN = "FROZEN", "Frozen (in review)"
+        APPROVED = "APPROVED", "Approved"
+        PROCESSING = "PROCESSING", "Processing"
+        SUCCESS = "SUCCESS", "Success"
+        FAILED = "FAILED", "Failed"
+        REJECTED = "REJECTED", "Rejected"
+
+    TERMINAL = (Status.SUCCESS, Status.FAILED, Status.REJECTED)
+
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="payouts")
+    platform_order_no = models.CharField(max_length=64, unique=True, default=new_platform_order_no, editable=False)
+    mch_order_no = models.CharField(max_length=64)
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="payouts")
+    currency = models.ForeignKey(Currency, on_delete=models.PROTECT, related_name="payouts")
+    channel = models.ForeignKey(Channel, on_delete=models.PROTECT, related_name="payouts",
+                                help_text="The payout channel that served the currency when the order was created.")
+    amount = models.BigIntegerField(help_text="Minor units.")
+    fee = models.BigIntegerField(help_text="Minor units; frozen together with the amount.")
+    payee_name = models.CharField(max_length=128)
+    # The full number leaves the platform only through the channel adapter; everything else shows
+    # `masked_payee_account`.
+    payee_account = models.CharField(max_length=64)
+    bank_code = models.CharField(max_length=32)
+    attach = models.CharField(max_length=512, blank=True)
+
+    status = FSMField(max_length=16, choices=Status.choices)
+    review_required = models.BooleanField(default=False)
+    risk_reasons = models.JSONField(default=list, blank=True, help_text="Why the order went to review.")
+    hold = models.OneToOneField(Hold, on_delete=models.PROTECT, related_name="payout",
+                                help_text="The freeze of amount + fee placed at creation.")
+
+    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                    related_name="reviewed_payouts")
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    review_reason = models.TextField(blank=True)
+
+    upstream_reference = models.CharField(max_length=128, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    fail_reason = models.CharField(max_length=255, blank=True)
+
+    reversed_at = models.DateTimeField(null=True, blank=True)
+    reversal_amount = models.BigIntegerField(null=True, blank=True)
+    fee_refund = models.BigIntegerField(null=True, blank=True)
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        permissions = [
+            ("review_payout", "Can approve or reject payouts in review"),
+            ("reverse_payout", "Can reverse a successful payout"),
+        ]
+        indexes = [
+            models.Index(fields=["merchant", "payee_account", "created_at"], name="payout_velocity_idx"),
+            models.Index(fields=["status", "created_at"], name="payout_status_created_idx"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["merchant", "mch_order_no"], name="payout_mch_order_no_unique"),
+            models.CheckConstraint(condition=Q(amount__gt=0) & Q(fee__gte=0), name="payout_amounts_valid"),
+            models.CheckConstraint(
+                condition=(Q(reversed_at__isnull=True) & Q(reversal_amount__isnull=True) & Q(fee_refund__isnull=True))
+                | (Q(reversed_at__isnull=False) & Q(status="SUCCESS") & Q(reversal_amount__gte=1)
+                   & Q(reversal_amount__lte=models.F("amount")) & Q(fee_refund__gte=0)
+                   & Q(fee_refund__lte=models.F("fee"))),
+                name="payout_reversal_bounds",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.platform_order_no
+
+    @property
+    def masked_payee_account(self) -> str:
+        return mask_account(self.payee_account)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+    # Transitions change state and fields only (STYLE.md): the services do the locking, ledger and outbox.
+
+    @transition(field=status, source=Status.FROZEN, target=Status.APPROVED)
+    def approve(self, *, reviewer, reason: str = "") -> None:
+        self._reviewed(reviewer, reason)
+
+    @transition(field=status, source=Status.FROZEN, target=Status.REJECTED)
+    def reject(self, *, reviewer, reason: str) -> None:
+        self._reviewed(reviewer, reason)
+        self.fail_reason = reason[:255]
+        self.finished_at = timezone.now()
+
+    @transition(field=status, source=Status.APPROVED, target=Status.PROCESSING)
+    def submit(self) -> None:
+        self.submitted_at = timezone.now()
+
+    @transition(field=status, source=Status.PROCESSING, target=Status.SUCCESS)
+    def mark_paid(self) -> None:
+        self.finished_at = timezone.now()
+
+    @transition(field=status, source=Status.PROCESSING, target=Status.FAILED)
+    def mark_failed(self, *, fail_reason: str) -> None:
+        self.fail_reason = fail_reason[:255]
+        self.finished_at = timezone.now()
+
+    @transition(field=status, source=Status.SUCCESS, target=Status.SUCCESS,
+                conditions=[lambda payout: payout.reversed_at is None])
+    def reverse(self, *, reversal_amount: int, fee_refund: int) -> None:
+        """Interface §3.2: the status stays SUCCESS; `reversed_at` shows the reversal."""
+        self.reversal_amount = reversal_amount
+        self.fee_refund = fee_refund
+        self.reversed_at = timezone.now()
+
+    def _reviewed(self, reviewer, reason: str) -> None:
+        self.reviewed_by = reviewer if getattr(reviewer, "pk", None) else None
+        self.reviewed_at = timezone.now()
+        self.review_reason = reason
+
+
+class PayoutReviewQueue(Payout):
+    """The admin's review queue: FROZEN payouts, oldest first (a proxy, so it has its own admin page)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "payout in review"
+        verbose_name_plural = "Payout review queue"
+
+
+class DenyListedAccount(models.Model):
+    """A payee account that sends every payout to it into review (contract §5), per currency or global."""
+
+    payee_account = models.CharField(max_length=64)
+    currency = models.ForeignKey(Currency, null=True, blank=True, on_delete=models.PROTECT,
+                                 help_text="Empty: the account is deny-listed in every currency.")
+    reason = models.CharField(max_length=255)
+    is_active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "deny-listed payee account"
+        constraints = [
+            models.UniqueConstraint(fields=["payee_account", "currency"], name="deny_list_unique_per_currency"),
+            models.UniqueConstraint(fields=["payee_account"], condition=Q(currency__isnull=True),
+                                    name="deny_list_unique_global"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{mask_account(self.payee_account)} ({self.currency_id or 'all currencies'})"
+
+    @property
+    def masked_payee_account(self) -> str:
+        return mask_account(self.payee_account)

@@ -1,0 +1,64 @@
+"""Sandbox payout channel (contract §7): settles asynchronously through Celery, outcome by payee_account suffix.
+
+  ...4000  fails with fail_reason "account closed"
+  ...4001  is paid, then returned by the "bank" (reversed in full, fee refunded) shortly after SUCCESS
+  other    is paid
+
+Results enter the platform through the same services a real upstream notification would use.
+"""
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+
+from apps.channels.base import PayoutAdapter
+from apps.channels.registry import register_payout
+
+logger = logging.getLogger(__name__)
+
+OUTCOME_FAILED = "failed"
+OUTCOME_PAID = "paid"
+OUTCOME_PAID_THEN_RETURNED = "paid_then_returned"
+CLOSED_ACCOUNT_REASON = "account closed"
+
+
+def sandbox_outcome(payee_account: str) -> str:
+    if payee_account.endswith("4000"):
+        return OUTCOME_FAILED
+    if payee_account.endswith("4001"):
+        return OUTCOME_PAID_THEN_RETURNED
+    return OUTCOME_PAID
+
+
+@register_payout
+class SandboxPayoutAdapter(PayoutAdapter):
+    name = "sandbox"
+
+    def start_disbursement(self, *, payout) -> str:
+        # Idempotent by platform_order_no: a re-submission schedules a second, harmless, result.
+        sandbox_payout_settle.apply_async(args=[payout.platform_order_no, sandbox_outcome(payout.payee_account)],
+                                          countdown=settings.SANDBOX_PAYOUT_SETTLE_SECONDS)
+        return f"SBX-{payout.platform_order_no}"
+
+
+@shared_task(acks_late=True)
+def sandbox_payout_settle(platform_order_no: str, outcome: str) -> None:
+    """The sandbox bank's asynchronous answer to a disbursement."""
+    from apps.payout.services import payout_channel_result
+
+    if outcome == OUTCOME_FAILED:
+        payout_channel_result(platform_order_no=platform_order_no, outcome="failed", fail_reason=CLOSED_ACCOUNT_REASON)
+        return
+    payout_channel_result(platform_order_no=platform_order_no, outcome="paid")
+    if outcome == OUTCOME_PAID_THEN_RETURNED:
+        # Dispatched after the SUCCESS commit, so the SUCCESS callback is enqueued before the reversal one.
+        sandbox_payout_return.apply_async(args=[platform_order_no], countdown=settings.SANDBOX_PAYOUT_RETURN_SECONDS)
+
+
+@shared_task(acks_late=True)
+def sandbox_payout_return(platform_order_no: str) -> None:
+    """The sandbox bank returns a paid disbursement: reversed in full, fee refunded."""
+    from apps.payout.services import payout_channel_returned
+
+    payout_channel_returned(platform_order_no=platform_order_no, reason="returned by the bank (sandbox)")

@@ -1,0 +1,271 @@
+"""Payouts in the admin: the risk review queue (approve / reject), all orders (read-only, ops "Reverse"), the deny list.
+
+Payee account numbers are shown masked everywhere here. Every decision goes through a payout service, which
+checks the order's state and the reviewer's role, moves the money and writes the audit row shown on the order.
+Actions run in the changelist view, outside any admin transaction, as the durable services require.
+"""
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.core.validators import MaxValueValidator
+from django.template.response import TemplateResponse
+from django.utils.html import format_html, format_html_join
+from django.utils.timesince import timesince
+
+from apps.currencies.formatting import format_minor
+from apps.payout.models import DenyListedAccount, Payout, PayoutReviewQueue
+from apps.payout.selectors import payout_decisions
+from apps.payout.services import (REVERSE_PERMISSION, REVIEW_PERMISSION, PayoutActionRefused, PayoutNotFound,
+                                  payout_approve, payout_reject, payout_reverse)
+
+
+class RejectForm(forms.Form):
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=255,
+                             help_text="Required. Sent to the merchant as fail_reason and kept in the audit trail.")
+
+    def clean_reason(self):
+        reason = self.cleaned_data["reason"].strip()
+        if not reason:
+            raise forms.ValidationError("A reason is required to reject a payout.")
+        return reason
+
+
+class ReverseForm(forms.Form):
+    reversal_amount = forms.IntegerField(min_value=1, help_text="Minor units, 1 to the payout amount.")
+    fee_refund = forms.IntegerField(min_value=0, help_text="Minor units, 0 to the payout fee.")
+    reason = forms.CharField(max_length=255, help_text="Why (bank return, clawback ticket...). Kept in the audit.")
+
+    def __init__(self, *args, payout: Payout, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The service checks the bounds again under the row lock; these only give a friendlier form error.
+        for name, bound in (("reversal_amount", payout.amount), ("fee_refund", payout.fee)):
+            self.fields[name].validators.append(MaxValueValidator(bound))
+            self.fields[name].widget.attrs["max"] = bound
+
+
+class PayoutDisplayMixin:
+    """Columns and detail fields shared by the queue and the all-orders page; nothing here shows a full account."""
+
+    list_select_related = ["merchant", "currency"]
+    detail_fields = ["platform_order_no", "mch_order_no", "merchant", "status", "review_required",
+                     "risk_reasons_display", "amount_display", "fee_display", "currency", "product", "channel",
+                     "payee_name", "payee", "bank_code", "attach", "created_at", "age", "reviewed_by", "reviewed_at",
+                     "review_reason", "upstream_reference", "submitted_at", "finished_at", "fail_reason",
+                     "reversed_at", "reversal_amount_display", "fee_refund_display", "decision_history"]
+
+    def get_fields(self, request, obj=None):
+        return self.detail_fields
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.detail_fields  # money, state and history change only through the services
+
+    @admin.display(description="amount", ordering="amount")
+    def amount_display(self, obj: Payout) -> str:
+        return format_minor(obj.amount, obj.currency)
+
+    @admin.display(description="fee", ordering="fee")
+    def fee_display(self, obj: Payout) -> str:
+        return format_minor(obj.fee, obj.currency)
+
+    @admin.display(description="reversal amount")
+    def reversal_amount_display(self, obj: Payout) -> str:
+        return format_minor(obj.reversal_amount, obj.currency) if obj.reversal_amount is not None else "-"
+
+    @admin.display(description="fee refund")
+    def fee_refund_display(self, obj: Payout) -> str:
+        return format_minor(obj.fee_refund, obj.currency) if obj.fee_refund is not None else "-"
+
+    @admin.display(description="payee account")
+    def payee(self, obj: Payout) -> str:
+        return obj.masked_payee_account
+
+    @admin.display(description="risk reasons")
+    def risk_reasons_display(self, obj: Payout) -> str:
+        if not obj.risk_reasons:
+            return "-"
+        return format_html("<ul style='margin:0;padding-left:1em'>{}</ul>",
+                           format_html_join("", "<li>{}</li>", ((reason,) for reason in obj.risk_reasons)))
+
+    @admin.display(description="age", ordering="created_at")
+    def age(self, obj: Payout) -> str:
+        return timesince(obj.created_at)
+
+    @admin.display(description="decisions (audit trail)")
+    def decision_history(self, obj: Payout) -> str:
+        rows = payout_decisions(obj)
+        if not rows:
+            return "-"
+        return format_html(
+            "<table><thead><tr><th>when (UTC)</th><th>who</th><th>what</th><th>why</th><th>change</th></tr></thead>"
+            "<tbody>{}</tbody></table>",
+            format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} &rarr; {}</td></tr>", (
+                (f"{row.created_at:%Y-%m-%d %H:%M:%S}", row.actor_label, row.action, row.reason or "-",
+                 row.old.get("status", "-") if row.old else "-", _change_summary(row.new))
+                for row in rows)),
+        )
+
+    def has_add_permission(self, request):
+        return False  # orders come from the merchant API only
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        extra_context = {**(extra_context or {}), "show_save": False, "show_save_and_continue": False,
+                         "show_save_and_add_another": False, "show_delete": False}
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+
+def _change_summary(new: dict) -> str:
+    return ", ".join(f"{key}={value}" for key, value in new.items() if key != "payee_account") or "-"
+
+
+def _action_page(model_admin, request, queryset, *, action: str, title: str, intro: str, form,
+                 submit_label: str):
+    """The intermediate page of an admin action that needs input (reject reason, reversal amounts)."""
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "opts": model_admin.model._meta,
+        "title": title,
+        "intro": intro,
+        "form": form,
+        "submit_label": submit_label,
+        "action": action,
+        "payouts": queryset,
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+    }
+    return TemplateResponse(request, "admin/payout/action_form.html", context)
+
+
+@admin.register(PayoutReviewQueue)
+class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
+    """FROZEN payouts, oldest first: what a risk reviewer works through."""
+
+    list_display = ["platform_order_no", "age", "merchant", "amount_display", "payee", "bank_code",
+                    "risk_reasons_display", "created_at"]
+    list_display_links = ["platform_order_no"]
+    list_filter = ["currency", "merchant"]
+    search_fields = ["platform_order_no", "mch_order_no", "merchant__merchant_no"]
+    ordering = ["created_at", "id"]
+    actions = ["approve_selected", "reject_selected"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(status=Payout.Status.FROZEN)
+
+    def has_review_permission(self, request) -> bool:
+        return request.user.has_perm(REVIEW_PERMISSION)
+
+    def has_view_permission(self, request, obj=None):
+        return self.has_review_permission(request)
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    @admin.action(description="Approve selected payouts", permissions=["review"])
+    def approve_selected(self, request, queryset):
+        for payout_id in queryset.values_list("pk", flat=True):
+            self._decide(request, payout_approve, payout_id=payout_id, verb="approved")
+
+    @admin.action(description="Reject selected payouts (asks for a reason)", permissions=["review"])
+    def reject_selected(self, request, queryset):
+        form = RejectForm(request.POST if "apply" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            for payout_id in queryset.values_list("pk", flat=True):
+                self._decide(request, payout_reject, payout_id=payout_id, verb="rejected",
+                             reason=form.cleaned_data["reason"])
+            return None
+        return _action_page(self, request, queryset, action="reject_selected", title="Reject payouts",
+                            intro="The frozen amount and fee go back to the merchant's available balance and the "
+                                  "merchant receives the REJECTED callback.",
+                            form=form, submit_label="Reject")
+
+    def _decide(self, request, service, *, payout_id: int, verb: str, **kwargs) -> None:
+        try:
+            payout = service(payout_id=payout_id, reviewer=request.user, **kwargs)
+        except (PayoutActionRefused, PayoutNotFound) as exc:
+            self.message_user(request, f"Refused: {exc}", messages.ERROR)
+            return
+        self.message_user(request, f"Payout {payout} {verb}: now {payout.status}.", messages.SUCCESS)
+
+
+@admin.register(Payout)
+class PayoutAdmin(PayoutDisplayMixin, admin.ModelAdmin):
+    """Every payout, read-only; operations may reverse a SUCCESS one."""
+
+    list_display = ["platform_order_no", "mch_order_no", "merchant", "amount_display", "fee_display", "status",
+                    "review_required", "payee", "bank_code", "created_at", "finished_at", "reversed_at"]
+    list_filter = ["status", "review_required", "currency", ("reversed_at", admin.EmptyFieldListFilter)]
+    search_fields = ["platform_order_no", "mch_order_no", "merchant__merchant_no"]
+    date_hierarchy = "created_at"
+    actions = ["reverse_selected"]
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_reverse_permission(self, request) -> bool:
+        return request.user.has_perm(REVERSE_PERMISSION)
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    @admin.action(description="Reverse the selected SUCCESS payout (asks for amounts)", permissions=["reverse"])
+    def reverse_selected(self, request, queryset):
+        if queryset.count() != 1:
+            self.message_user(request, "Select exactly one payout to reverse.", messages.ERROR)
+            return None
+        payout = queryset.select_related("currency").get()
+        if "apply" in request.POST:
+            form = ReverseForm(request.POST, payout=payout)
+            if form.is_valid():
+                try:
+                    payout = payout_reverse(payout_id=payout.pk, actor=request.user, source="admin",
+                                            reversal_amount=form.cleaned_data["reversal_amount"],
+                                            fee_refund=form.cleaned_data["fee_refund"],
+                                            reason=form.cleaned_data["reason"])
+                except (PayoutActionRefused, PayoutNotFound) as exc:
+                    self.message_user(request, f"Refused: {exc}", messages.ERROR)
+                else:
+                    self.message_user(request, f"Payout {payout} reversed: "
+                                               f"{format_minor(payout.reversal_amount + payout.fee_refund, payout.currency)}"
+                                               f" back to the merchant's available balance.", messages.SUCCESS)
+                return None
+        else:
+            form = ReverseForm(initial={"reversal_amount": payout.amount, "fee_refund": payout.fee}, payout=payout)
+        return _action_page(self, request, queryset, action="reverse_selected", title=f"Reverse payout {payout}",
+                            intro=f"Amount {format_minor(payout.amount, payout.currency)}, fee "
+                                  f"{format_minor(payout.fee, payout.currency)} (minor units: {payout.amount} and "
+                                  f"{payout.fee}). The reversal credits the merchant's available balance once and "
+                                  f"sends the payout.reversed callback; the status stays SUCCESS.",
+                            form=form, submit_label="Reverse")
+
+
+@admin.register(DenyListedAccount)
+class DenyListedAccountAdmin(admin.ModelAdmin):
+    """Payee accounts whose payouts always go to review (contract §5)."""
+
+    list_display = ["masked_payee_account", "currency", "reason", "is_active", "created_by", "created_at"]
+    list_filter = ["is_active", "currency"]
+    fields = ["payee_account", "currency", "reason", "is_active"]
+
+    def get_fields(self, request, obj=None):
+        # The full number is typed once, when the entry is added; afterwards only the masked one is shown.
+        return self.fields if obj is None else ["masked_payee_account", "currency", "reason", "is_active"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [] if obj is None else ["masked_payee_account", "currency"]
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # deactivate instead, so the history of why payouts were held stays readable

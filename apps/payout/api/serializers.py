@@ -1,0 +1,54 @@
+"""Request and response shapes of /payout/create and /payout/query (interface §4.5, §4.6; formats contract §1)."""
+
+from rest_framework import serializers
+
+from apps.common.api.fields import AmountField, OrderNoField, PlatformOrderNoField, StrictCharField, StrictRegexField
+
+PAYEE_ACCOUNT_REGEX = r"^[A-Za-z0-9]{1,64}$"
+
+
+class PayoutCreateRequestSerializer(serializers.Serializer):
+    mch_order_no = OrderNoField()
+    # Any string: an unknown product is 1002, an unknown currency 1001, an unknown bank code 2006 (not 1000).
+    product_code = StrictCharField(max_length=64)
+    amount = AmountField()
+    currency = StrictCharField(max_length=16)
+    payee_name = StrictCharField(max_length=128, trim_whitespace=False)
+    payee_account = StrictRegexField(PAYEE_ACCOUNT_REGEX, max_length=64,
+                                     error_messages={"invalid": "must be 1-64 characters of A-Z a-z 0-9."})
+    bank_code = StrictCharField()
+    # Echoed back verbatim by payout/query: whitespace is kept.
+    attach = StrictCharField(max_length=512, required=False, default="", trim_whitespace=False)
+
+
+class PayoutCreateSerializer(serializers.Serializer):
+    platform_order_no = serializers.CharField()
+    mch_order_no = serializers.CharField()
+    amount = serializers.IntegerField()
+    fee = serializers.IntegerField()
+    currency = serializers.CharField()
+    status = serializers.CharField(help_text="APPROVED or FROZEN on creation; the current status on a replay.")
+    review_required = serializers.BooleanField()
+
+
+class PayoutQueryRequestSerializer(serializers.Serializer):
+    mch_order_no = OrderNoField(required=False)
+    platform_order_no = PlatformOrderNoField(required=False)
+
+    def validate(self, attrs):
+        if not attrs.get("mch_order_no") and not attrs.get("platform_order_no"):
+            raise serializers.ValidationError("one of mch_order_no or platform_order_no is required.")
+        return attrs
+
+
+class PayoutQuerySerializer(serializers.Serializer):
+    platform_order_no = serializers.CharField()
+    mch_order_no = serializers.CharField()
+    amount = serializers.IntegerField()
+    fee = serializers.IntegerField()
+    currency = serializers.CharField()
+    status = serializers.CharField()
+    finished_at = serializers.IntegerField(required=False, help_text="Unix seconds; once terminal.")
+    reversed_at = serializers.IntegerField(required=False, help_text="Unix seconds; if reversed.")
+    fail_reason = serializers.CharField(required=False, help_text="On FAILED or REJECTED.")
+    attach = serializers.CharField(required=False, help_text="When set at create.")

@@ -1,0 +1,35 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+
+from apps.common.api.envelope import envelope
+from apps.common.api.schema import signed_request_schema
+from apps.common.errors import ApiError, ErrorCode
+from apps.merchants.api.base import SignedAPIView
+from apps.payout.api.serializers import (PayoutCreateRequestSerializer, PayoutCreateSerializer,
+                                         PayoutQueryRequestSerializer, PayoutQuerySerializer)
+from apps.payout.selectors import payout_create_data, payout_for_merchant, payout_query_data
+from apps.payout.services import payout_create
+
+
+class PayoutCreateView(SignedAPIView):
+    """POST /openapi/v1/payout/create (interface §4.5): freezes amount + fee; APPROVED, FROZEN or a replay."""
+
+    @extend_schema(**signed_request_schema("payout_create", PayoutCreateRequestSerializer, PayoutCreateSerializer))
+    def post(self, request):
+        params = self.validated(PayoutCreateRequestSerializer)
+        payout = payout_create(merchant=self.signed.merchant, **params)
+        return Response(envelope(payout_create_data(payout)))
+
+
+class PayoutQueryView(SignedAPIView):
+    """POST /openapi/v1/payout/query (interface §4.6): platform_order_no wins when both numbers are sent."""
+
+    @extend_schema(**signed_request_schema("payout_query", PayoutQueryRequestSerializer, PayoutQuerySerializer))
+    def post(self, request):
+        params = self.validated(PayoutQueryRequestSerializer)
+        payout = payout_for_merchant(merchant_id=self.signed.merchant.pk,
+                                     platform_order_no=params.get("platform_order_no"),
+                                     mch_order_no=params.get("mch_order_no"))
+        if payout is None:
+            raise ApiError(ErrorCode.ORDER_NOT_FOUND, "payout order not found.")
+        return Response(envelope(payout_query_data(payout)))

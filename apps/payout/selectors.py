@@ -1,0 +1,102 @@
+"""Reads of payout orders: merchant-scoped lookups, the API/CLI representation, risk rules, the sweeper's lists."""
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from apps.common.models import AuditLog
+from apps.currencies.formatting import format_minor
+from apps.payout.models import DenyListedAccount, Payout
+
+
+def unix(value: datetime | None) -> int | None:
+    return int(value.timestamp()) if value else None
+
+
+def payout_for_merchant(*, merchant_id: int, platform_order_no: str | None = None,
+                        mch_order_no: str | None = None) -> Payout | None:
+    """One of the merchant's payouts; platform_order_no wins when both are given (interface §4.6)."""
+    payouts = Payout.objects.select_related("currency", "product").filter(merchant_id=merchant_id)
+    if platform_order_no:
+        return payouts.filter(platform_order_no=platform_order_no).first()
+    return payouts.filter(mch_order_no=mch_order_no).first()
+
+
+def payout_create_data(payout: Payout) -> dict:
+    """The `data` of POST /payout/create (interface §4.5), also for an idempotent replay."""
+    return {
+        "platform_order_no": payout.platform_order_no,
+        "mch_order_no": payout.mch_order_no,
+        "amount": payout.amount,
+        "fee": payout.fee,
+        "currency": payout.currency_id,
+        "status": payout.status,
+        "review_required": payout.review_required,
+    }
+
+
+def payout_query_data(payout: Payout) -> dict:
+    """The `data` of POST /payout/query (interface §4.6, contract §5), printed by the review/reverse CLI too."""
+    data = {
+        "platform_order_no": payout.platform_order_no,
+        "mch_order_no": payout.mch_order_no,
+        "amount": payout.amount,
+        "fee": payout.fee,
+        "currency": payout.currency_id,
+        "status": payout.status,
+    }
+    if payout.is_terminal and payout.finished_at:
+        data["finished_at"] = unix(payout.finished_at)
+    if payout.reversed_at:
+        data["reversed_at"] = unix(payout.reversed_at)
+    if payout.status in (Payout.Status.FAILED, Payout.Status.REJECTED) and payout.fail_reason:
+        data["fail_reason"] = payout.fail_reason
+    if payout.attach:
+        data["attach"] = payout.attach
+    return data
+
+
+def payout_risk_reasons(*, merchant_id: int, currency, amount: int, payee_account: str,
+                        review_threshold: int) -> list[str]:
+    """Why a new payout must wait for a reviewer (contract §5); empty means it is APPROVED at once.
+
+    Called after the merchant's balance row is locked, so two creates of one merchant and currency count
+    each other for the velocity rule.
+    """
+    reasons = []
+    if amount >= review_threshold:
+        reasons.append(f"Amount {format_minor(amount, currency)} is at or above the merchant's review threshold "
+                       f"{format_minor(review_threshold, currency)}.")
+    listed = (DenyListedAccount.objects.filter(payee_account=payee_account, is_active=True)
+              .filter(Q(currency__isnull=True) | Q(currency_id=currency.code)).first())
+    if listed:
+        reasons.append(f"Payee account is on the deny list: {listed.reason}")
+    limit = settings.PAYOUT_VELOCITY_LIMIT
+    earlier = Payout.objects.filter(merchant_id=merchant_id, payee_account=payee_account,
+                                    created_at__gte=timezone.now() - timedelta(hours=24)).count()
+    if earlier >= limit:
+        reasons.append(f"Payout number {earlier + 1} to this payee account within 24 h (more than {limit}).")
+    return reasons
+
+
+def payout_decisions(payout: Payout) -> list[AuditLog]:
+    """The audit trail of one payout (reviews, reversals, channel results), oldest first."""
+    return list(AuditLog.objects.filter(object_type=Payout._meta.label_lower, object_id=str(payout.pk))
+                .select_related("actor").order_by("created_at", "id"))
+
+
+def payouts_approved_unsubmitted(*, older_than: timedelta) -> list[int]:
+    """APPROVED payouts whose submission never ran (broker down at commit, worker lost): for the sweeper."""
+    cutoff = timezone.now() - older_than
+    return list(Payout.objects.filter(status=Payout.Status.APPROVED, updated_at__lt=cutoff)
+                .order_by("created_at").values_list("pk", flat=True)[:500])
+
+
+def payouts_processing_unsent(*, older_than: timedelta) -> list[int]:
+    """PROCESSING payouts the adapter never acknowledged (no upstream reference): for the sweeper."""
+    cutoff = timezone.now() - older_than
+    return list(Payout.objects.filter(status=Payout.Status.PROCESSING, upstream_reference="",
+                                      submitted_at__lt=cutoff)
+                .order_by("created_at").values_list("pk", flat=True)[:500])

@@ -1,0 +1,324 @@
+"""Every payout write: create (freeze), review, submission, channel result, reversal (contract §5).
+
+Shape of each operation (STYLE.md): one durable transaction that locks the payout row, returns early when the
+order is already where the call would put it, transitions, saves, moves money through the ledger, writes the
+callback outbox and the audit row. Celery dispatch and adapter calls happen after commit.
+"""
+
+import logging
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.callbacks.models import CallbackEvent
+from apps.callbacks.services import callback_enqueue, payout_reversed_payload, payout_terminal_payload
+from apps.channels.models import BankCode, Channel
+from apps.channels.registry import payout_adapter, serving_channel
+from apps.common import audit
+from apps.common.errors import DomainError, ErrorCode
+from apps.ledger import services as ledger
+from apps.ledger.models import AccountKind
+from apps.merchants.models import Merchant, Product
+from apps.merchants.selectors import merchant_currency_enabled, merchant_product
+from apps.payout.models import Payout, mask_account
+from apps.payout.selectors import payout_risk_reasons
+
+logger = logging.getLogger(__name__)
+
+REVIEW_PERMISSION = "payout.review_payout"
+REVERSE_PERMISSION = "payout.reverse_payout"
+# A PROCESSING order without an upstream reference after this long is handed to the adapter again
+# (adapters treat platform_order_no as their idempotency key).
+RESUBMIT_AFTER = timedelta(seconds=60)
+
+
+class PayoutActionRefused(ValueError):
+    """The order's state, the bounds or the actor's role do not allow the operation; nothing moved."""
+
+
+class PayoutNotFound(LookupError):
+    pass
+
+
+def lock_payout(*, payout_id: int | None = None, platform_order_no: str | None = None) -> Payout:
+    """The payout row, locked for the rest of the transaction. Always locked before any ledger row."""
+    payouts = Payout.objects.select_for_update(of=("self",)).select_related("merchant", "currency", "channel")
+    payout = (payouts.filter(pk=payout_id) if payout_id is not None
+              else payouts.filter(platform_order_no=platform_order_no)).first()
+    if payout is None:
+        raise PayoutNotFound(f"no payout {platform_order_no or payout_id}")
+    return payout
+
+
+def _actor_label(actor, via: str) -> str | None:
+    return None if getattr(actor, "pk", None) else via
+
+
+# --- create -------------------------------------------------------------------------------------------
+
+
+def payout_create(*, merchant: Merchant, mch_order_no: str, product_code: str, amount: int, currency: str,
+                  payee_name: str, payee_account: str, bank_code: str, attach: str = "") -> Payout:
+    """POST /payout/create after the format checks: replay or 2001, then 1001 → 1002 → 1003 → 2006 → 2003
+    (contract §2), then the freeze and the order in one transaction. Returns the new or replayed order."""
+    request = {"product_code": product_code, "amount": amount, "currency": currency, "payee_name": payee_name,
+               "payee_account": payee_account, "bank_code": bank_code, "attach": attach}
+    existing = Payout.objects.select_related("product").filter(merchant=merchant, mch_order_no=mch_order_no).first()
+    if existing:
+        return _replay(existing, request)
+
+    enabled = merchant_currency_enabled(merchant_id=merchant.pk, currency=currency)
+    if enabled is None or not enabled.currency.active:
+        raise DomainError(ErrorCode.CURRENCY_NOT_AVAILABLE, f"currency {currency} is not enabled for this merchant.")
+    channel = serving_channel(currency=currency, direction=Channel.Direction.PAYOUT)
+    if channel is None:
+        raise DomainError(ErrorCode.CURRENCY_NOT_AVAILABLE, f"currency {currency} has no payout channel.")
+    product = merchant_product(merchant_id=merchant.pk, code=product_code)
+    if product is None or product.kind != Product.Kind.PAYOUT or product.currency_id != currency:
+        raise DomainError(ErrorCode.PRODUCT_NOT_AVAILABLE,
+                          f"product_code {product_code} is not a payout product of {currency} for this merchant.")
+    if not product.min_amount <= amount <= product.max_amount:
+        raise DomainError(ErrorCode.AMOUNT_OUT_OF_RANGE,
+                          f"amount must be between {product.min_amount} and {product.max_amount}.")
+    if not BankCode.objects.filter(currency_id=currency, code=bank_code, is_active=True).exists():
+        raise DomainError(ErrorCode.UNKNOWN_BANK_CODE, f"bank_code {bank_code} is not in the {currency} bank code table.")
+
+    try:
+        return _payout_insert(merchant=merchant, mch_order_no=mch_order_no, product=product, channel=channel,
+                              currency=enabled.currency, review_threshold=enabled.payout_review_threshold,
+                              amount=amount, payee_name=payee_name, payee_account=payee_account,
+                              bank_code=bank_code, attach=attach)
+    except IntegrityError:
+        # The same mch_order_no was inserted concurrently: our transaction (and its freeze) rolled back.
+        existing = Payout.objects.select_related("product").filter(merchant=merchant, mch_order_no=mch_order_no).first()
+        if existing is None:
+            raise
+        return _replay(existing, request)
+
+
+def _replay(existing: Payout, request: dict) -> Payout:
+    """Contract §3: identical business parameters return the original order; anything else is 2001."""
+    original = {"product_code": existing.product.code, "amount": existing.amount, "currency": existing.currency_id,
+                "payee_name": existing.payee_name, "payee_account": existing.payee_account,
+                "bank_code": existing.bank_code, "attach": existing.attach}
+    if original != request:
+        raise DomainError(ErrorCode.DUPLICATE_ORDER,
+                          f"mch_order_no {existing.mch_order_no} was already used with different parameters.")
+    return existing
+
+
+@transaction.atomic(durable=True)
+def _payout_insert(*, merchant: Merchant, mch_order_no: str, product: Product, channel: Channel, currency,
+                   review_threshold: int, amount: int, payee_name: str, payee_account: str, bank_code: str,
+                   attach: str) -> Payout:
+    fee = product.fee_for(amount)
+    payout = Payout(merchant=merchant, mch_order_no=mch_order_no, product=product, currency=currency,
+                    channel=channel, amount=amount, fee=fee, payee_name=payee_name, payee_account=payee_account,
+                    bank_code=bank_code, attach=attach)
+    # The freeze locks the merchant's available row: concurrent creates of this merchant and currency queue
+    # here, so the balance check and the risk counts below see every earlier order. Short → 2003, no order.
+    payout.hold = ledger.hold_place(merchant_id=merchant.pk, currency=currency.code, amount=amount + fee,
+                                    cause=payout.platform_order_no, memo=f"payout {mch_order_no}")
+    reasons = payout_risk_reasons(merchant_id=merchant.pk, currency=currency, amount=amount,
+                                  payee_account=payee_account, review_threshold=review_threshold)
+    payout.review_required = bool(reasons)
+    payout.risk_reasons = reasons
+    payout.status = Payout.Status.FROZEN if reasons else Payout.Status.APPROVED
+    payout.save(force_insert=True)
+    audit.record(actor=None, actor_label=merchant.merchant_no, action="payout.create", obj=payout,
+                 new={"status": payout.status, "amount": amount, "fee": fee, "currency": currency.code,
+                      "payee_account": payout.masked_payee_account, "bank_code": bank_code,
+                      "risk_reasons": reasons})
+    logger.info("payout %s created %s: %s %s to %s", payout.platform_order_no, payout.status, amount, currency.code,
+                payout.masked_payee_account)
+    if payout.status == Payout.Status.APPROVED:
+        transaction.on_commit(lambda: payout_submit_dispatch(payout_id=payout.pk))
+    return payout
+
+
+# --- review ---------------------------------------------------------------------------------------------
+
+
+def _check_reviewer(payout: Payout, reviewer) -> None:
+    if not getattr(reviewer, "pk", None):
+        return  # operations CLI: the shell account is the authority
+    if not reviewer.has_perm(REVIEW_PERMISSION):
+        raise PayoutActionRefused(f"{reviewer.get_username()} may not review payouts.")
+    if payout.merchant.administrators.filter(pk=reviewer.pk).exists():
+        raise PayoutActionRefused(f"{reviewer.get_username()} administers merchant {payout.merchant.merchant_no} "
+                                  f"and may not review its payouts.")
+
+
+@transaction.atomic(durable=True)
+def payout_approve(*, payout_id: int, reviewer, reason: str = "", via: str = "admin") -> Payout:
+    """FROZEN → APPROVED by a risk reviewer; the order is then submitted to the channel (after commit)."""
+    payout = lock_payout(payout_id=payout_id)
+    _check_reviewer(payout, reviewer)
+    if payout.reviewed_at and payout.status != Payout.Status.REJECTED:
+        return payout  # approved before (it may have moved on since): the same decision twice moves nothing
+    if payout.status != Payout.Status.FROZEN:
+        raise PayoutActionRefused(f"payout {payout} is {payout.status}; only a FROZEN payout can be approved.")
+    payout.approve(reviewer=reviewer, reason=reason.strip())
+    payout.save(update_fields=["status", "reviewed_by", "reviewed_at", "review_reason", "updated_at"])
+    audit.record(actor=reviewer, actor_label=_actor_label(reviewer, via), action="payout.approve", obj=payout,
+                 old={"status": Payout.Status.FROZEN}, new={"status": payout.status}, reason=payout.review_reason)
+    transaction.on_commit(lambda: payout_submit_dispatch(payout_id=payout.pk))
+    return payout
+
+
+@transaction.atomic(durable=True)
+def payout_reject(*, payout_id: int, reviewer, reason: str, via: str = "admin") -> Payout:
+    """FROZEN → REJECTED by a risk reviewer (reason required, sent as fail_reason): the freeze goes back."""
+    payout = lock_payout(payout_id=payout_id)
+    _check_reviewer(payout, reviewer)
+    if payout.status == Payout.Status.REJECTED:
+        return payout  # the same decision twice moves nothing
+    if not reason.strip():
+        raise PayoutActionRefused("a reason is required to reject a payout.")
+    if payout.status != Payout.Status.FROZEN:
+        raise PayoutActionRefused(f"payout {payout} is {payout.status}; only a FROZEN payout can be rejected.")
+    payout.reject(reviewer=reviewer, reason=reason.strip())
+    payout.save(update_fields=["status", "reviewed_by", "reviewed_at", "review_reason", "fail_reason",
+                               "finished_at", "updated_at"])
+    ledger.hold_release(hold_id=payout.hold_id, memo=f"payout {payout} rejected")
+    _enqueue_terminal(payout)
+    audit.record(actor=reviewer, actor_label=_actor_label(reviewer, via), action="payout.reject", obj=payout,
+                 old={"status": Payout.Status.FROZEN}, new={"status": payout.status}, reason=payout.review_reason)
+    return payout
+
+
+# --- disbursement ---------------------------------------------------------------------------------------
+
+
+def payout_submit_dispatch(*, payout_id: int) -> None:
+    """Queue the submission task; a broker outage is left to the sweeper (sweep_stuck_payouts)."""
+    from apps.payout.tasks import submit_payout
+
+    try:
+        submit_payout.delay(payout_id)
+    except Exception:  # noqa: BLE001 - broker down: the order stays APPROVED and the sweeper re-dispatches it
+        logger.warning("payout %s not dispatched for submission; the sweeper will retry", payout_id)
+
+
+def payout_submit(*, payout_id: int) -> Payout:
+    """APPROVED → PROCESSING (committed), then hand the order to its channel adapter, outside any transaction."""
+    payout, send = _payout_mark_processing(payout_id=payout_id)
+    if not send:
+        return payout
+    reference = payout_adapter(payout.channel).start_disbursement(payout=payout)
+    # Only this column: a concurrent channel result may already have moved the status.
+    Payout.objects.filter(pk=payout.pk, upstream_reference="").update(upstream_reference=reference)
+    payout.upstream_reference = reference
+    logger.info("payout %s submitted to %s as %s", payout, payout.channel.code, reference)
+    return payout
+
+
+@transaction.atomic(durable=True)
+def _payout_mark_processing(*, payout_id: int) -> tuple[Payout, bool]:
+    payout = lock_payout(payout_id=payout_id)
+    if payout.status == Payout.Status.PROCESSING:
+        # Submitted before; send again only if the adapter never acknowledged it (lost worker, upstream down).
+        stale = not payout.upstream_reference and payout.submitted_at < timezone.now() - RESUBMIT_AFTER
+        return payout, stale
+    if payout.status != Payout.Status.APPROVED:
+        return payout, False  # in review or finished: nothing to submit
+    payout.submit()
+    payout.save(update_fields=["status", "submitted_at", "updated_at"])
+    audit.record(actor=None, actor_label="system", action="payout.submit", obj=payout,
+                 old={"status": Payout.Status.APPROVED}, new={"status": payout.status, "channel": payout.channel.code})
+    return payout, True
+
+
+@transaction.atomic(durable=True)
+def payout_channel_result(*, platform_order_no: str, outcome: str, fail_reason: str = "") -> Payout:
+    """The channel's asynchronous result: 'paid' → SUCCESS (frozen leaves: amount to payout clearing, fee to
+    revenue) or 'failed' → FAILED (frozen back to available); terminal callback. Duplicates are harmless."""
+    if outcome not in ("paid", "failed"):
+        raise ValueError(f"unknown channel outcome {outcome!r}")
+    payout = lock_payout(platform_order_no=platform_order_no)
+    target = Payout.Status.SUCCESS if outcome == "paid" else Payout.Status.FAILED
+    if payout.status == target:
+        return payout  # the channel repeated itself
+    if payout.status != Payout.Status.PROCESSING:
+        raise PayoutActionRefused(f"payout {payout} is {payout.status}; a channel result '{outcome}' "
+                                  f"applies only to a PROCESSING payout.")
+    if outcome == "paid":
+        payout.mark_paid()
+        payout.save(update_fields=["status", "finished_at", "updated_at"])
+        destinations = [ledger.Leg(AccountKind.PAYOUT_CLEARING, payout.amount)]
+        if payout.fee:
+            destinations.append(ledger.Leg(AccountKind.FEE_REVENUE, payout.fee))
+        ledger.hold_settle(hold_id=payout.hold_id, destinations=destinations, memo=f"payout {payout} paid")
+    else:
+        payout.mark_failed(fail_reason=fail_reason.strip() or "failed upstream")
+        payout.save(update_fields=["status", "fail_reason", "finished_at", "updated_at"])
+        ledger.hold_release(hold_id=payout.hold_id, memo=f"payout {payout} failed")
+    _enqueue_terminal(payout)
+    audit.record(actor=None, actor_label=f"channel {payout.channel.code}", action=f"payout.{outcome}", obj=payout,
+                 old={"status": Payout.Status.PROCESSING}, new={"status": payout.status},
+                 reason=payout.fail_reason)
+    logger.info("payout %s %s (%s)", payout, payout.status, payout.masked_payee_account)
+    return payout
+
+
+def _enqueue_terminal(payout: Payout) -> None:
+    callback_enqueue(merchant=payout.merchant, type=CallbackEvent.Type.PAYOUT_TERMINAL,
+                     platform_order_no=payout.platform_order_no, payload=payout_terminal_payload(payout))
+
+
+# --- reversal -------------------------------------------------------------------------------------------
+
+
+@transaction.atomic(durable=True)
+def payout_reverse(*, reversal_amount: int, fee_refund: int, actor=None, source: str = "ops", reason: str = "",
+                   payout_id: int | None = None, platform_order_no: str | None = None) -> Payout:
+    """Ops reversal of a SUCCESS payout (admin action, reverse_payout): at most once, within the bounds of
+    contract §5; reversing twice is refused."""
+    payout = lock_payout(payout_id=payout_id, platform_order_no=platform_order_no)
+    if getattr(actor, "pk", None) and not actor.has_perm(REVERSE_PERMISSION):
+        raise PayoutActionRefused(f"{actor.get_username()} may not reverse payouts.")
+    return _reverse_locked(payout, reversal_amount=reversal_amount, fee_refund=fee_refund, actor=actor,
+                           source=source, reason=reason)
+
+
+@transaction.atomic(durable=True)
+def payout_channel_returned(*, platform_order_no: str, reversal_amount: int | None = None,
+                            fee_refund: int | None = None, reason: str = "returned by the bank") -> Payout:
+    """The channel's return notice for a paid payout: the same reversal, by default in full with the fee
+    refunded (the payee never got the money). A repeated notice is harmless."""
+    payout = lock_payout(platform_order_no=platform_order_no)
+    if payout.reversed_at:
+        return payout
+    return _reverse_locked(payout, reversal_amount=payout.amount if reversal_amount is None else reversal_amount,
+                           fee_refund=payout.fee if fee_refund is None else fee_refund, actor=None,
+                           source=f"channel {payout.channel.code}", reason=reason)
+
+
+def _reverse_locked(payout: Payout, *, reversal_amount: int, fee_refund: int, actor, source: str,
+                    reason: str) -> Payout:
+    if payout.status != Payout.Status.SUCCESS:
+        raise PayoutActionRefused(f"payout {payout} is {payout.status}; only a SUCCESS payout can be reversed.")
+    if payout.reversed_at:
+        raise PayoutActionRefused(f"payout {payout} was already reversed at {payout.reversed_at:%Y-%m-%d %H:%M:%S} UTC.")
+    if type(reversal_amount) is not int or not 1 <= reversal_amount <= payout.amount:
+        raise PayoutActionRefused(f"reversal amount must be between 1 and the payout amount {payout.amount}.")
+    if type(fee_refund) is not int or not 0 <= fee_refund <= payout.fee:
+        raise PayoutActionRefused(f"fee refund must be between 0 and the payout fee {payout.fee}.")
+    payout.reverse(reversal_amount=reversal_amount, fee_refund=fee_refund)
+    payout.save(update_fields=["reversal_amount", "fee_refund", "reversed_at", "updated_at"])
+    legs = [ledger.Leg(AccountKind.PAYOUT_CLEARING, -reversal_amount)]
+    if fee_refund:
+        legs.append(ledger.Leg(AccountKind.FEE_REVENUE, -fee_refund))
+    legs.append(ledger.Leg(AccountKind.AVAILABLE, reversal_amount + fee_refund, payout.merchant_id))
+    ledger.post(kind="payout.reversal", cause=payout.platform_order_no, currency=payout.currency_id, legs=legs,
+                merchant_id=payout.merchant_id, memo=reason or f"payout {payout} reversed ({source})")
+    callback_enqueue(merchant=payout.merchant, type=CallbackEvent.Type.PAYOUT_REVERSED,
+                     platform_order_no=payout.platform_order_no, payload=payout_reversed_payload(payout))
+    audit.record(actor=actor, actor_label=_actor_label(actor, source), action="payout.reverse", obj=payout,
+                 old={"reversed_at": None},
+                 new={"reversal_amount": reversal_amount, "fee_refund": fee_refund, "source": source},
+                 reason=reason)
+    logger.info("payout %s reversed: %s + fee %s back to %s (%s)", payout, reversal_amount, fee_refund,
+                payout.merchant.merchant_no, mask_account(payout.payee_account))
+    return payout

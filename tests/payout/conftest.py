@@ -1,0 +1,55 @@
+import itertools
+
+import pytest
+
+from apps.ledger.models import Posting
+from apps.ledger.selectors import merchant_balances
+from apps.ledger.services import balance_adjust
+from apps.payout.models import Payout
+from tests.helpers import signed_post
+
+CREATE = "/openapi/v1/payout/create"
+QUERY = "/openapi/v1/payout/query"
+PHP_FEE = 1000  # PHP_PAYOUT: fee_fixed 10.00 PHP, no rate
+PHP_THRESHOLD = 5_000_000  # default review threshold: 50,000.00 PHP
+_numbers = itertools.count(1)
+
+
+def payout_params(**overrides) -> dict:
+    params = {"mch_order_no": f"PO-{next(_numbers)}", "product_code": "PHP_PAYOUT", "amount": 10000,
+              "currency": "PHP", "payee_name": "Juan dela Cruz", "payee_account": "0012345678", "bank_code": "BDO"}
+    params.update(overrides)
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def create(client, ctx, **overrides) -> tuple[int, dict]:
+    return signed_post(client, ctx, CREATE, payout_params(**overrides))
+
+
+def create_ok(client, ctx, **overrides) -> Payout:
+    status, body = create(client, ctx, **overrides)
+    assert (status, body["code"]) == (200, "0"), body
+    return Payout.objects.get(platform_order_no=body["data"]["platform_order_no"])
+
+
+def query(client, ctx, **numbers) -> tuple[int, dict]:
+    return signed_post(client, ctx, QUERY, numbers)
+
+
+def fund(ctx, amount: int, currency: str = "PHP") -> None:
+    balance_adjust(merchant_no=ctx.merchant_no, currency=currency, amount=amount, reason="test top-up")
+
+
+def balances(ctx, currency: str = "PHP") -> dict:
+    return merchant_balances(merchant_id=ctx.merchant.pk, currency=currency)
+
+
+def money_snapshot(ctx, currency: str = "PHP") -> tuple:
+    """Balances and the number of postings: equal before and after means nothing moved."""
+    return balances(ctx, currency), Posting.objects.count()
+
+
+@pytest.fixture
+def funded(merchant):
+    fund(merchant, 10_000_000)
+    return merchant

@@ -1,0 +1,265 @@
+"""POST /payout/create and /payout/query: formats, the contract §2 validation order, replay, scoping."""
+
+import pytest
+
+from apps.channels.models import BankCode, Channel
+from apps.currencies.models import Currency
+from apps.ledger.models import Hold, Posting
+from apps.merchants.models import MerchantProduct
+from apps.payout.models import Payout
+from tests.payout.conftest import PHP_FEE, balances, create, create_ok, fund, payout_params, query
+
+pytestmark = pytest.mark.django_db
+
+
+def assert_refused(result, http: int, code: str, field: str | None = None):
+    status, body = result
+    assert (status, body["code"], body["data"]) == (http, code, None), body
+    if field:
+        assert field in body["msg"], body
+
+
+# --- formats (1000) -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overrides, field", [
+    ({"mch_order_no": None}, "mch_order_no"),
+    ({"mch_order_no": "has space"}, "mch_order_no"),
+    ({"mch_order_no": "x" * 65}, "mch_order_no"),
+    ({"product_code": None}, "product_code"),
+    ({"amount": None}, "amount"),
+    ({"amount": "10000"}, "amount"),
+    ({"amount": 0}, "amount"),
+    ({"amount": -5}, "amount"),
+    ({"amount": 2**53}, "amount"),
+    ({"amount": True}, "amount"),
+    ({"currency": None}, "currency"),
+    ({"payee_name": None}, "payee_name"),
+    ({"payee_name": "n" * 129}, "payee_name"),
+    ({"payee_account": None}, "payee_account"),
+    ({"payee_account": "0012-345678"}, "payee_account"),
+    ({"payee_account": "0012 345678"}, "payee_account"),
+    ({"payee_account": "9" * 65}, "payee_account"),
+    ({"bank_code": None}, "bank_code"),
+    ({"bank_code": 123}, "bank_code"),
+    ({"attach": "a" * 513}, "attach"),
+])
+def test_payout_create_with_field_out_of_format_returns_1000(client, funded, overrides, field):
+    assert_refused(create(client, funded, **overrides), 400, "1000", field)
+    assert not Payout.objects.exists()
+
+
+def test_payout_create_at_format_limits_is_accepted(client, funded):
+    payout = create_ok(client, funded, mch_order_no="m" * 64, payee_name="n" * 128, payee_account="A9" * 32,
+                       attach="a" * 512)
+    assert (len(payout.payee_account), len(payout.attach)) == (64, 512)
+
+
+# --- business validation, in contract §2 order -----------------------------------------------------------
+
+
+def test_payout_in_currency_not_enabled_for_merchant_returns_1001(client, funded):
+    assert_refused(create(client, funded, currency="JPY", product_code="JPY_PAYOUT", bank_code="MUFG"),
+                   422, "1001", "JPY")
+
+
+def test_payout_in_unknown_currency_returns_1001(client, funded):
+    assert_refused(create(client, funded, currency="php"), 422, "1001")
+
+
+def test_payout_in_inactive_currency_returns_1001(client, funded):
+    Currency.objects.filter(code="USD").update(active=False)
+    assert_refused(create(client, funded, currency="USD", product_code="USD_PAYOUT", bank_code="CHASE"), 422, "1001")
+
+
+def test_payout_in_currency_without_serving_channel_returns_1001(client, funded):
+    Channel.objects.filter(currency_id="USD", direction=Channel.Direction.PAYOUT).update(is_active=False)
+    assert_refused(create(client, funded, currency="USD", product_code="USD_PAYOUT", bank_code="CHASE"),
+                   422, "1001", "channel")
+
+
+def test_currency_is_checked_before_product(client, funded):
+    assert_refused(create(client, funded, currency="JPY", product_code="NOPE", bank_code="NOPE"), 422, "1001")
+
+
+@pytest.mark.parametrize("product_code", ["NOPE", "PHP_COLLECT_D0", "USD_PAYOUT"])
+def test_payout_with_unknown_collection_or_other_currency_product_returns_1002(client, funded, product_code):
+    assert_refused(create(client, funded, product_code=product_code), 422, "1002", "product_code")
+
+
+def test_payout_with_product_not_enabled_for_merchant_returns_1002(client, funded):
+    MerchantProduct.objects.filter(merchant=funded.merchant, product__code="PHP_PAYOUT").update(is_enabled=False)
+    assert_refused(create(client, funded), 422, "1002")
+
+
+def test_product_is_checked_before_amount(client, funded):
+    assert_refused(create(client, funded, product_code="NOPE", amount=1), 422, "1002")
+
+
+@pytest.mark.parametrize("amount", [99, 50_000_001])
+def test_payout_amount_outside_product_bounds_returns_1003(client, funded, amount):
+    assert_refused(create(client, funded, amount=amount), 422, "1003", "amount")
+
+
+@pytest.mark.parametrize("amount", [100, 50_000_000])
+def test_payout_amount_at_product_bounds_is_accepted(client, merchant, amount):
+    fund(merchant, amount + PHP_FEE)
+    create_ok(client, merchant, amount=amount)
+
+
+def test_amount_is_checked_before_bank_code(client, funded):
+    assert_refused(create(client, funded, amount=99, bank_code="NOPE"), 422, "1003")
+
+
+@pytest.mark.parametrize("bank_code", ["NOPE", "CHASE", "bdo"])
+def test_payout_with_bank_code_not_in_currency_table_returns_2006(client, funded, bank_code):
+    # CHASE is a USD bank code: the table is per currency.
+    assert_refused(create(client, funded, bank_code=bank_code), 422, "2006", "bank_code")
+
+
+def test_payout_with_inactive_bank_code_returns_2006(client, funded):
+    BankCode.objects.filter(currency_id="PHP", code="BDO").update(is_active=False)
+    assert_refused(create(client, funded), 422, "2006")
+
+
+def test_bank_code_is_checked_before_balance(client, merchant):
+    assert_refused(create(client, merchant, bank_code="NOPE"), 422, "2006")
+
+
+def test_payout_above_available_returns_2003_and_leaves_no_order_hold_or_posting(client, merchant):
+    fund(merchant, 10_000 + PHP_FEE - 1)
+    before, postings = balances(merchant), Posting.objects.count()
+    assert_refused(create(client, merchant, amount=10_000), 422, "2003")
+    assert not Payout.objects.exists()
+    assert not Hold.objects.exists()
+    assert (balances(merchant), Posting.objects.count()) == (before, postings)
+
+
+def test_payout_of_exactly_available_freezes_amount_plus_fee(client, merchant):
+    fund(merchant, 10_000 + PHP_FEE)
+    payout = create_ok(client, merchant, amount=10_000)
+    assert (payout.fee, payout.hold.amount, payout.hold.status) == (PHP_FEE, 10_000 + PHP_FEE, Hold.Status.HELD)
+    assert balances(merchant) == {"available": 0, "settling": 0, "frozen": 10_000 + PHP_FEE}
+
+
+# --- the created order ----------------------------------------------------------------------------------
+
+
+def test_payout_create_returns_the_interface_shape(client, funded):
+    status, body = create(client, funded, mch_order_no="SHAPE-1", amount=12_345)
+    assert (status, body["code"], body["msg"]) == (200, "0", "OK")
+    data = body["data"]
+    assert set(data) == {"platform_order_no", "mch_order_no", "amount", "fee", "currency", "status", "review_required"}
+    assert data | {"platform_order_no": None} == {"platform_order_no": None, "mch_order_no": "SHAPE-1",
+                                                  "amount": 12_345, "fee": PHP_FEE, "currency": "PHP",
+                                                  "status": "APPROVED", "review_required": False}
+
+
+def test_platform_order_numbers_are_alphanumeric_and_unguessable(client, funded):
+    numbers = [create_ok(client, funded).platform_order_no for _ in range(3)]
+    assert all(n.isalnum() and n.isascii() and len(n) <= 64 for n in numbers)
+    assert len({n[-32:] for n in numbers}) == 3 and len(numbers[0]) >= 32
+
+
+def test_fee_is_fixed_plus_rate_rounded_up(client, funded):
+    from apps.merchants.models import Product
+    Product.objects.filter(code="PHP_PAYOUT").update(fee_fixed=500, fee_rate_bps=125)
+    payout = create_ok(client, funded, amount=10_001)  # 500 + ceil(10001 * 125 / 10000) = 500 + 126
+    assert payout.fee == 626
+
+
+# --- idempotent replay and 2001 -------------------------------------------------------------------------
+
+
+def test_identical_create_replays_the_original_order_and_moves_no_money(client, funded):
+    params = payout_params(mch_order_no="REPLAY-1", attach="x")
+    first = create(client, funded, **params)
+    before, postings = balances(funded), Posting.objects.count()
+    second = create(client, funded, **params)
+    assert second == first
+    assert (balances(funded), Posting.objects.count()) == (before, postings)
+    assert Payout.objects.filter(mch_order_no="REPLAY-1").count() == 1
+
+
+def test_replay_shows_the_current_status(client, funded):
+    params = payout_params(mch_order_no="REPLAY-2")
+    payout = create_ok(client, funded, **params)
+    Payout.objects.filter(pk=payout.pk).update(status=Payout.Status.PROCESSING)
+    status, body = create(client, funded, **params)
+    assert (status, body["data"]["status"], body["data"]["platform_order_no"]) == (200, "PROCESSING",
+                                                                                  payout.platform_order_no)
+
+
+def test_replay_treats_empty_attach_as_absent(client, funded):
+    params = payout_params(mch_order_no="REPLAY-3")
+    payout = create_ok(client, funded, **params)
+    status, body = create(client, funded, **params, attach="")
+    assert (status, body["data"]["platform_order_no"]) == (200, payout.platform_order_no)
+
+
+def test_replay_comes_before_currency_checks(client, funded):
+    params = payout_params(mch_order_no="REPLAY-4")
+    payout = create_ok(client, funded, **params)
+    Channel.objects.filter(currency_id="PHP", direction=Channel.Direction.PAYOUT).update(is_active=False)
+    status, body = create(client, funded, **params)
+    assert (status, body["data"]["platform_order_no"]) == (200, payout.platform_order_no)
+
+
+@pytest.mark.parametrize("change", [{"amount": 10_001}, {"payee_account": "999"}, {"bank_code": "BPI"},
+                                    {"payee_name": "Other"}, {"attach": "y"}, {"currency": "USD"}])
+def test_same_mch_order_no_with_different_params_returns_2001(client, funded, change):
+    params = payout_params(mch_order_no="DUP-1")
+    create_ok(client, funded, **params)
+    postings = Posting.objects.count()
+    assert_refused(create(client, funded, **{**params, **change}), 409, "2001", "mch_order_no")
+    assert Posting.objects.count() == postings
+
+
+def test_same_mch_order_no_at_another_merchant_is_a_new_order(client, funded, other_merchant):
+    fund(other_merchant, 100_000)
+    create_ok(client, funded, mch_order_no="SHARED-1")
+    create_ok(client, other_merchant, mch_order_no="SHARED-1")
+
+
+# --- payout/query ---------------------------------------------------------------------------------------
+
+
+def test_query_by_either_number_returns_the_order(client, funded):
+    payout = create_ok(client, funded, mch_order_no="Q-1")
+    expected = {"platform_order_no": payout.platform_order_no, "mch_order_no": "Q-1", "amount": 10_000,
+                "fee": PHP_FEE, "currency": "PHP", "status": "APPROVED"}
+    assert query(client, funded, mch_order_no="Q-1") == (200, {"code": "0", "msg": "OK", "data": expected})
+    assert query(client, funded, platform_order_no=payout.platform_order_no)[1]["data"] == expected
+
+
+def test_query_with_both_numbers_uses_platform_order_no(client, funded):
+    first = create_ok(client, funded, mch_order_no="Q-2")
+    create_ok(client, funded, mch_order_no="Q-3")
+    status, body = query(client, funded, platform_order_no=first.platform_order_no, mch_order_no="Q-3")
+    assert body["data"]["mch_order_no"] == "Q-2"
+
+
+def test_query_without_a_number_returns_1000(client, funded):
+    assert_refused(query(client, funded), 400, "1000")
+
+
+def test_query_with_malformed_number_returns_1000(client, funded):
+    assert_refused(query(client, funded, platform_order_no="PO-with-dash"), 400, "1000")
+
+
+def test_query_of_unknown_or_other_merchants_order_returns_2002(client, funded, other_merchant):
+    fund(other_merchant, 100_000)
+    theirs = create_ok(client, other_merchant, mch_order_no="THEIRS-1")
+    assert_refused(query(client, funded, platform_order_no=theirs.platform_order_no), 404, "2002")
+    assert_refused(query(client, funded, mch_order_no="THEIRS-1"), 404, "2002")
+    assert_refused(query(client, funded, mch_order_no="NOPE"), 404, "2002")
+
+
+def test_query_shows_attach_and_terminal_fields(client, funded):
+    payout = create_ok(client, funded, attach="  keep me  ")
+    Payout.objects.filter(pk=payout.pk).update(status=Payout.Status.FAILED, fail_reason="account closed",
+                                               finished_at=payout.created_at)
+    data = query(client, funded, platform_order_no=payout.platform_order_no)[1]["data"]
+    assert (data["attach"], data["fail_reason"], data["finished_at"]) == (
+        "  keep me  ", "account closed", int(payout.created_at.timestamp()))
+    assert "reversed_at" not in data
