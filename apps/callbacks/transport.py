@@ -53,7 +53,7 @@ def address_refusal(address: str) -> str | None:
     ip = ipaddress.ip_address(address.split("%", 1)[0])
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
-    for flag in ("is_unspecified", "is_loopback", "is_private", "is_link_local", "is_multicast", "is_reserved"):
+    for flag in ("is_unspecified", "is_loopback", "is_link_local", "is_multicast", "is_reserved", "is_private"):
         if getattr(ip, flag):
             return flag.removeprefix("is_").replace("_", "-")
     if not ip.is_global:  # e.g. 100.64.0.0/10 shared address space
@@ -148,16 +148,14 @@ def post_callback(url: str, body: dict) -> PostResult:
         return done(error=str(exc))
     timeout = settings.CALLBACK_TIMEOUT_SECONDS
     data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    with requests.Session() as session:
-        session.trust_env = False  # no environment proxies / netrc: they would bypass the address check
-        adapter = _PinnedAdapter(max_retries=0)
-        session.mount("http://", adapter)
-        session.mount("https://", adapter)
+    request = requests.Request("POST", url, data=data, headers={
+        "Content-Type": "application/json; charset=utf-8", "User-Agent": "payments-callback/1"}).prepare()
+    # The adapter directly, not a Session: no redirect handling at all (not even reading a redirect's body),
+    # no environment proxies or netrc (a proxy would bypass the address check).
+    adapter = _PinnedAdapter(max_retries=0)
+    try:
         try:
-            response = session.post(
-                url, data=data, timeout=(timeout, timeout), allow_redirects=False, stream=True,
-                headers={"Content-Type": "application/json; charset=utf-8", "User-Agent": "payments-callback/1"},
-            )
+            response = adapter.send(request, stream=True, timeout=(timeout, timeout), verify=True, proxies={})
         except CallbackUrlRefused as exc:
             return done(error=str(exc))
         except requests.Timeout as exc:
@@ -170,6 +168,8 @@ def post_callback(url: str, body: dict) -> PostResult:
             return done(status=response.status_code, error=f"reading the reply failed: {type(exc).__name__}")
         finally:
             response.close()
+    finally:
+        adapter.close()
     reply = raw.decode(response.encoding or "utf-8", errors="replace")
     error = ""
     if 300 <= response.status_code < 400:

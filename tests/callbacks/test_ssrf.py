@@ -1,0 +1,106 @@
+"""SSRF guard (contract §6): http(s) only; in production no host resolving to a non-public address; the socket
+connects to the address that was checked (DNS rebinding), with the hostname kept for Host/SNI."""
+
+import socket
+from datetime import timedelta
+
+import pytest
+from django.test import override_settings
+
+from apps.callbacks import transport
+from apps.callbacks.models import CallbackEvent
+from apps.callbacks.services import callback_deliver
+from apps.callbacks.transport import address_refusal
+
+production_guard = override_settings(CALLBACK_ALLOW_PRIVATE_HOSTS=False)
+
+
+def _addrinfo(*addresses):
+    return [(socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, 0)) for a in addresses]
+
+
+@pytest.mark.parametrize("address,reason", [
+    ("127.0.0.1", "loopback"), ("::1", "loopback"), ("10.1.2.3", "private"), ("172.16.0.1", "private"),
+    ("192.168.1.1", "private"), ("169.254.169.254", "link-local"), ("fe80::1", "link-local"),
+    ("0.0.0.0", "unspecified"), ("224.0.0.1", "multicast"), ("240.0.0.1", "reserved"),
+    ("100.64.0.1", "not-global"), ("::ffff:127.0.0.1", "loopback"), ("fd00::1", "private"),
+])
+def test_non_public_addresses_are_refused(address, reason):
+    assert address_refusal(address) == reason
+
+
+@pytest.mark.parametrize("address", ["8.8.8.8", "93.184.216.34", "2606:4700:4700::1111"])
+def test_public_addresses_are_allowed(address):
+    assert address_refusal(address) is None
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_a_loopback_callback_url_is_refused_in_production_and_follows_the_schedule(
+        hooked_merchant, callback_receiver, enqueue, clock, host):
+    hooked_merchant.collection_callback_url = callback_receiver.url.replace("127.0.0.1", host)
+    hooked_merchant.save()
+    with production_guard:
+        event = callback_deliver(event_id=enqueue(hooked_merchant).pk)
+    attempt = event.attempts.get()
+    assert callback_receiver.requests == []
+    assert "non-public address" in attempt.error and "refused" in attempt.error
+    assert not attempt.success and attempt.http_status is None
+    assert event.status == CallbackEvent.Status.PENDING
+    assert event.next_attempt_at == clock.now + timedelta(seconds=15)
+
+
+def test_the_same_url_is_allowed_under_test_settings(hooked_merchant, callback_receiver, enqueue, settings):
+    assert settings.CALLBACK_ALLOW_PRIVATE_HOSTS is True
+    event = callback_deliver(event_id=enqueue(hooked_merchant).pk)
+    assert event.status == CallbackEvent.Status.DELIVERED and len(callback_receiver.requests) == 1
+
+
+def test_a_host_with_any_private_address_is_refused(hooked_merchant, callback_receiver, enqueue, monkeypatch):
+    monkeypatch.setattr(transport, "resolve", lambda host, port: _addrinfo("93.184.216.34", "10.0.0.5"))
+    hooked_merchant.collection_callback_url = "http://merchant.invalid/callback"
+    hooked_merchant.save()
+    with production_guard:
+        event = callback_deliver(event_id=enqueue(hooked_merchant).pk)
+    assert "10.0.0.5" in event.attempts.get().error
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1/cb", "file:///etc/passwd", "gopher://127.0.0.1:70/", "http:///cb",
+                                 "http://user:pw@127.0.0.1/cb"])
+def test_only_plain_http_s_urls_are_called_even_where_private_hosts_are_allowed(hooked_merchant, enqueue, url):
+    hooked_merchant.collection_callback_url = url
+    hooked_merchant.save()
+    event = callback_deliver(event_id=enqueue(hooked_merchant).pk)
+    attempt = event.attempts.get()
+    assert not attempt.success and "refused" in attempt.error or "must not carry credentials" in attempt.error
+
+
+def test_the_socket_connects_to_the_checked_address_with_the_hostname_kept(hooked_merchant, callback_receiver,
+                                                                          enqueue, monkeypatch):
+    # merchant.invalid resolves nowhere in real DNS: only the checked resolution can have produced the address
+    # the request reached, and the Host header still names the merchant's host.
+    port = int(callback_receiver.url.split(":")[2].split("/")[0])
+    lookups = []
+
+    def resolve(host, port_):
+        lookups.append(host)
+        return _addrinfo("127.0.0.1")
+
+    monkeypatch.setattr(transport, "resolve", resolve)
+    hooked_merchant.collection_callback_url = f"http://merchant.invalid:{port}/callback"
+    hooked_merchant.save()
+    event = callback_deliver(event_id=enqueue(hooked_merchant).pk)
+    assert event.status == CallbackEvent.Status.DELIVERED
+    assert lookups == ["merchant.invalid"]  # resolved once, at connect time
+    assert callback_receiver.requests[0].headers["Host"] == f"merchant.invalid:{port}"
+
+
+def test_environment_proxies_are_not_used(hooked_merchant, callback_receiver, enqueue, monkeypatch):
+    from tests.callbacks.conftest import closed_port_url
+
+    proxy = closed_port_url().removesuffix("/callback")
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, proxy)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    event = callback_deliver(event_id=enqueue(hooked_merchant).pk)
+    assert event.status == CallbackEvent.Status.DELIVERED
