@@ -28,6 +28,11 @@ from apps.merchants.services import (
 )
 
 
+def _bound(request) -> tuple:
+    """Form data for a POST, nothing (an unbound form) for a GET."""
+    return (request.POST, request.FILES) if request.method == "POST" else (None, None)
+
+
 def _changes(form) -> tuple[dict, dict]:
     """Old and new values of a model form's changed plain fields, for the audit row."""
     fields = [name for name in form.changed_data if name in form.initial and not isinstance(form.initial[name], list)]
@@ -104,7 +109,7 @@ class MerchantAdmin(admin.ModelAdmin):
     def add_view(self, request, form_url="", extra_context=None):
         if not self.has_add_permission(request):
             raise PermissionDenied
-        form = MerchantCreateForm(request.POST or None, request.FILES or None)
+        form = MerchantCreateForm(*_bound(request))
         if request.method == "POST" and form.is_valid():
             data = form.cleaned_data
             try:
@@ -157,7 +162,7 @@ class MerchantKeyAdmin(admin.ModelAdmin):
         if not self.has_add_permission(request):
             raise PermissionDenied
         initial = {"merchant": request.GET.get("merchant")} if request.GET.get("merchant") else None
-        form = MerchantKeyUploadForm(request.POST or None, request.FILES or None, initial=initial)
+        form = MerchantKeyUploadForm(*_bound(request), initial=initial)
         if request.method == "POST" and form.is_valid():
             try:
                 key = merchant_key_add(merchant_no=form.cleaned_data["merchant"].merchant_no,
@@ -212,7 +217,7 @@ class PlatformKeyAdmin(admin.ModelAdmin):
     def add_view(self, request, form_url="", extra_context=None):
         if not self.has_add_permission(request):
             raise PermissionDenied
-        form = ConfirmForm(request.POST or None)
+        form = ConfirmForm(request.POST if request.method == "POST" else None)
         if request.method == "POST" and form.is_valid():
             key = platform_key_rotate(actor=request.user)
             self.log_addition(request, key, [{"added": {}}])
