@@ -53,3 +53,61 @@ def money_snapshot(ctx, currency: str = "PHP") -> tuple:
 def funded(merchant):
     fund(merchant, 10_000_000)
     return merchant
+
+
+@pytest.fixture
+def adapter_calls(monkeypatch):
+    """The sandbox adapter records what it was sent instead of scheduling its Celery settlement."""
+    from apps.channels.sandbox_payout import SandboxPayoutAdapter
+
+    calls = []
+
+    def start_disbursement(self, *, payout):
+        calls.append((payout.platform_order_no, payout.payee_account))
+        return f"REF-{payout.platform_order_no}"
+
+    monkeypatch.setattr(SandboxPayoutAdapter, "start_disbursement", start_disbursement)
+    return calls
+
+
+def new_payout(ctx, **overrides) -> Payout:
+    from apps.payout.services import payout_create
+
+    return payout_create(merchant=ctx.merchant, **payout_params(**overrides))
+
+
+def payout_in(ctx, status: str, **overrides) -> Payout:
+    """A payout driven through the services to `status` (needs adapter_calls for PROCESSING and later)."""
+    from apps.payout import services
+
+    if status in ("FROZEN", "REJECTED"):
+        overrides.setdefault("amount", PHP_THRESHOLD)
+    payout = new_payout(ctx, **overrides)
+    if status == "REJECTED":
+        services.payout_reject(payout_id=payout.pk, reviewer=None, reason="test", via="test")
+    if status in ("PROCESSING", "SUCCESS", "FAILED"):
+        services.payout_submit(payout_id=payout.pk)
+    if status in ("SUCCESS", "FAILED"):
+        services.payout_channel_result(platform_order_no=payout.platform_order_no,
+                                       outcome="paid" if status == "SUCCESS" else "failed", fail_reason="test")
+    payout.refresh_from_db()
+    assert payout.status == status
+    return payout
+
+
+def staff_user(username: str, *groups: str):
+    from django.contrib.auth.models import Group, User
+
+    user = User.objects.create_user(username, password="pw-for-tests-1", is_staff=True)
+    user.groups.add(*Group.objects.filter(name__in=groups))
+    return user
+
+
+@pytest.fixture
+def reviewer(db):
+    return staff_user("rita", "Risk reviewer")
+
+
+@pytest.fixture
+def ops_user(db):
+    return staff_user("otto", "Payout operations")

@@ -1,0 +1,96 @@
+"""review_payout and reverse_payout (contract §8): print the order as payout/query; refuse and change nothing."""
+
+import io
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from apps.common.models import AuditLog
+from apps.payout.models import Payout
+from tests.payout.conftest import PHP_FEE, PHP_THRESHOLD, balances, money_snapshot, payout_in
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args) -> dict:
+    out = io.StringIO()
+    call_command(*args, stdout=out)
+    return json.loads(out.getvalue())
+
+
+def test_review_payout_approve_prints_the_order(funded, adapter_calls):
+    payout = payout_in(funded, "FROZEN")
+    data = run("review_payout", payout.platform_order_no, "--approve")
+    assert data == {"platform_order_no": payout.platform_order_no, "mch_order_no": payout.mch_order_no,
+                    "amount": PHP_THRESHOLD, "fee": PHP_FEE, "currency": "PHP", "status": "APPROVED"}
+    assert AuditLog.objects.get(action="payout.approve").actor_label == "cli"
+
+
+def test_review_payout_reject_releases_funds_and_prints_fail_reason(funded):
+    payout = payout_in(funded, "FROZEN")
+    data = run("review_payout", payout.platform_order_no, "--reject", "--reason", "KYC mismatch")
+    assert (data["status"], data["fail_reason"]) == ("REJECTED", "KYC mismatch")
+    assert "finished_at" in data
+    assert balances(funded)["frozen"] == 0
+
+
+def test_review_payout_reject_without_reason_fails_and_changes_nothing(funded):
+    payout = payout_in(funded, "FROZEN")
+    with pytest.raises(CommandError, match="reason"):
+        run("review_payout", payout.platform_order_no, "--reject")
+    assert Payout.objects.get(pk=payout.pk).status == "FROZEN"
+
+
+@pytest.mark.parametrize("status, flag", [("APPROVED", "--approve"), ("REJECTED", "--reject"),
+                                          ("SUCCESS", "--approve")])
+def test_review_payout_of_order_not_frozen_fails_and_changes_nothing(funded, adapter_calls, status, flag):
+    payout = payout_in(funded, status)
+    before = money_snapshot(funded)
+    with pytest.raises(CommandError, match=f"is {status}, not FROZEN"):
+        run("review_payout", payout.platform_order_no, flag, "--reason", "x")
+    assert (Payout.objects.get(pk=payout.pk).status, money_snapshot(funded)) == (status, before)
+
+
+def test_review_payout_of_unknown_order_fails(db):
+    with pytest.raises(CommandError, match="no payout"):
+        run("review_payout", "PONOPE", "--approve")
+
+
+def test_review_payout_needs_exactly_one_decision(funded):
+    payout = payout_in(funded, "FROZEN")
+    with pytest.raises(CommandError):
+        run("review_payout", payout.platform_order_no, "--approve", "--reject")
+
+
+def test_reverse_payout_credits_and_prints_reversed_at(funded, adapter_calls):
+    payout = payout_in(funded, "SUCCESS", amount=20_000)
+    available = balances(funded)["available"]
+    data = run("reverse_payout", payout.platform_order_no, "--amount", "20000", "--fee-refund", "500")
+    assert (data["status"], isinstance(data["reversed_at"], int)) == ("SUCCESS", True)
+    assert balances(funded)["available"] == available + 20_500
+
+
+@pytest.mark.parametrize("amount, fee_refund", [("0", "0"), ("20001", "0"), ("100", str(PHP_FEE + 1))])
+def test_reverse_payout_outside_bounds_fails_and_changes_nothing(funded, adapter_calls, amount, fee_refund):
+    payout = payout_in(funded, "SUCCESS", amount=20_000)
+    before = money_snapshot(funded)
+    with pytest.raises(CommandError, match="between"):
+        run("reverse_payout", payout.platform_order_no, "--amount", amount, "--fee-refund", fee_refund)
+    assert money_snapshot(funded) == before
+
+
+@pytest.mark.parametrize("status", ["FAILED", "PROCESSING"])
+def test_reverse_payout_of_order_not_success_fails(funded, adapter_calls, status):
+    payout = payout_in(funded, status)
+    with pytest.raises(CommandError, match="only a SUCCESS payout"):
+        run("reverse_payout", payout.platform_order_no, "--amount", "100", "--fee-refund", "0")
+
+
+def test_reverse_payout_twice_fails_the_second_time(funded, adapter_calls):
+    payout = payout_in(funded, "SUCCESS")
+    run("reverse_payout", payout.platform_order_no, "--amount", "100", "--fee-refund", "0")
+    before = money_snapshot(funded)
+    with pytest.raises(CommandError, match="already reversed"):
+        run("reverse_payout", payout.platform_order_no, "--amount", "100", "--fee-refund", "0")
+    assert money_snapshot(funded) == before
