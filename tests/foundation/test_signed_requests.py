@@ -294,3 +294,9 @@ def test_checks_run_in_the_contracts_order(client, merchant, rsa_keys):
     assert_error(signed_post(client, forger, BALANCE, {}, nonce=used["nonce"]), "1101", 401)
     # nonce before business validation
     assert_error(signed_post(client, merchant, BALANCE, {"currency": "XXX"}, nonce=used["nonce"]), "1103", 401)
+
+
+@pytest.mark.parametrize("offset", [-300, 300])
+def test_timestamp_exactly_300_seconds_off_is_accepted(client, merchant, offset):
+    with time_machine.travel(time.time(), tick=False):
+        assert_ok(signed_post(client, merchant, BALANCE, {}, timestamp=int(time.time()) + offset))

@@ -88,7 +88,8 @@ class SignedRequestAuthentication(BaseAuthentication):
         if not key.merchant.is_active or not key.app.is_active:
             raise ApiError(ErrorCode.MERCHANT_DISABLED)
 
-        if abs(time.time() - timestamp) > settings.SIGNATURE_TIMESTAMP_TOLERANCE_SECONDS:
+        # Whole seconds on both sides: exactly the tolerance is accepted, one second more is not.
+        if abs(int(time.time()) - timestamp) > settings.SIGNATURE_TIMESTAMP_TOLERANCE_SECONDS:
             raise ApiError(ErrorCode.TIMESTAMP_OUT_OF_TOLERANCE)
         if not signing.verify(public_key_object(key.public_key_pem), body, sign):
             raise ApiError(ErrorCode.INVALID_SIGNATURE, "sign does not verify with the merchant's key.")
