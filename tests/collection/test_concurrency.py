@@ -84,3 +84,40 @@ def test_concurrent_duplicate_notifications_credit_once(client, merchant):
     assert errors == []
     assert Posting.objects.filter(kind="collection.success", cause=order.platform_order_no).count() == 1
     assert balances(merchant)["settling"] == 6000
+
+
+def test_concurrent_settlement_runs_release_each_credit_once(client, merchant):
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    from apps.collection.services import collection_notify_paid, collection_settlement_release
+    from apps.ledger.models import Posting
+    from tests.collection.conftest import balances, create_ok
+
+    manila = ZoneInfo("Asia/Manila")
+    for amount in (1000, 2000, 3000, 4000):
+        order = create_ok(client, merchant, amount=amount)
+        collection_notify_paid(platform_order_no=order.platform_order_no,
+                               paid_at=datetime(2025, 3, 10, 12, 0, tzinfo=manila))
+    barrier = threading.Barrier(4)
+    results, errors = [], []
+
+    def run():
+        try:
+            barrier.wait()
+            results.append(collection_settlement_release(now=datetime(2025, 3, 11, 1, 0, tzinfo=manila)))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    released = [r["released"].get("PHP", {"count": 0, "amount": 0}) for r in results]
+    assert sum(r["count"] for r in released) == 4 and sum(r["amount"] for r in released) == 10000
+    assert Posting.objects.filter(kind="settlement.release").count() == 4
+    assert balances(merchant) == {"available": 10000, "settling": 0, "frozen": 0}

@@ -158,8 +158,9 @@ def test_currency_not_enabled_for_merchant_returns_1001(client, other_merchant):
     assert (status, body["code"], body["data"]) == (422, "1001", None)
 
 
-def test_unknown_currency_returns_1001(client, merchant):
-    status, body = create(client, merchant, currency="XXX")
+@pytest.mark.parametrize("currency", ["XXX", "php", "PESO"])
+def test_unknown_currency_returns_1001(client, merchant, currency):
+    status, body = create(client, merchant, currency=currency)
     assert (status, body["code"]) == (422, "1001")
 
 

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from apps.callbacks.models import CallbackEvent
 from apps.collection.models import CollectionOrder
 from apps.collection.services import collection_expire
 from apps.ledger.models import Posting
@@ -103,15 +104,12 @@ def test_payer_pays_in_browser_and_merchant_receives_signed_callback(client, mer
         "platform_order_no": order.platform_order_no, "mch_order_no": order.mch_order_no, "amount": 123456,
         "currency": "PHP", "status": "SUCCESS", "attach": "cart=42", "paid_at": int(order.paid_at.timestamp())}
     assert merchant_verifies(body)
+    event = CallbackEvent.objects.get(platform_order_no=order.platform_order_no)
     deadline = time.time() + 10
-    while time.time() < deadline:
-        order.refresh_from_db()
-        from apps.callbacks.models import CallbackEvent
-
-        if CallbackEvent.objects.get(platform_order_no=order.platform_order_no).status == "delivered":
-            break
+    while event.status != CallbackEvent.Status.DELIVERED and time.time() < deadline:
         time.sleep(0.1)
-    assert CallbackEvent.objects.get(platform_order_no=order.platform_order_no).status == "delivered"
+        event.refresh_from_db()
+    assert event.status == CallbackEvent.Status.DELIVERED
 
 
 def test_fail_button_in_browser_leaves_order_created(client, merchant, live_server, phone):
