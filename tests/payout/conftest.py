@@ -12,6 +12,7 @@ CREATE = "/openapi/v1/payout/create"
 QUERY = "/openapi/v1/payout/query"
 PHP_FEE = 1000  # PHP_PAYOUT: fee_fixed 10.00 PHP, no rate
 PHP_THRESHOLD = 5_000_000  # default review threshold: 50,000.00 PHP
+FUNDED = 100_000_000  # what the `funded` merchant starts with
 _numbers = itertools.count(1)
 
 
@@ -51,7 +52,7 @@ def money_snapshot(ctx, currency: str = "PHP") -> tuple:
 
 @pytest.fixture
 def funded(merchant):
-    fund(merchant, 10_000_000)
+    fund(merchant, FUNDED)
     return merchant
 
 

@@ -7,11 +7,11 @@ from apps.common.models import AuditLog
 from apps.ledger.models import AccountKind, Hold, LedgerAccount
 from apps.payout import services
 from apps.payout.models import Payout
-from tests.payout.conftest import PHP_FEE, PHP_THRESHOLD, balances, money_snapshot, new_payout, payout_in, staff_user
+from tests.payout.conftest import FUNDED, PHP_FEE, PHP_THRESHOLD, balances, money_snapshot, new_payout, payout_in, staff_user
 
 pytestmark = pytest.mark.django_db
 
-FUNDS = 10_000_000
+FUNDS = FUNDED
 
 
 def platform_balance(kind: AccountKind, currency: str = "PHP") -> int:
