@@ -165,3 +165,9 @@ def test_done_means_500_then_success_arrives_twice_15s_apart_both_signed(
     # The admin shows both attempts.
     page = admin_client.get(f"/admin/callbacks/callbackevent/{event.pk}/change/").content.decode()
     assert "internal error" in page and page.count("callbackattempt/") >= 2
+
+
+def test_the_reply_excerpt_is_bounded(hooked_merchant, callback_receiver, enqueue):
+    callback_receiver.script(Reply(200, "x" * 20000))
+    attempt = callback_deliver(event_id=enqueue(hooked_merchant).pk).attempts.get()
+    assert not attempt.success and attempt.response_excerpt == "x" * 512
