@@ -98,7 +98,7 @@ def _check_payload(payload: dict) -> None:
     reserved = sorted(set(payload) & set(SIGNING_FIELDS))
     if reserved:
         raise ValueError(f"callback payload may not carry signing fields {reserved}")
-    for key, value in payload.items():
+    for value in payload.values():
         if value is not None:
             signing.render_value(value)  # flat values only: objects, arrays, floats cannot be signed
 

@@ -84,7 +84,7 @@ class _PinnedConnectionMixin:
         except socket.gaierror as exc:
             raise NameResolutionError(self.host, self, exc) from exc
         last_error: OSError | None = None
-        for family, _type, _proto, _name, sockaddr in infos:
+        for *_, sockaddr in infos:
             try:
                 return urllib3_connection.create_connection(
                     (sockaddr[0], self.port), self.timeout, source_address=self.source_address,

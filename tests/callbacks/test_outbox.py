@@ -43,7 +43,7 @@ def test_the_dedup_key_is_order_plus_type_so_a_reversal_is_not_dropped(hooked_me
     assert CallbackEvent.objects.filter(platform_order_no="P1").count() == 2
 
 
-def test_enqueue_outside_a_transaction_is_refused(hooked_merchant, django_db_blocker):
+def test_enqueue_outside_a_transaction_is_refused(hooked_merchant):
     # pytest-django wraps the test in a transaction; leave it to see the guard.
     from django.db import connection as conn
 
