@@ -1,6 +1,20 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _groups_ensure(sender, **kwargs) -> None:
+    # After every migrate and every test-database flush (which empties auth tables), the groups come back.
+    from django.apps import apps as global_apps
+
+    from apps.payout.permissions import payout_groups_ensure
+
+    payout_groups_ensure(kwargs.get("apps") or global_apps)
 
 
 class PayoutConfig(AppConfig):
     name = "apps.payout"
     label = "payout"
+    verbose_name = "Payouts"
+
+    def ready(self) -> None:
+        post_migrate.connect(_groups_ensure, sender=self, dispatch_uid="payout_groups_ensure")

@@ -1,0 +1,112 @@
+"""The review queue in a real headless browser (Debian chromium through Playwright) against live_server."""
+
+import time
+
+import pytest
+
+from apps.payout.models import Payout
+from apps.payout.services import payout_create
+from tests.conftest import make_merchant
+from tests.payout.conftest import PHP_THRESHOLD, balances, fund, payout_params, staff_user
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+PASSWORD = "pw-for-tests-1"
+FUNDS = 20_000_000
+
+
+@pytest.fixture
+def page(monkeypatch):
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the ORM calls of the test are still synchronous.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page()
+        page.set_default_timeout(15_000)
+        yield page
+        browser.close()
+
+
+@pytest.fixture
+def shop(bootstrapped, rsa_keys, callback_receiver):
+    ctx = make_merchant(rsa_keys[2], name="Browser Shop", payout_callback_url=callback_receiver.url)
+    fund(ctx, FUNDS)
+    return ctx
+
+
+def frozen_payout(ctx) -> Payout:
+    payout = payout_create(merchant=ctx.merchant, **payout_params(amount=PHP_THRESHOLD, payee_account="0012349876"))
+    assert payout.status == "FROZEN"
+    return payout
+
+
+def log_in(page, live_server, username: str, next_path: str) -> None:
+    page.goto(f"{live_server.url}/admin/login/?next={next_path}")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_load_state()
+
+
+def run_action(page, payout: Payout, action: str) -> None:
+    page.check(f"input[name=_selected_action][value='{payout.pk}']")
+    page.select_option("select[name=action]", action)
+    page.click("button[name=index]")
+
+
+def test_risk_reviewer_rejects_frozen_payout_in_the_browser(page, live_server, shop, callback_receiver,
+                                                            live_celery_worker):
+    payout = frozen_payout(shop)
+    staff_user("rita", "Risk reviewer")
+    log_in(page, live_server, "rita", "/admin/payout/payoutreviewqueue/")
+
+    row = page.locator("#result_list tbody tr", has_text=payout.platform_order_no)
+    row.wait_for()
+    assert row.count() == 1
+    assert "\u2022\u2022\u2022\u20229876" in row.inner_text() and "0012349876" not in page.content()
+    assert "review threshold" in row.inner_text()
+
+    run_action(page, payout, "reject_selected")
+    page.fill("textarea[name=reason]", "Payee name does not match the account holder")
+    page.click("input[type=submit][value=Reject]")
+    page.wait_for_selector("ul.messagelist")
+    assert "rejected" in page.locator("ul.messagelist").inner_text()
+    assert page.locator("#result_list tbody tr", has_text=payout.platform_order_no).count() == 0  # left the queue
+
+    payout.refresh_from_db()
+    assert (payout.status, payout.fail_reason) == ("REJECTED", "Payee name does not match the account holder")
+    assert balances(shop) == {"available": FUNDS, "settling": 0, "frozen": 0}
+    [callback] = [r.body for r in callback_receiver.wait_for(1)]
+    assert (callback["platform_order_no"], callback["status"], callback["fail_reason"]) == (
+        payout.platform_order_no, "REJECTED", "Payee name does not match the account holder")
+
+    page.goto(f"{live_server.url}/admin/payout/payout/{payout.pk}/change/")
+    trail = page.content()
+    assert "payout.reject" in trail and "rita" in trail and "0012349876" not in trail
+
+
+def test_reviewer_who_administers_the_merchant_is_refused_in_the_browser(page, live_server, shop):
+    payout = frozen_payout(shop)
+    rita = staff_user("rita", "Risk reviewer")
+    shop.merchant.administrators.add(rita)
+    log_in(page, live_server, "rita", "/admin/payout/payoutreviewqueue/")
+    run_action(page, payout, "approve_selected")
+    page.wait_for_selector("ul.messagelist")
+    assert "administers" in page.locator("ul.messagelist").inner_text()
+    time.sleep(0.2)
+    payout.refresh_from_db()
+    assert payout.status == "FROZEN"
+
+
+def test_staff_without_review_permission_cannot_open_the_queue_in_the_browser(page, live_server, shop):
+    frozen_payout(shop)
+    staff_user("clerk")
+    log_in(page, live_server, "clerk", "/admin/")
+    assert "Payout review queue" not in page.content()
+    response = page.goto(f"{live_server.url}/admin/payout/payoutreviewqueue/")
+    assert response.status == 403
