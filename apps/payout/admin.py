@@ -233,9 +233,9 @@ class PayoutAdmin(PayoutDisplayMixin, admin.ModelAdmin):
                 except (PayoutActionRefused, PayoutNotFound) as exc:
                     self.message_user(request, f"Refused: {exc}", messages.ERROR)
                 else:
-                    self.message_user(request, f"Payout {payout} reversed: "
-                                               f"{format_minor(payout.reversal_amount + payout.fee_refund, payout.currency)}"
-                                               f" back to the merchant's available balance.", messages.SUCCESS)
+                    credited = format_minor(payout.reversal_amount + payout.fee_refund, payout.currency)
+                    self.message_user(request, f"Payout {payout} reversed: {credited} back to the merchant's "
+                                               f"available balance.", messages.SUCCESS)
                 return None
         else:
             form = ReverseForm(initial={"reversal_amount": payout.amount, "fee_refund": payout.fee}, payout=payout)

@@ -18,7 +18,7 @@ def unix(value: datetime | None) -> int | None:
 def payout_for_merchant(*, merchant_id: int, platform_order_no: str | None = None,
                         mch_order_no: str | None = None) -> Payout | None:
     """One of the merchant's payouts; platform_order_no wins when both are given (interface §4.6)."""
-    payouts = Payout.objects.select_related("currency", "product").filter(merchant_id=merchant_id)
+    payouts = Payout.objects.filter(merchant_id=merchant_id)
     if platform_order_no:
         return payouts.filter(platform_order_no=platform_order_no).first()
     return payouts.filter(mch_order_no=mch_order_no).first()

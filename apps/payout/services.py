@@ -43,7 +43,7 @@ class PayoutNotFound(LookupError):
 
 def lock_payout(*, payout_id: int | None = None, platform_order_no: str | None = None) -> Payout:
     """The payout row, locked for the rest of the transaction. Always locked before any ledger row."""
-    payouts = Payout.objects.select_for_update(of=("self",)).select_related("merchant", "currency", "channel")
+    payouts = Payout.objects.select_for_update(of=("self",)).select_related("merchant", "channel")
     payout = (payouts.filter(pk=payout_id) if payout_id is not None
               else payouts.filter(platform_order_no=platform_order_no)).first()
     if payout is None:
@@ -82,7 +82,8 @@ def payout_create(*, merchant: Merchant, mch_order_no: str, product_code: str, a
         raise DomainError(ErrorCode.AMOUNT_OUT_OF_RANGE,
                           f"amount must be between {product.min_amount} and {product.max_amount}.")
     if not BankCode.objects.filter(currency_id=currency, code=bank_code, is_active=True).exists():
-        raise DomainError(ErrorCode.UNKNOWN_BANK_CODE, f"bank_code {bank_code} is not in the {currency} bank code table.")
+        raise DomainError(ErrorCode.UNKNOWN_BANK_CODE,
+                          f"bank_code {bank_code} is not in the {currency} bank code table.")
 
     try:
         return _payout_insert(merchant=merchant, mch_order_no=mch_order_no, product=product, channel=channel,
@@ -300,7 +301,8 @@ def _reverse_locked(payout: Payout, *, reversal_amount: int, fee_refund: int, ac
     if payout.status != Payout.Status.SUCCESS:
         raise PayoutActionRefused(f"payout {payout} is {payout.status}; only a SUCCESS payout can be reversed.")
     if payout.reversed_at:
-        raise PayoutActionRefused(f"payout {payout} was already reversed at {payout.reversed_at:%Y-%m-%d %H:%M:%S} UTC.")
+        raise PayoutActionRefused(f"payout {payout} was already reversed "
+                                  f"at {payout.reversed_at:%Y-%m-%d %H:%M:%S} UTC.")
     if type(reversal_amount) is not int or not 1 <= reversal_amount <= payout.amount:
         raise PayoutActionRefused(f"reversal amount must be between 1 and the payout amount {payout.amount}.")
     if type(fee_refund) is not int or not 0 <= fee_refund <= payout.fee:

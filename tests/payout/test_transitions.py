@@ -7,7 +7,8 @@ from apps.common.models import AuditLog
 from apps.ledger.models import AccountKind, Hold, LedgerAccount
 from apps.payout import services
 from apps.payout.models import Payout
-from tests.payout.conftest import FUNDED, PHP_FEE, PHP_THRESHOLD, balances, money_snapshot, new_payout, payout_in, staff_user
+from tests.payout.conftest import (FUNDED, PHP_FEE, PHP_THRESHOLD, balances, money_snapshot, new_payout, payout_in,
+                                   staff_user)
 
 pytestmark = pytest.mark.django_db
 
