@@ -137,3 +137,13 @@ def test_deny_list_shows_accounts_masked(client, reviewer):
     client.force_login(reviewer)
     html = client.get("/admin/payout/denylistedaccount/").content.decode()
     assert "\u2022\u2022\u2022\u20229876" in html and ACCOUNT not in html
+
+
+def test_queue_detail_page_shows_risk_reasons_read_only(client, funded, reviewer):
+    payout = payout_in(funded, "FROZEN", payee_account=ACCOUNT)
+    client.force_login(reviewer)
+    response = client.get(f"{QUEUE}{payout.pk}/change/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "review threshold" in html and "payout.create" in html
+    assert ACCOUNT not in html and "<textarea" not in html and 'type="submit" value="Save' not in html
