@@ -50,20 +50,18 @@ class Bench:
         pg = args.postgres.rstrip("/")
         self.env = {
             **os.environ,
-            "DJANGO_SETTINGS_MODULE": "config.settings.production",
+            "DJANGO_SETTINGS_MODULE": "config.settings.bench",
             "DATABASE_URL": f"{pg}/{args.database}",
             "REDIS_URL": args.redis,
             "SECRET_KEY": secrets.token_urlsafe(50),
             "PLATFORM_KEY_ENCRYPTION_KEY": Fernet.generate_key().decode(),
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "SECURE_SSL_REDIRECT": "false",
             "API_ROOT": self.base,
             "CONN_MAX_AGE": "600",
             "LOG_LEVEL": "WARNING",
             "RATE_LIMIT_PER_SECOND": "1000000",
             "BENCHMARK_REFERENCE_ENDPOINT": "true",
             "BENCHMARK_REFERENCE_PUBLIC_KEY": str(self.workdir / "merchant_public.pem"),
-            "CALLBACK_ALLOW_PRIVATE_HOSTS": "true",
             "STATIC_ROOT": str(self.workdir / "static"),
         }
         self.procs: list[subprocess.Popen] = []
@@ -139,6 +137,17 @@ class Bench:
                 handle.write(make(i) + "\n")
         return path
 
+    def existing_order(self, prefix: str, i: int) -> tuple[tuple[str, str], dict]:
+        """(merchant, {"mch_order_no": ...}) of the i-th order created by an earlier scenario (cycled)."""
+        if not getattr(self, "_orders", None):
+            from apps.collection.models import CollectionOrder
+
+            self._apps = dict(self.merchants)
+            self._orders = list(CollectionOrder.objects.filter(mch_order_no__startswith=prefix)
+                                .values_list("merchant__merchant_no", "mch_order_no").order_by("id"))
+        merchant_no, mch_order_no = self._orders[i % len(self._orders)]
+        return (merchant_no, self._apps[merchant_no]), {"mch_order_no": mch_order_no}
+
     def endpoint_exists(self, path: str) -> bool:
         import requests
 
@@ -190,7 +199,7 @@ class Bench:
                     hot, {"mch_order_no": f"bh{run_id}{i}", "product_code": "PHP_COLLECT_D1",
                           "amount": 10000 + i % 500, "currency": "PHP"})),
                 ("pay/query", "/openapi/v1/pay/query", lambda i: self.signed(
-                    spread[i % len(spread)], {"mch_order_no": f"bc{run_id}{i % max(1, n // 2)}"})),
+                    *self.existing_order(f"bc{run_id}", i))),
             ]
         if self.endpoint_exists("/openapi/v1/payout/create"):
             scenarios += [

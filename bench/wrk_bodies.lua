@@ -2,7 +2,7 @@
 -- responses whose envelope code is not "0". Each wrk thread takes its own slice of the file.
 local bodies = {}
 local counter = 0
-local bad = 0
+bad = 0  -- global: done() reads it from each thread with thread:get
 local threads = {}
 
 function setup(thread)

@@ -7,6 +7,7 @@ Callers run inside their own `transaction.atomic(durable=True)` service, lock th
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.common.errors import DomainError, ErrorCode
@@ -62,10 +63,28 @@ def account_get_or_create(*, merchant_id: int | None, currency: str, kind: Accou
     return account
 
 
-def lock_accounts(account_ids: set[int]) -> dict[int, LedgerAccount]:
-    """Lock account rows in primary-key order, so two postings never wait on each other in a cycle."""
-    rows = LedgerAccount.objects.select_for_update().filter(pk__in=account_ids).order_by("pk")
-    return {account.pk: account for account in rows}
+def lock_posting_accounts(*, currency: str, owners: set[tuple[int | None, str]]) -> dict[tuple, LedgerAccount]:
+    """Lock the accounts of a posting in primary-key order (one query), creating any missing one on first use.
+
+    A fixed lock order means two postings never wait on each other in a cycle.
+    """
+    condition = Q()
+    for merchant_id, kind in owners:
+        if (merchant_id is None) == (kind in MERCHANT_KINDS):
+            raise LedgerError(f"account kind {kind} does not belong to {'a merchant' if merchant_id else 'the platform'}")
+        condition |= Q(merchant_id=merchant_id, kind=kind)
+
+    def fetch() -> dict[tuple, LedgerAccount]:
+        rows = LedgerAccount.objects.select_for_update().filter(condition, currency_id=currency).order_by("pk")
+        return {(account.merchant_id, account.kind): account for account in rows}
+
+    locked = fetch()
+    missing = owners - locked.keys()
+    if missing:
+        for merchant_id, kind in sorted(missing, key=lambda owner: (owner[0] or 0, owner[1])):
+            account_get_or_create(merchant_id=merchant_id, currency=currency, kind=kind)
+        locked = fetch()
+    return locked
 
 
 def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: int | None = None,
@@ -79,35 +98,32 @@ def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: 
             raise UnbalancedPosting(f"leg amounts are non-zero integers, got {leg.amount!r}")
     if sum(leg.amount for leg in legs) != 0:
         raise UnbalancedPosting(f"legs of {kind}:{cause} sum to {sum(leg.amount for leg in legs)}, not 0")
+    # Callers hold the business row's lock (order, hold), so this check cannot race with a replay of the same
+    # cause; the unique constraint stays the backstop (an IntegrityError then aborts the whole transaction).
     if Posting.objects.filter(kind=kind, cause=cause).exists():
         raise DuplicatePosting(f"{kind}:{cause} was already posted")
 
-    accounts = [account_get_or_create(merchant_id=leg.merchant_id, currency=currency, kind=leg.kind) for leg in legs]
-    locked = lock_accounts({account.pk for account in accounts})
-    deltas: dict[int, int] = {}
-    for account, leg in zip(accounts, legs):
-        deltas[account.pk] = deltas.get(account.pk, 0) + leg.amount
-    for account_id, delta in deltas.items():
-        account = locked[account_id]
+    locked = lock_posting_accounts(currency=currency, owners={(leg.merchant_id, leg.kind) for leg in legs})
+    deltas: dict[tuple, int] = {}
+    for leg in legs:
+        owner = (leg.merchant_id, leg.kind)
+        deltas[owner] = deltas.get(owner, 0) + leg.amount
+    for owner, delta in deltas.items():
+        account = locked[owner]
         if account.merchant_id is not None and account.balance + delta < 0:
             raise InsufficientFunds(account, -delta)
 
-    try:
-        with transaction.atomic():
-            posting = Posting.objects.create(kind=kind, cause=cause, currency_id=currency, merchant_id=merchant_id,
-                                             memo=memo)
-    except IntegrityError as exc:
-        raise DuplicatePosting(f"{kind}:{cause} was already posted") from exc
+    posting = Posting.objects.create(kind=kind, cause=cause, currency_id=currency, merchant_id=merchant_id, memo=memo)
     Entry.objects.bulk_create(
-        Entry(posting=posting, account_id=account.pk, currency_id=currency, amount=leg.amount)
-        for account, leg in zip(accounts, legs)
+        Entry(posting=posting, account_id=locked[(leg.merchant_id, leg.kind)].pk, currency_id=currency,
+              amount=leg.amount)
+        for leg in legs
     )
     now = timezone.now()
-    for account_id, delta in deltas.items():
-        account = locked[account_id]
-        account.balance += delta
-        account.updated_at = now
-    LedgerAccount.objects.bulk_update([locked[pk] for pk in deltas], ["balance", "updated_at"])
+    for owner, delta in deltas.items():
+        locked[owner].balance += delta
+        locked[owner].updated_at = now
+    LedgerAccount.objects.bulk_update([locked[owner] for owner in deltas], ["balance", "updated_at"])
     return posting
 
 
