@@ -157,11 +157,13 @@ class Processes:
         return "\n".join(p.tail(2000) for p in self.started if p.name != "redis")
 
 
-def database_url() -> str:
-    """The database pytest-django made for this run (test_<name>): subprocesses must use the very same one."""
+def database_url(*, application_name: str = "") -> str:
+    """The database pytest-django made for this run (test_<name>): subprocesses must use the very same one.
+    `application_name` tags the connections in pg_stat_activity."""
     s = connection.settings_dict
     auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
-    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+    url = f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+    return f"{url}?application_name={application_name}" if application_name else url
 
 
 class Platform:
@@ -184,7 +186,7 @@ class Platform:
         self.web = self.procs.start("web", [
             sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
             "--workers", str(workers), "--timeout", "60", "--graceful-timeout", "2", "--error-logfile", "-",
-        ], {**self.env, **(extra_env or {})})
+        ], {**self.env, "DATABASE_URL": database_url(application_name="faults-web"), **(extra_env or {})})
 
         def answers():
             if not self.web.alive():
