@@ -72,6 +72,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Serialise writers instead of failing with "database is locked" when web and worker share the file.
     DATABASES["default"]["OPTIONS"] = {"transaction_mode": "IMMEDIATE", "timeout": 30}
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
+# With persistent connections, check a reused connection once per request: one the server dropped (PostgreSQL
+# restart or failover, an idle timeout) is replaced instead of failing the request (docs/faults.md, drill 3).
+DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Redis when REDIS_URL is given: Celery broker, nonce store (SET NX with TTL) and rate-limit counters.
