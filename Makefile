@@ -3,7 +3,7 @@ SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null || echo uv)
 export UV_LINK_MODE ?= copy
 
-.PHONY: run test install uv migrate bootstrap browsers bench faults lint
+.PHONY: run test install uv migrate bootstrap browsers bench faults redis-server lint
 
 uv:
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
@@ -29,8 +29,17 @@ browsers:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 # The whole suite on the local PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379).
-test: install browsers
+test: install browsers redis-server
 	uv run pytest
+
+# Fault drills (docs/faults.md): real gunicorn, Celery worker and beat on PostgreSQL, a private redis-server per
+# drill on its own port (never the shared one); workers SIGKILLed, Redis killed, DB backends terminated.
+# Also part of `make test` (testpaths). About 3 minutes.
+faults: install redis-server
+	uv run pytest tests/faults -q
+
+redis-server:
+	@command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
 
 # Throughput and latency of the signed endpoints under wrk (not part of make test). See docs/performance.md.
 bench: install
