@@ -168,7 +168,7 @@ def test_superuser_rotates_the_platform_key_in_the_admin(superuser_client, boots
 
 def test_ledger_is_read_only_even_for_a_superuser(superuser_client, merchant):
     balance_adjust(merchant_no=merchant.merchant_no, currency="PHP", amount=100, reason="float")
-    account = LedgerAccount.objects.get(merchant=merchant.merchant, kind="available")
+    account = LedgerAccount.objects.get(merchant=merchant.merchant, currency_id="PHP", kind="available")
     for model in ["ledgeraccount", "posting", "entry", "hold"]:
         assert superuser_client.get(f"/admin/ledger/{model}/").status_code == 200
         assert superuser_client.get(f"/admin/ledger/{model}/add/").status_code == 403
