@@ -23,12 +23,27 @@ def parse_flat_json_object(raw: bytes) -> dict:
         raise
     except (UnicodeDecodeError, ValueError):
         raise ApiError(ErrorCode.INVALID_REQUEST, "The body is not valid UTF-8 JSON.") from None
+    except RecursionError:  # json's decoder recurses per nesting level: '[' * 100000 must not be a 500
+        raise ApiError(ErrorCode.INVALID_REQUEST, "The body is nested too deeply.") from None
     if not isinstance(body, dict):
         raise ApiError(ErrorCode.INVALID_REQUEST, "The body must be a JSON object.")
     for key, value in body.items():
+        # A \ud800 escape decodes to a lone surrogate: not Unicode text, so the string to sign cannot be UTF-8.
+        if not _is_unicode_text(key):
+            raise ApiError(ErrorCode.INVALID_REQUEST, "A field name is not valid Unicode text.")
         if isinstance(value, (dict, list)):
             raise ApiError(ErrorCode.INVALID_REQUEST, f"Field {key} must be a string, integer or boolean.")
+        if isinstance(value, str) and not _is_unicode_text(value):
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"Field {key} is not valid Unicode text.")
     return body
+
+
+def _is_unicode_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class FlatJSONParser(BaseParser):
