@@ -5,7 +5,7 @@ from urllib.parse import urlsplit
 from rest_framework import serializers
 
 from apps.collection.models import DEFAULT_EXPIRE_SECONDS, MAX_EXPIRE_SECONDS, MIN_EXPIRE_SECONDS
-from apps.common.api.fields import AmountField, OrderNoField, PlatformOrderNoField, StrictCharField, StrictIntegerField
+from apps.common.api.fields import AmountField, OrderNoField, StrictCharField, StrictIntegerField
 
 
 class ReturnUrlField(StrictCharField):
@@ -48,16 +48,6 @@ class PayCreateSerializer(serializers.Serializer):
     currency = serializers.CharField()
     expire_at = serializers.IntegerField(help_text="Unix seconds.")
     status = serializers.CharField()
-
-
-class PayQueryRequestSerializer(serializers.Serializer):
-    mch_order_no = OrderNoField(required=False)
-    platform_order_no = PlatformOrderNoField(required=False)
-
-    def validate(self, attrs):
-        if not attrs.get("mch_order_no") and not attrs.get("platform_order_no"):
-            raise serializers.ValidationError("one of mch_order_no or platform_order_no is required.")
-        return attrs
 
 
 class PayQuerySerializer(serializers.Serializer):

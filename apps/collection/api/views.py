@@ -1,13 +1,13 @@
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
-from apps.collection.api.serializers import (PayCreateRequestSerializer, PayCreateSerializer,
-                                             PayQueryRequestSerializer, PayQuerySerializer, pay_create_data,
-                                             pay_query_data)
+from apps.collection.api.serializers import (PayCreateRequestSerializer, PayCreateSerializer, PayQuerySerializer,
+                                             pay_create_data, pay_query_data)
 from apps.collection.selectors import collection_order_for_merchant
 from apps.collection.services import collection_create
 from apps.common.api.envelope import envelope
 from apps.common.api.schema import signed_request_schema
+from apps.common.api.serializers import OrderLookupRequestSerializer
 from apps.common.errors import ApiError, ErrorCode
 from apps.merchants.api.base import SignedAPIView
 
@@ -25,9 +25,9 @@ class PayCreateView(SignedAPIView):
 class PayQueryView(SignedAPIView):
     """POST /openapi/v1/pay/query (interface §4.4): platform_order_no wins when both numbers are sent."""
 
-    @extend_schema(**signed_request_schema("pay_query", PayQueryRequestSerializer, PayQuerySerializer))
+    @extend_schema(**signed_request_schema("pay_query", OrderLookupRequestSerializer, PayQuerySerializer))
     def post(self, request):
-        params = self.validated(PayQueryRequestSerializer)
+        params = self.validated(OrderLookupRequestSerializer)
         order = collection_order_for_merchant(merchant_id=self.signed.merchant.pk,
                                               platform_order_no=params.get("platform_order_no"),
                                               mch_order_no=params.get("mch_order_no"))

@@ -2,7 +2,7 @@
 
 from rest_framework import serializers
 
-from apps.common.api.fields import AmountField, OrderNoField, PlatformOrderNoField, StrictCharField, StrictRegexField
+from apps.common.api.fields import AmountField, OrderNoField, StrictCharField, StrictRegexField
 
 PAYEE_ACCOUNT_REGEX = r"^[A-Za-z0-9]{1,64}$"
 
@@ -29,16 +29,6 @@ class PayoutCreateSerializer(serializers.Serializer):
     currency = serializers.CharField()
     status = serializers.CharField(help_text="APPROVED or FROZEN on creation; the current status on a replay.")
     review_required = serializers.BooleanField()
-
-
-class PayoutQueryRequestSerializer(serializers.Serializer):
-    mch_order_no = OrderNoField(required=False)
-    platform_order_no = PlatformOrderNoField(required=False)
-
-    def validate(self, attrs):
-        if not attrs.get("mch_order_no") and not attrs.get("platform_order_no"):
-            raise serializers.ValidationError("one of mch_order_no or platform_order_no is required.")
-        return attrs
 
 
 class PayoutQuerySerializer(serializers.Serializer):

@@ -3,10 +3,10 @@ from rest_framework.response import Response
 
 from apps.common.api.envelope import envelope
 from apps.common.api.schema import signed_request_schema
+from apps.common.api.serializers import OrderLookupRequestSerializer
 from apps.common.errors import ApiError, ErrorCode
 from apps.merchants.api.base import SignedAPIView
-from apps.payout.api.serializers import (PayoutCreateRequestSerializer, PayoutCreateSerializer,
-                                         PayoutQueryRequestSerializer, PayoutQuerySerializer)
+from apps.payout.api.serializers import PayoutCreateRequestSerializer, PayoutCreateSerializer, PayoutQuerySerializer
 from apps.payout.selectors import payout_create_data, payout_for_merchant, payout_query_data
 from apps.payout.services import payout_create
 
@@ -24,9 +24,9 @@ class PayoutCreateView(SignedAPIView):
 class PayoutQueryView(SignedAPIView):
     """POST /openapi/v1/payout/query (interface §4.6): platform_order_no wins when both numbers are sent."""
 
-    @extend_schema(**signed_request_schema("payout_query", PayoutQueryRequestSerializer, PayoutQuerySerializer))
+    @extend_schema(**signed_request_schema("payout_query", OrderLookupRequestSerializer, PayoutQuerySerializer))
     def post(self, request):
-        params = self.validated(PayoutQueryRequestSerializer)
+        params = self.validated(OrderLookupRequestSerializer)
         payout = payout_for_merchant(merchant_id=self.signed.merchant.pk,
                                      platform_order_no=params.get("platform_order_no"),
                                      mch_order_no=params.get("mch_order_no"))
