@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from apps.collection.models import CollectionOrder
-from apps.collection.presentation import format_amount
+from apps.currencies.formatting import format_minor
 
 
 @admin.register(CollectionOrder)
@@ -23,7 +23,7 @@ class CollectionOrderAdmin(admin.ModelAdmin):
 
     @admin.display(description="amount", ordering="amount")
     def amount_display(self, obj: CollectionOrder) -> str:
-        return format_amount(obj.amount, obj.currency)
+        return format_minor(obj.amount, obj.currency)
 
     @admin.display(description="net (amount − fee)")
     def net_amount(self, obj: CollectionOrder) -> int:

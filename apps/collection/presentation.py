@@ -1,21 +1,4 @@
-"""How the hosted pay page shows amounts and time: Babel for digits and grouping, the currency's own symbol."""
-
-from decimal import Decimal
-
-from babel.numbers import format_decimal
-
-from apps.currencies.models import Currency
-
-NBSP = "\u00a0"
-
-
-def format_amount(amount: int, currency: Currency, locale: str = "en") -> str:
-    """Minor units → '₱1,234.56', '¥1,235', 'د.ك. 1.250'. Exact: scaleb on an int Decimal never rounds."""
-    digits = currency.minor_unit
-    pattern = "#,##0" + ("." + "0" * digits if digits else "")
-    number = format_decimal(Decimal(amount).scaleb(-digits), format=pattern, locale=locale)
-    symbol = currency.symbol or currency.code
-    return f"{symbol}{NBSP if len(symbol) > 1 else ''}{number}"
+"""How the hosted pay page shows time left (amounts: apps.currencies.formatting.format_minor)."""
 
 
 def format_duration(seconds: int) -> str:

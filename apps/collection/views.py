@@ -11,7 +11,8 @@ from django.views.decorators.http import require_http_methods
 
 from apps.channels.registry import payin_adapter
 from apps.collection.models import CollectionOrder
-from apps.collection.presentation import format_amount, format_duration
+from apps.collection.presentation import format_duration
+from apps.currencies.formatting import format_minor
 from apps.collection.selectors import collection_order_by_pay_token
 
 SECURITY_HEADERS = {
@@ -53,7 +54,7 @@ def _context(order: CollectionOrder, **extra) -> dict:
     return {
         "order": order,
         "merchant_name": order.merchant.name,
-        "amount_display": format_amount(order.amount, order.currency),
+        "amount_display": format_minor(order.amount, order.currency),
         "seconds_left": max(0, int((order.expire_at - now).total_seconds())),
         "time_left": format_duration((order.expire_at - now).total_seconds()),
         "expire_at_unix": int(order.expire_at.timestamp()),

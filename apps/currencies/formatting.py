@@ -1,13 +1,18 @@
-"""Amounts in minor units shown to people, formatted by Babel with the currency's minor_unit."""
+"""Amounts in minor units shown to people: Babel for digits and grouping, the currency's own symbol and scale."""
 
 from decimal import Decimal
 
-from babel.numbers import format_currency
+from babel.numbers import format_decimal
 
 from apps.currencies.models import Currency
 
+NBSP = "\u00a0"
+
 
 def format_minor(amount: int, currency: Currency, locale: str = "en") -> str:
-    major = Decimal(amount).scaleb(-currency.minor_unit)
-    return format_currency(major, currency.code, locale=locale, currency_digits=False,
-                           format=f"¤#,##0{'.' + '0' * currency.minor_unit if currency.minor_unit else ''}")
+    """Minor units → '₱1,234.56', '¥1,234,567', 'د.ك. 1.250'. Exact: scaleb on an int Decimal never rounds."""
+    digits = currency.minor_unit
+    pattern = "#,##0" + ("." + "0" * digits if digits else "")
+    number = format_decimal(Decimal(amount).scaleb(-digits), format=pattern, locale=locale)
+    symbol = currency.symbol or currency.code
+    return f"{symbol}{NBSP if len(symbol) > 1 else ''}{number}"

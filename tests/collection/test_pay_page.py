@@ -9,7 +9,8 @@ from django.test import Client
 from django.utils import timezone
 
 from apps.collection.models import CollectionOrder
-from apps.collection.presentation import format_amount, format_duration
+from apps.collection.presentation import format_duration
+from apps.currencies.formatting import format_minor
 from apps.collection.services import collection_expire
 from apps.currencies.models import Currency
 from apps.ledger.models import Posting
@@ -43,11 +44,11 @@ def browser_client():
 
 
 def test_amounts_are_formatted_with_the_currency_minor_unit_and_symbol():
-    assert format_amount(123456, Currency(code="PHP", symbol="₱", minor_unit=2)) == "₱1,234.56"
-    assert format_amount(5, Currency(code="PHP", symbol="₱", minor_unit=2)) == "₱0.05"
-    assert format_amount(1234567, Currency(code="JPY", symbol="¥", minor_unit=0)) == "¥1,234,567"
-    assert format_amount(1250, Currency(code="KWD", symbol="د.ك.", minor_unit=3)) == "د.ك.\u00a01.250"
-    assert format_amount(2**53 - 1, Currency(code="USD", symbol="$", minor_unit=2)) == "$90,071,992,547,409.91"
+    assert format_minor(123456, Currency(code="PHP", symbol="₱", minor_unit=2)) == "₱1,234.56"
+    assert format_minor(5, Currency(code="PHP", symbol="₱", minor_unit=2)) == "₱0.05"
+    assert format_minor(1234567, Currency(code="JPY", symbol="¥", minor_unit=0)) == "¥1,234,567"
+    assert format_minor(1250, Currency(code="KWD", symbol="د.ك.", minor_unit=3)) == "د.ك.\u00a01.250"
+    assert format_minor(2**53 - 1, Currency(code="USD", symbol="$", minor_unit=2)) == "$90,071,992,547,409.91"
 
 
 def test_time_left_is_rendered_for_people():
