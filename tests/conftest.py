@@ -83,3 +83,35 @@ def live_celery_worker(transactional_db):
 
     with live_worker() as worker:
         yield worker
+
+
+# --- no secret or private key in any log line of the suite (issue 6 §5; tests/security/log_guard.py) ----------
+
+def pytest_configure(config):
+    from tests.security import log_guard
+
+    log_guard.install()  # every log record of the session, from here on
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _log_secret_sources():
+    from tests.security import log_guard
+
+    log_guard.watch_secret_sources()
+    yield
+
+
+@pytest.hookimpl(trylast=True)  # after session fixtures (live workers, servers) have shut down and logged
+def pytest_sessionfinish(session, exitstatus):
+    from tests.security import log_guard
+
+    findings = log_guard.session_findings()
+    if not findings:
+        return
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.ensure_newline()
+        reporter.write_sep("=", f"{len(findings)} log line(s) carry a secret", red=True)
+        for finding in findings[:50]:
+            reporter.write_line(finding.redacted())

@@ -1,0 +1,223 @@
+"""Every admin page and action refuses anonymous users (login page) and staff without the permission (403, or
+the action is not offered and does nothing).
+
+The URLs come from `admin.site._registry` and each ModelAdmin's `get_urls()`, and the actions from each
+ModelAdmin's actions, so a page or action added later is covered without touching this file; a new action
+without a row in ACTIONS fails `test_every_admin_action_has_a_permission_test` until one is added.
+"""
+
+import re
+
+import pytest
+from django.contrib import admin
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Group, Permission, User
+from django.urls import reverse
+
+from apps.callbacks.models import CallbackAttempt, CallbackEvent
+from apps.collection.services import collection_create, collection_notify_paid
+from apps.ledger.services import balance_adjust
+from apps.merchants.models import MerchantKey
+from apps.payout import services as payout_services
+from apps.payout.models import DenyListedAccount, Payout
+
+pytestmark = pytest.mark.django_db
+
+REGISTRY = sorted(admin.site._registry.items(), key=lambda item: item[0]._meta.label_lower)
+LABELS = [model._meta.label_lower for model, _ in REGISTRY]
+ADMINS = {model._meta.label_lower: model_admin for model, model_admin in REGISTRY}
+MODELS = {model._meta.label_lower: model for model, _ in REGISTRY}
+ALL_ACTIONS = sorted((label, name) for label, model_admin in ADMINS.items()
+                     for _, name, _ in model_admin._get_base_actions())
+
+
+# --- a populated platform: at least one object behind every admin page ---------------------------------------
+
+@pytest.fixture
+def world(merchant, rsa_keys, monkeypatch):
+    from apps.channels.sandbox_payout import SandboxPayoutAdapter
+
+    monkeypatch.setattr(SandboxPayoutAdapter, "start_disbursement", lambda self, *, payout: "REF-1")
+    balance_adjust(merchant_no=merchant.merchant_no, currency="PHP", amount=100_000_000, reason="test funds")
+    order = collection_create(merchant=merchant.merchant, mch_order_no="ADM-C1", product_code="PHP_COLLECT_D0",
+                              amount=10_000, currency="PHP")
+    collection_notify_paid(platform_order_no=order.platform_order_no)
+    event = CallbackEvent.objects.get(platform_order_no=order.platform_order_no)
+    CallbackAttempt.objects.create(event=event, number=1, started_at=event.created_at, url="http://127.0.0.1/",
+                                   http_status=500, error="boom")
+    CallbackEvent.objects.filter(pk=event.pk).update(status=CallbackEvent.Status.DEAD, attempts_count=1)
+
+    def payout(mch_order_no, amount):
+        return payout_services.payout_create(merchant=merchant.merchant, mch_order_no=mch_order_no,
+                                             product_code="PHP_PAYOUT", amount=amount, currency="PHP",
+                                             payee_name="Payee", payee_account="0012345678", bank_code="BDO")
+
+    frozen = payout("ADM-P1", 5_000_000)  # at the review threshold
+    paid = payout("ADM-P2", 10_000)
+    payout_services.payout_submit(payout_id=paid.pk)
+    payout_services.payout_channel_result(platform_order_no=paid.platform_order_no, outcome="paid")
+    DenyListedAccount.objects.create(payee_account="0099990000", reason="fraud")
+    Group.objects.create(name="Somebody's group")
+    someone = User.objects.create_user("someone", password="pw-for-tests-1", is_staff=True)
+    return {"auth.user": someone, "payout.payoutreviewqueue": frozen, "payout.payout": Payout.objects.get(pk=paid.pk),
+            "callbacks.callbackevent": event, "merchants.merchantkey": MerchantKey.objects.get(merchant=merchant.merchant),
+            "collection.collectionorder": order}
+
+
+def target(world, label):
+    obj = world.get(label) or MODELS[label]._default_manager.order_by("pk").first()
+    assert obj is not None, f"no {label} object for its admin pages: create one in the world fixture"
+    return obj
+
+
+def model_urls(label: str, pk) -> list[str]:
+    """Every URL of the ModelAdmin, its path converters filled with the object's pk."""
+    app_label, model_name = label.split(".")
+    return [f"/admin/{app_label}/{model_name}/" + re.sub(r"<(?:\w+:)?\w+>", str(pk), str(pattern.pattern))
+            for pattern in ADMINS[label].get_urls()]
+
+
+def requests_for(label: str, pk) -> list[tuple[str, str, dict]]:
+    """GET and POST of every URL; on the changelist, a POST of each action on the object."""
+    generic_post = {"post": "yes", "apply": "1", "reason": "x", "reversal_amount": "1", "fee_refund": "0",
+                    "name": "changed", "is_active": "on"}
+    requests = []
+    for url in model_urls(label, pk):
+        requests += [("get", url, {}), ("post", url, generic_post)]
+    changelist = model_urls(label, pk)[0]
+    for _, name, _ in ADMINS[label]._get_base_actions():
+        requests.append(("post", changelist, {"action": name, "_selected_action": [str(pk)], **generic_post}))
+    return requests
+
+
+def everything() -> dict:
+    """Every row of every model the admin shows, and the admin's own log: equal before and after = no write."""
+    dump = {label: list(model._default_manager.order_by("pk").values()) for label, model in MODELS.items()
+            if label != "auth.user"}  # last_login changes when a test user logs in
+    dump["auth.user"] = list(User.objects.order_by("pk").values("pk", "username", "is_staff", "is_superuser",
+                                                                "password", "is_active"))
+    dump["log entries"] = LogEntry.objects.count()
+    return dump
+
+
+def staff(username: str, permissions=()) -> User:
+    user = User.objects.create_user(username, password="pw-for-tests-1", is_staff=True)
+    user.user_permissions.set(permissions)
+    return user
+
+
+# --- anonymous and staff without any permission -----------------------------------------------------------------
+
+@pytest.mark.parametrize("label", LABELS)
+def test_anonymous_is_sent_to_login_from_every_page_and_action(client, world, label):
+    pk = target(world, label).pk
+    before = everything()
+    for method, url, data in requests_for(label, pk):
+        response = getattr(client, method)(url, data)
+        assert response.status_code == 302, (method, url, response.status_code)
+        assert response["Location"].startswith("/admin/login/"), (method, url, response["Location"])
+    assert everything() == before
+
+
+@pytest.mark.parametrize("label", LABELS)
+def test_staff_without_permissions_is_refused_every_page_and_action(client, world, label):
+    client.force_login(staff("clerk"))
+    pk = target(world, label).pk
+    before = everything()
+    for method, url, data in requests_for(label, pk):
+        response = getattr(client, method)(url, data, follow=True)  # `<pk>/` redirects to the change page
+        assert response.status_code == 403, (method, url, response.status_code)
+    assert everything() == before
+
+
+def test_site_pages_send_anonymous_to_login_and_list_nothing_to_staff_without_permissions(client, world):
+    site_urls = [reverse("admin:index"), reverse("admin:password_change"), reverse("admin:autocomplete"),
+                 reverse("admin:jsi18n")]
+    site_urls += [reverse("admin:app_list", kwargs={"app_label": label.split(".")[0]}) for label in LABELS]
+    for url in site_urls:
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith("/admin/login/"), url
+
+    client.force_login(staff("clerk"))
+    index = client.get(reverse("admin:index")).content.decode()
+    for label in LABELS:
+        assert f'href="/admin/{label.replace(".", "/")}/"' not in index, label
+        assert client.get(reverse("admin:app_list", kwargs={"app_label": label.split(".")[0]})).status_code == 404
+    response = client.get(reverse("admin:autocomplete"), {"app_label": "merchants", "model_name": "merchantkey",
+                                                          "field_name": "merchant", "term": "M"})
+    assert response.status_code == 403
+
+
+# --- each action needs its own permission ------------------------------------------------------------------------
+
+def _reverse_data(world):
+    paid = world["payout.payout"]
+    return {"apply": "1", "reversal_amount": str(paid.amount), "fee_refund": "0", "reason": "bank return"}
+
+
+# (model, action) -> (the permissions that gate it, extra form data, "it happened" check)
+ACTIONS = {
+    ("merchants.merchantkey", "revoke_selected"): (
+        ["merchants.change_merchantkey"], lambda w: {},
+        lambda w: MerchantKey.objects.get(pk=w["merchants.merchantkey"].pk).revoked_at is not None),
+    ("callbacks.callbackevent", "resend"): (
+        ["callbacks.change_callbackevent"], lambda w: {},
+        lambda w: CallbackEvent.objects.get(pk=w["callbacks.callbackevent"].pk).status == "pending"),
+    ("payout.payoutreviewqueue", "approve_selected"): (
+        ["payout.review_payout"], lambda w: {},
+        lambda w: Payout.objects.get(pk=w["payout.payoutreviewqueue"].pk).status == "APPROVED"),
+    ("payout.payoutreviewqueue", "reject_selected"): (
+        ["payout.review_payout"], lambda w: {"apply": "1", "reason": "payee unverified"},
+        lambda w: Payout.objects.get(pk=w["payout.payoutreviewqueue"].pk).status == "REJECTED"),
+    ("payout.payout", "reverse_selected"): (
+        ["payout.reverse_payout"], _reverse_data,
+        lambda w: Payout.objects.get(pk=w["payout.payout"].pk).reversed_at is not None),
+}
+
+
+def test_every_admin_action_has_a_permission_test():
+    custom = {(label, name) for label, name in ALL_ACTIONS if name != "delete_selected"}
+    assert custom - set(ACTIONS) == set(), "new admin action: add it to ACTIONS with its permission and effect"
+
+
+def _permissions_except(codenames: list[str]):
+    excluded = [(name.split(".")[0], name.split(".")[1]) for name in codenames]
+    permissions = Permission.objects.all()
+    for app_label, codename in excluded:
+        permissions = permissions.exclude(content_type__app_label=app_label, codename=codename)
+    return list(permissions)
+
+
+@pytest.mark.parametrize("label, action", sorted(ACTIONS), ids=[f"{label}:{name}" for label, name in sorted(ACTIONS)])
+def test_action_is_refused_to_staff_with_every_permission_but_its_own(client, world, label, action):
+    required, form, happened = ACTIONS[(label, action)]
+    user = staff("almost", _permissions_except(required))
+    client.force_login(user)
+    obj = target(world, label)
+    changelist = model_urls(label, obj.pk)[0]
+    page = client.get(changelist)
+    assert page.status_code == 403 or f'value="{action}"' not in page.content.decode()  # not offered
+    before = everything()
+    client.post(changelist, {"action": action, "_selected_action": [str(obj.pk)], **form(world)})
+    assert not happened(world)
+    assert everything() == before
+
+    # The same user with the permission added does it: the check above can fail.
+    user.user_permissions.add(*Permission.objects.filter(
+        content_type__app_label=required[0].split(".")[0], codename__in=[name.split(".")[1] for name in required]))
+    client.post(changelist, {"action": action, "_selected_action": [str(obj.pk)], **form(world)})
+    assert happened(world)
+
+
+@pytest.mark.parametrize("label", [label for label, name in ALL_ACTIONS if name == "delete_selected"])
+def test_delete_is_refused_to_staff_without_the_delete_permission(client, world, label):
+    app_label, model_name = label.split(".")
+    user = staff("almost", _permissions_except([f"{app_label}.delete_{model_name}"]))
+    client.force_login(user)
+    obj = target(world, label)
+    before = everything()
+    client.post(model_urls(label, obj.pk)[0], {"action": "delete_selected", "_selected_action": [str(obj.pk)],
+                                              "post": "yes"})
+    response = client.post(f"/admin/{app_label}/{model_name}/{obj.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 403
+    assert everything() == before
