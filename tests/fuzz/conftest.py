@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 
 from apps.ledger.services import balance_adjust
 
-FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "60"))
+FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "100"))
 FUZZ_RANDOM = os.environ.get("FUZZ_RANDOM", "") not in ("", "0")
 
 
