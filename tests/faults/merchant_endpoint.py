@@ -7,6 +7,7 @@ Each path (one merchant's callback URL) has a script of behaviours used in order
   redirect  302 to the healthy path (must not be followed)
   error500  500 with a body
   wrong     200 with a body that is not `success`
+  trickle   200 and its headers at once, then the body `success` one byte every 2 s (14 s in all)
 Every request is recorded with its arrival time and JSON body.
 """
 
@@ -18,7 +19,8 @@ import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-BEHAVIOURS = ("ok", "stall", "reset", "redirect", "error500", "wrong")
+BEHAVIOURS = ("ok", "stall", "reset", "redirect", "error500", "wrong", "trickle")
+TRICKLE_INTERVAL = 2.0
 
 
 @dataclass
@@ -60,6 +62,8 @@ class MerchantEndpoints:
                     self._reply(302, "moved", {"Location": "/ok"})
                 elif behaviour == "error500":
                     self._reply(500, "internal error")
+                elif behaviour == "trickle":
+                    self._trickle(b"success")
                 elif behaviour == "wrong":
                     self._reply(200, '{"code":"success"}')
                 else:
@@ -77,6 +81,22 @@ class MerchantEndpoints:
                     self.wfile.write(payload)
                 except OSError:
                     pass  # the platform gave up (timeout, or its worker was killed)
+                self.close_connection = True
+
+            def _trickle(self, payload: bytes):
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.flush()
+                    for i in range(len(payload)):
+                        if endpoints._release.wait(TRICKLE_INTERVAL):
+                            return
+                        self.wfile.write(payload[i:i + 1])
+                        self.wfile.flush()
+                except OSError:
+                    pass
                 self.close_connection = True
 
             def log_message(self, *args):

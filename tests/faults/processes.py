@@ -6,6 +6,7 @@ Logs go to files in the test's tmp_path; their tails are attached to assertion m
 """
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -104,7 +105,7 @@ class Proc:
 class PrivateRedis:
     """A redis-server of the drill's own, on its own port, without persistence; can be stopped and restarted."""
 
-    BINARY = "/usr/bin/redis-server"
+    BINARY = shutil.which("redis-server") or "/usr/bin/redis-server"
 
     def __init__(self, procs: "Processes"):
         self.procs = procs

@@ -18,13 +18,16 @@ from tests.faults.processes import Platform, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
-PROMPT = 3.0  # seconds: "delivered promptly", well under the 10 s a stalled attempt takes
+# Seconds: "delivered promptly", well under the 10 s a stalled attempt takes (typically 0.03-0.2 s here; the
+# margin is for a loaded 2-core machine shared with other suites).
+PROMPT = 5.0
 FAILURES = {  # behaviour -> what the attempt row says
     "stall": "timeout after 10 s",
     "reset": "ConnectionError",
     "redirect": "not followed",
     "error500": "HTTP 500",
     "wrong": "reply is not 'success'",
+    "trickle": "timeout after 10 s",
 }
 
 
@@ -75,17 +78,20 @@ def test_broken_endpoints_follow_the_schedule_and_a_stalled_one_delays_no_one(
     assert all(latency < PROMPT for latency in latencies.values()), latencies
     wait_until(lambda: _event(orders["healthy"]["platform_order_no"]).status == CallbackEvent.Status.DELIVERED,
                timeout=10, what="healthy merchant's callback recorded as delivered")
+    # An endpoint that answers at once but drips its body: the 10 s timeout bounds the whole attempt.
+    assert pay_through_page(orders["trickle"]["pay_url"]).status_code == 302
 
     # First failures: recorded with their cause, next attempt exactly 15 s after the end of the failed attempt.
     for behaviour, error in FAILURES.items():
         no = orders[behaviour]["platform_order_no"]
-        first = wait_until(lambda no=no: _attempt(no, 1), timeout=15, what=f"attempt 1 of {behaviour}")
+        first = wait_until(lambda no=no: _attempt(no, 1), timeout=20, what=f"attempt 1 of {behaviour}")
         event = _event(no)
         assert not first.success and error in first.error, (behaviour, first.error)
         assert event.status == CallbackEvent.Status.PENDING and event.attempts_count == 1
         assert event.next_attempt_at == first.finished_at + timedelta(seconds=15), behaviour
-    stalled = _attempt(orders["stall"]["platform_order_no"], 1)
-    assert 10_000 <= stalled.duration_ms < 12_000, stalled.duration_ms  # the contractual 10 s, not less
+    for behaviour in ("stall", "trickle"):  # the contractual 10 s, not less and not much more
+        slow = _attempt(orders[behaviour]["platform_order_no"], 1)
+        assert 10_000 <= slow.duration_ms < 12_000, (behaviour, slow.duration_ms)
 
     # Second attempts come when due (the sweeper runs every 5 s), not earlier; the 500 merchant has recovered.
     for behaviour in ("reset", "redirect", "error500", "wrong"):
@@ -123,6 +129,9 @@ def test_a_slow_merchant_with_a_burst_of_callbacks_delays_no_one(
     for order in slow_orders:
         assert pay_through_page(order["pay_url"]).status_code == 302
     wait_until(lambda: endpoints.hits_for("slow"), timeout=10, what="the slow merchant's first callback")
-    latencies = [round(_pay_and_time_arrival(endpoints, "healthy", order), 2) for order in healthy_orders]
-    print(f"healthy merchant's callback latency behind a slow merchant's burst of 4: {latencies}")
-    assert all(latency < PROMPT for latency in latencies), latencies
+    for order in healthy_orders:
+        before = len(endpoints.hits_for("healthy"))
+        assert pay_through_page(order["pay_url"]).status_code == 302
+        # Bounded by PROMPT itself: a callback stuck behind the stalls fails here without waiting them out.
+        wait_until(lambda before=before: endpoints.hits_for("healthy")[before:], timeout=PROMPT, interval=0.05,
+                   what="the healthy merchant's callback, promptly, behind a slow merchant's burst of 4")
