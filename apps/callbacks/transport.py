@@ -9,6 +9,7 @@ reach an internal address. Environment proxies are ignored (they would bypass th
 import ipaddress
 import json
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -23,6 +24,9 @@ from urllib3.util import connection as urllib3_connection
 
 # Enough to see "success" and to keep an excerpt; a larger reply is not "success" anyway.
 MAX_REPLY_BYTES = 8192
+
+# Sockets opened by the attempt running in this thread, so its deadline can cut them (see post_callback).
+_attempt = threading.local()
 
 
 class CallbackUrlRefused(Exception):
@@ -86,10 +90,14 @@ class _PinnedConnectionMixin:
         last_error: OSError | None = None
         for *_, sockaddr in infos:
             try:
-                return urllib3_connection.create_connection(
+                sock = urllib3_connection.create_connection(
                     (sockaddr[0], self.port), self.timeout, source_address=self.source_address,
                     socket_options=self.socket_options,
                 )
+                sockets = getattr(_attempt, "sockets", None)
+                if sockets is not None:
+                    sockets.append(sock)
+                return sock
             except TimeoutError as exc:
                 raise ConnectTimeoutError(self, f"Connection to {self.host} timed out "
                                                 f"(connect timeout={self.timeout})") from exc
@@ -136,17 +144,44 @@ def check_url(url: str) -> None:
 
 
 def post_callback(url: str, body: dict) -> PostResult:
-    """POST body as JSON; never follows redirects; timeout settings.CALLBACK_TIMEOUT_SECONDS (connect and read)."""
+    """POST body as JSON; never follows redirects; settings.CALLBACK_TIMEOUT_SECONDS bounds the whole attempt."""
     started = time.monotonic()
+    timeout = settings.CALLBACK_TIMEOUT_SECONDS
+    # Socket timeouts bound each read, not the attempt: an endpoint dripping its reply a byte at a time would
+    # hold the worker for hours. At the deadline a watchdog shuts the attempt's sockets (docs/faults.md, drill 4).
+    expired = threading.Event()
 
     def done(status=None, reply="", error="") -> PostResult:
+        if expired.is_set():
+            error = f"timeout after {timeout:g} s: the reply did not complete in time"
         return PostResult(status, _excerpt(reply), error, int((time.monotonic() - started) * 1000))
 
+    sockets: list[socket.socket] = []
+
+    def cut() -> None:
+        expired.set()
+        for sock in list(sockets):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    _attempt.sockets = sockets
+    watchdog = threading.Timer(timeout, cut)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        return _post(url, body, timeout, done)
+    finally:
+        watchdog.cancel()
+        _attempt.sockets = None
+
+
+def _post(url: str, body: dict, timeout: float, done) -> PostResult:
     try:
         check_url(url)
     except CallbackUrlRefused as exc:
         return done(error=str(exc))
-    timeout = settings.CALLBACK_TIMEOUT_SECONDS
     data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     request = requests.Request("POST", url, data=data, headers={
         "Content-Type": "application/json; charset=utf-8", "User-Agent": "payments-callback/1"}).prepare()
