@@ -32,10 +32,15 @@ def parse_flat_json_object(raw: bytes) -> dict:
         if not _is_unicode_text(key):
             raise ApiError(ErrorCode.INVALID_REQUEST, "A field name is not valid Unicode text.")
         if isinstance(value, (dict, list)):
-            raise ApiError(ErrorCode.INVALID_REQUEST, f"Field {key} must be a string, integer or boolean.")
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"Field {_label(key)} must be a string, integer or boolean.")
         if isinstance(value, str) and not _is_unicode_text(value):
-            raise ApiError(ErrorCode.INVALID_REQUEST, f"Field {key} is not valid Unicode text.")
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"Field {_label(key)} is not valid Unicode text.")
     return body
+
+
+def _label(key: str, limit: int = 64) -> str:
+    """A request's field name as echoed in `msg`: attacker-chosen text, so bounded."""
+    return key if len(key) <= limit else key[:limit] + "…"
 
 
 def _is_unicode_text(text: str) -> bool:
