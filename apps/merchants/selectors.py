@@ -1,21 +1,30 @@
 from functools import lru_cache
 
 from cryptography.hazmat.primitives.asymmetric import rsa
+from django.db.models import F
 
 from apps.common import crypto, signing
 from apps.merchants.models import App, MerchantCurrency, MerchantKey, MerchantProduct, PlatformKey, Product
 
 
 def merchant_key_for_request(*, merchant_no: str, app_id: str, key_version: int) -> MerchantKey | None:
-    """The key a signed request names, with `.merchant` and `.app` attached; None if any part is unknown."""
-    app = App.objects.select_related("merchant").filter(app_id=app_id, merchant__merchant_no=merchant_no).first()
-    if app is None:
-        return None
-    key = MerchantKey.objects.filter(merchant_id=app.merchant_id, version=key_version).first()
+    """The key a signed request names, with `.merchant` and `.app` attached, in one query; None if any part
+    is unknown (an app of another merchant is unknown)."""
+    key = (
+        MerchantKey.objects.select_related("merchant")
+        .filter(merchant__merchant_no=merchant_no, version=key_version, merchant__apps__app_id=app_id)
+        # The filter's join to the named app is reused by these columns (one row, that app's).
+        .annotate(app_pk=F("merchant__apps__id"), app_name=F("merchant__apps__name"),
+                  app_is_active=F("merchant__apps__is_active"), app_created_at=F("merchant__apps__created_at"))
+        .first()
+    )
     if key is None:
         return None
-    key.merchant = app.merchant
-    key.app = app
+    key.app = App.from_db(
+        "default", ["id", "merchant_id", "app_id", "name", "is_active", "created_at"],
+        [key.app_pk, key.merchant_id, app_id, key.app_name, key.app_is_active, key.app_created_at],
+    )
+    key.app.merchant = key.merchant
     return key
 
 

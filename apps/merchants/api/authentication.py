@@ -2,8 +2,10 @@
 
 import re
 import time
+from functools import lru_cache
 from dataclasses import dataclass
 
+import redis
 from django.conf import settings
 from django.core.cache import cache
 from rest_framework.authentication import BaseAuthentication
@@ -49,18 +51,62 @@ def _require_integer(body: dict, field: str) -> int:
 
 
 def nonce_claim(*, merchant_id: int, nonce: str) -> bool:
-    """Record the nonce for NONCE_TTL_SECONDS; False if it was already used (Redis SET NX with TTL)."""
-    return cache.add(f"nonce:{merchant_id}:{nonce}", 1, timeout=settings.NONCE_TTL_SECONDS)
+    """Record the nonce for NONCE_TTL_SECONDS; False if it was already used."""
+    return cache.add(_nonce_key(merchant_id, nonce), 1, timeout=settings.NONCE_TTL_SECONDS)
 
 
 def rate_limit_allows(*, merchant_id: int) -> bool:
     """Fixed one-second window per merchant (contract §3, code 1106)."""
-    key = f"rate:{merchant_id}:{int(time.time())}"
+    key = _rate_key(merchant_id)
     cache.add(key, 0, timeout=5)
     try:
         return cache.incr(key) <= settings.RATE_LIMIT_PER_SECOND
     except ValueError:  # the window expired between add and incr
         return True
+
+
+def _nonce_key(merchant_id: int, nonce: str) -> str:
+    return f"nonce:{merchant_id}:{nonce}"
+
+
+def _rate_key(merchant_id: int) -> str:
+    return f"rate:{merchant_id}:{int(time.time())}"
+
+
+# Redis: count the request in its one-second window, then claim the nonce only if the request is admitted,
+# in one round trip. Returns 0 admitted, 1 over the rate limit, 2 nonce already used.
+_ADMIT_LUA = """
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('EXPIRE', KEYS[1], 5) end
+if n > tonumber(ARGV[1]) then return 1 end
+if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[2]) then return 0 end
+return 2
+"""
+
+
+@lru_cache(maxsize=8)
+def _admit_script_for(location: str):
+    return redis.Redis.from_url(location).register_script(_ADMIT_LUA)
+
+
+def _admit_script():
+    """The Lua script on the cache's Redis (one client per location); None when the cache is not Redis."""
+    config = settings.CACHES["default"]
+    if "RedisCache" not in config["BACKEND"]:
+        return None
+    return _admit_script_for(config["LOCATION"])
+
+
+def request_admit(*, merchant_id: int, nonce: str) -> ErrorCode | None:
+    """Spend one unit of the merchant's rate budget, then the nonce (SET NX with TTL); the error if refused."""
+    script = _admit_script()
+    if script is None:  # embedded default (database cache): two steps
+        if not rate_limit_allows(merchant_id=merchant_id):
+            return ErrorCode.RATE_LIMITED
+        return None if nonce_claim(merchant_id=merchant_id, nonce=nonce) else ErrorCode.NONCE_REUSED
+    keys = [cache.make_key(_rate_key(merchant_id)), cache.make_key(_nonce_key(merchant_id, nonce))]
+    outcome = script(keys=keys, args=[settings.RATE_LIMIT_PER_SECOND, settings.NONCE_TTL_SECONDS])
+    return {0: None, 1: ErrorCode.RATE_LIMITED, 2: ErrorCode.NONCE_REUSED}[int(outcome)]
 
 
 class SignedRequestAuthentication(BaseAuthentication):
@@ -94,10 +140,9 @@ class SignedRequestAuthentication(BaseAuthentication):
         if not signing.verify(public_key_object(key.public_key_pem), body, sign):
             raise ApiError(ErrorCode.INVALID_SIGNATURE, "sign does not verify with the merchant's key.")
         # Only a verified request may spend a nonce or the merchant's rate budget, so a forger can burn neither.
-        if not rate_limit_allows(merchant_id=key.merchant_id):
-            raise ApiError(ErrorCode.RATE_LIMITED)
-        if not nonce_claim(merchant_id=key.merchant_id, nonce=nonce):
-            raise ApiError(ErrorCode.NONCE_REUSED)
+        refusal = request_admit(merchant_id=key.merchant_id, nonce=nonce)
+        if refusal is not None:
+            raise ApiError(refusal)
         return SignedMerchant(merchant=key.merchant, app=key.app, key=key), key
 
     def authenticate_header(self, request):
