@@ -41,6 +41,8 @@ class CallbackEvent(models.Model):
         indexes = [
             # The sweeper's scan: pending events by due time.
             models.Index(fields=["next_attempt_at"], condition=models.Q(status="pending"), name="callback_event_due"),
+            # The bulkhead counts a merchant's leased events at every claim.
+            models.Index(fields=["merchant", "locked_until"], name="callback_event_merchant_lease"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["platform_order_no", "type"], name="callback_event_unique_per_order_type")

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
@@ -184,6 +184,15 @@ def callback_attempt_claim(*, event_id: int) -> Claim | None:
     )
     if event is None:
         return None
+    # Bulkhead: one merchant's slow endpoint may hold at most CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT worker slots,
+    # so it cannot delay other merchants' callbacks. The merchant row lock makes count-then-lease atomic.
+    Merchant.objects.select_for_update().filter(pk=event.merchant_id).values_list("pk", flat=True).first()
+    in_flight = CallbackEvent.objects.filter(merchant_id=event.merchant_id, locked_until__gt=now).count()
+    if in_flight >= settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT:
+        # Waits for a slot: the merchant's next finishing attempt hands it over (or the sweeper, after a loss).
+        event.dispatched_at = None
+        event.save(update_fields=["dispatched_at"])
+        return None
     # A previous attempt whose worker died before recording its outcome: close it, it counted.
     CallbackAttempt.objects.filter(event=event, finished_at__isnull=True).update(
         finished_at=now, error="worker lost before recording the outcome (lease expired)")
@@ -254,8 +263,33 @@ def callback_deliver(*, event_id: int) -> CallbackEvent | None:
     result = post_callback(claim.url, claim.body)
     if not result.success:
         logger.info("callback event %s attempt %s failed: %s", event_id, claim.number, result.error)
-    return callback_attempt_record(claim=claim, http_status=result.http_status, reply=result.reply,
-                                   error=result.error, duration_ms=result.duration_ms, success=result.success)
+    event = callback_attempt_record(claim=claim, http_status=result.http_status, reply=result.reply,
+                                    error=result.error, duration_ms=result.duration_ms, success=result.success)
+    _dispatch_waiting(merchant_id=event.merchant_id, now=timezone.now(), slots=1)
+    return event
+
+
+def _due_unleased(now: datetime):
+    return (CallbackEvent.objects.filter(status=CallbackEvent.Status.PENDING, next_attempt_at__lte=now)
+            .filter(Q(locked_until__isnull=True) | Q(locked_until__lte=now)))
+
+
+def _mark_and_dispatch(*, event_id: int, now: datetime, requeue_before: datetime | None = None) -> bool:
+    """Queue one event unless another process queued it since it was read (the mark is a conditional update)."""
+    not_queued = Q(dispatched_at__isnull=True)
+    if requeue_before is not None:
+        not_queued |= Q(dispatched_at__lte=requeue_before)
+    if CallbackEvent.objects.filter(not_queued, pk=event_id).update(dispatched_at=now):
+        return callback_dispatch(event_id=event_id)
+    return False
+
+
+def _dispatch_waiting(*, merchant_id: int, now: datetime, slots: int) -> None:
+    """Queue up to `slots` of a merchant's due events that were refused a slot by the bulkhead."""
+    waiting = (_due_unleased(now).filter(merchant_id=merchant_id, dispatched_at__isnull=True)
+               .order_by("next_attempt_at").values_list("pk", flat=True)[:slots])
+    for event_id in list(waiting):
+        _mark_and_dispatch(event_id=event_id, now=now)
 
 
 # ------------------------------------------------------------------------------------- sweep, re-send
@@ -267,19 +301,22 @@ def callbacks_sweep(*, now: datetime | None = None, limit: int = 500) -> list[in
 
     now = now or timezone.now()
     requeue_before = now - timedelta(seconds=settings.CALLBACK_REDISPATCH_SECONDS)
-    due = (
-        CallbackEvent.objects.filter(status=CallbackEvent.Status.PENDING, next_attempt_at__lte=now)
-        .filter(Q(locked_until__isnull=True) | Q(locked_until__lte=now))
-        .filter(Q(dispatched_at__isnull=True) | Q(dispatched_at__lte=requeue_before))
-        .order_by("next_attempt_at").values_list("pk", flat=True)[:limit]
+    due = list(
+        _due_unleased(now).filter(Q(dispatched_at__isnull=True) | Q(dispatched_at__lte=requeue_before))
+        .order_by("next_attempt_at").values_list("pk", "merchant_id")[:limit]
     )
+    # No more per merchant than its free bulkhead slots: a slow merchant's backlog is not re-queued wholesale.
+    busy = dict(CallbackEvent.objects.filter(merchant_id__in={m for _, m in due}, locked_until__gt=now)
+                .values("merchant_id").annotate(n=Count("pk")).values_list("merchant_id", "n"))
+    free = {m: settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT - busy.get(m, 0) for _, m in due}
     dispatched = []
-    for event_id in list(due):
+    for event_id, merchant_id in due:
+        if free[merchant_id] <= 0:
+            continue
         # Mark first: a second sweeper run (or beat overlap) does not queue it again right away.
-        if CallbackEvent.objects.filter(pk=event_id).filter(
-                Q(dispatched_at__isnull=True) | Q(dispatched_at__lte=requeue_before)).update(dispatched_at=now):
-            if callback_dispatch(event_id=event_id):
-                dispatched.append(event_id)
+        if _mark_and_dispatch(event_id=event_id, now=now, requeue_before=requeue_before):
+            free[merchant_id] -= 1
+            dispatched.append(event_id)
     Heartbeat.objects.update_or_create(name=HEARTBEAT_NAME, defaults={"beat_at": now})
     return dispatched
 

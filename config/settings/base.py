@@ -165,6 +165,8 @@ PAYOUT_VELOCITY_LIMIT = env.int("PAYOUT_VELOCITY_LIMIT", default=5)
 CALLBACK_TIMEOUT_SECONDS = env.float("CALLBACK_TIMEOUT_SECONDS", default=10.0)
 CALLBACK_RETRY_DELAYS_SECONDS = [15, 60, 300, 1800, 7200, 21600, 43200, 86400]
 CALLBACK_ALLOW_PRIVATE_HOSTS = env.bool("CALLBACK_ALLOW_PRIVATE_HOSTS", default=False)
+# Bulkhead: worker slots one merchant's deliveries may hold at once (a slow endpoint delays only itself).
+CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT = env.int("CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT", default=4)
 CALLBACK_REPLY_EXCERPT_CHARS = 512
 # A worker's claim on an event lasts this long (at least 3 × timeout + 30 s); a worker lost mid-delivery
 # delays the callback by at most this, then the sweeper re-dispatches it.

@@ -200,7 +200,7 @@ class Platform:
         wait_until(answers, timeout=30, interval=0.2, what="gunicorn answering /currencies")
         return self.web
 
-    def start_worker(self, *, concurrency: int = 2, pool: str = "prefork", wait: bool = True) -> Proc:
+    def start_worker(self, *, concurrency: int = 16, pool: str = "threads", wait: bool = True) -> Proc:
         index = len(self.workers)
         worker = self.procs.start("worker", [
             sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO",

@@ -45,7 +45,7 @@ def test_redis_outage_loses_no_order_and_every_callback_arrives_after_recovery(
     platform = Platform(procs, private_redis, CALLBACK_REDISPATCH_SECONDS=5)
     platform.start_web()
     platform.start_beat()
-    platform.start_worker(concurrency=2)
+    platform.start_worker()
 
     accepted: dict[str, str] = {}  # mch_order_no -> platform_order_no, for every create answered with code 0
     paid: set[str] = set()

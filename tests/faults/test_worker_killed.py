@@ -35,7 +35,7 @@ def test_worker_killed_mid_delivery_every_callback_still_arrives_once_posted(
     platform = Platform(procs, private_redis, CALLBACK_LEASE_SECONDS=1)
     platform.start_web()
     platform.start_beat()
-    doomed = platform.start_worker(concurrency=2)
+    doomed = platform.start_worker()
 
     orders = [pay_create_ok(platform.base, ctx, f"KILL-{i}") for i in range(ORDERS)]
     for order in orders:
@@ -47,7 +47,7 @@ def test_worker_killed_mid_delivery_every_callback_still_arrives_once_posted(
     doomed.kill()  # SIGKILL to the worker's process group: main process and both pool children, mid-request
     killed_at = time.monotonic()
     doomed.popen.wait(timeout=10)
-    platform.start_worker(concurrency=2)
+    platform.start_worker()
 
     # Bounded by the lease (a lost attempt blocks its event until then) + one sweep + a margin for this machine.
     budget = _lease_seconds() + 5 + 20
