@@ -94,7 +94,8 @@ RESET_MODELS = [Entry, Hold, Posting, LedgerAccount, Payout, CollectionOrder]
 
 REQUIRED_PATHS = [
     "pay-in refused: fee >= amount", "pay-in: duplicate notification", "pay-in: paid while CREATED",
-    "pay-in: paid while EXPIRED", "pay-in: expired", "D1 release: something due", "adjustment refused: debit below zero",
+    "pay-in: paid while EXPIRED", "pay-in: expired", "D1 release: something due",
+    "adjustment refused: debit below zero",
     "payout refused: balance", "payout: created APPROVED", "payout: created FROZEN", "payout: velocity review",
     "payout: approved in review", "payout: rejected in review", "payout: SUCCESS", "payout: FAILED",
     "payout: duplicate channel result", "reversal: full", "reversal: partial", "reversal refused",

@@ -59,8 +59,9 @@ def world(merchant, rsa_keys, monkeypatch):
     DenyListedAccount.objects.create(payee_account="0099990000", reason="fraud")
     Group.objects.create(name="Somebody's group")
     someone = User.objects.create_user("someone", password="pw-for-tests-1", is_staff=True)
-    return {"auth.user": someone, "payout.payoutreviewqueue": frozen, "payout.payout": Payout.objects.get(pk=paid.pk),
-            "callbacks.callbackevent": event, "merchants.merchantkey": MerchantKey.objects.get(merchant=merchant.merchant),
+    return {"auth.user": someone, "payout.payoutreviewqueue": frozen,
+            "payout.payout": Payout.objects.get(pk=paid.pk), "callbacks.callbackevent": event,
+            "merchants.merchantkey": MerchantKey.objects.get(merchant=merchant.merchant),
             "collection.collectionorder": order}
 
 

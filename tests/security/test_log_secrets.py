@@ -34,10 +34,12 @@ def test_the_detector_finds_each_kind_of_secret_and_names_it_without_printing_it
     secrets.add("Fernet key", "x" * 43 + "=")
     secrets.add("full payee account", ACCOUNT)
 
-    leaks = [line(f"key is {pem}"), line(f"signing with {body_line} now"), line("settings a-very-secret-django-key-value"),
-             line("fernet " + "x" * 43 + "="), line(f"payout to {ACCOUNT}"), line(f"{pem.replace(chr(10), '')}")]
+    leaks = [line(f"key is {pem}"), line(f"signing with {body_line} now"),
+             line("settings a-very-secret-django-key-value"), line("fernet " + "x" * 43 + "="),
+             line(f"payout to {ACCOUNT}"), line("".join(pem.splitlines()[1:-1]))]
     findings = scan(leaks, secrets)
-    assert {f.line.text for f in findings} == {leak.text for leak in leaks}
+    assert {f.line.text for f in findings} == {leak.text for leak in leaks}  # every one caught
+    assert [f.kind for f in findings if f.line is leaks[-1]] == ["private key body"]  # no armour, still caught
     assert {f.kind for f in findings} >= {"PEM private key", "private key body", "SECRET_KEY", "Fernet key",
                                           "full payee account"}
     for finding in findings:
