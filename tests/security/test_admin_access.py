@@ -222,3 +222,55 @@ def test_delete_is_refused_to_staff_without_the_delete_permission(client, world,
     response = client.post(f"/admin/{app_label}/{model_name}/{obj.pk}/delete/", {"post": "yes"})
     assert response.status_code == 403
     assert everything() == before
+
+
+# --- the admin's custom write pages (create merchant, upload key, rotate platform key) ---------------------------
+
+def _merchant_form(world, rsa_keys):
+    from apps.common import signing
+
+    return {"name": "Created In Admin", "currencies": ["PHP"],
+            "public_key_text": signing.public_key_to_pem(rsa_keys[2].public_key())}
+
+
+def _key_form(world, rsa_keys):
+    from apps.common import signing
+
+    return {"merchant": world["merchants.merchantkey"].merchant.merchant_no,
+            "public_key_text": signing.public_key_to_pem(rsa_keys[2].public_key())}
+
+
+# model -> (its add permission, form data, "it happened" check)
+ADD_VIEWS = {
+    "merchants.merchant": ("add_merchant", _merchant_form,
+                           lambda: MODELS["merchants.merchant"].objects.filter(name="Created In Admin").exists()),
+    "merchants.merchantkey": ("add_merchantkey", _key_form,
+                              lambda: MerchantKey.objects.filter(version=2).exists()),
+    "merchants.platformkey": ("add_platformkey", lambda world, keys: {},
+                              lambda: MODELS["merchants.platformkey"].objects.filter(version=2).exists()),
+}
+
+
+@pytest.mark.parametrize("label", sorted(ADD_VIEWS))
+def test_custom_add_page_is_refused_to_staff_with_every_permission_but_add(client, world, rsa_keys, label):
+    codename, form, happened = ADD_VIEWS[label]
+    app_label, model_name = label.split(".")
+    user = staff("almost", _permissions_except([f"{app_label}.{codename}"]))
+    client.force_login(user)
+    url = f"/admin/{app_label}/{model_name}/add/"
+    before = everything()
+    assert client.get(url).status_code == 403
+    assert client.post(url, form(world, rsa_keys)).status_code == 403
+    assert not happened() and everything() == before
+
+    user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    response = client.post(url, form(world, rsa_keys))
+    assert response.status_code == 302, response.content.decode()[:1000]
+    assert happened()
+
+
+def test_every_custom_add_page_has_a_permission_test():
+    custom = {label for label, model_admin in ADMINS.items()  # ours; Django's UserAdmin is Django's
+              if type(model_admin).__module__.startswith("apps.")
+              and type(model_admin).add_view is not admin.ModelAdmin.add_view}
+    assert custom - set(ADD_VIEWS) == set(), "new custom add page: add it to ADD_VIEWS with its permission and effect"
