@@ -13,6 +13,7 @@ from pathlib import Path
 from django.db import transaction
 
 ROOT = Path(__file__).resolve().parent.parent
+MERCHANTS = 20
 
 
 def _enqueue(events: int, url: str) -> None:
@@ -22,15 +23,16 @@ def _enqueue(events: int, url: str) -> None:
     from apps.merchants.services import merchant_create
 
     key = signing.generate_private_key()
-    merchant = merchant_create(name="Bench callbacks", public_key_pem=signing.public_key_to_pem(key.public_key()),
-                               currencies=["PHP"], collection_callback_url=url).merchant
+    # A worker serves many merchants; each merchant is also capped by the bulkhead (4 in flight).
+    merchants = [merchant_create(name=f"Bench callbacks {n}", public_key_pem=signing.public_key_to_pem(key.public_key()),
+                                 currencies=["PHP"], collection_callback_url=url).merchant for n in range(MERCHANTS)]
     stamp = int(time.time())
     batch = 200
     for start in range(0, events, batch):
         with transaction.atomic():
             for i in range(start, min(events, start + batch)):
                 order_no = f"CB{stamp}{i:07d}"
-                callback_enqueue(merchant=merchant, type=CallbackEvent.Type.COLLECTION_SUCCESS,
+                callback_enqueue(merchant=merchants[i % MERCHANTS], type=CallbackEvent.Type.COLLECTION_SUCCESS,
                                  platform_order_no=order_no,
                                  payload={"platform_order_no": order_no, "mch_order_no": f"m{i}", "amount": 10000,
                                           "currency": "PHP", "status": "SUCCESS", "paid_at": stamp, "attach": ""})
@@ -65,4 +67,5 @@ def measure(*, env: dict, events: int, timeout: float, concurrency: int = 16) ->
     delivered = len(arrivals)
     span = (max(arrivals) - min(arrivals)) if delivered > 1 else 0.0
     return {"events": events, "delivered": delivered, "seconds": span,
-            "events_per_s": (delivered - 1) / span if span else 0.0, "concurrency": concurrency}
+            "events_per_s": (delivered - 1) / span if span else 0.0, "concurrency": concurrency,
+            "merchants": MERCHANTS}

@@ -99,7 +99,7 @@ class Bench:
 
     def start_server(self) -> None:
         cmd = [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
-               "--workers", str(self.args.workers), "--worker-class", "gthread", "--threads", "4",
+               "--workers", str(self.args.workers), "--worker-class", "gthread", "--threads", str(self.args.threads),
                "--access-logfile", "-" if self.args.verbose else "/dev/null", "--log-level", "warning"]
         self.procs.append(subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL))
         deadline = time.time() + 30
@@ -213,7 +213,10 @@ class Bench:
                           "bank_code": "BDO"})),
             ]
         print(f"signing {n} bodies per endpoint ...", file=sys.stderr)
+        wanted = [w.strip() for w in self.args.only.split(",") if w.strip()]
         for name, path, make in scenarios:
+            if wanted and not name.startswith("reference") and not any(name.startswith(w) for w in wanted):
+                continue
             bodies = self.write_bodies(name.split()[0].replace("/", "_"), n, make)
             self.wrk(name, path, bodies, n)
 
@@ -235,7 +238,8 @@ class Bench:
         ceiling = self.results[0]["rps"]
         print()
         print(f"make bench  {time.strftime('%Y-%m-%d %H:%M %Z')}  concurrency {self.args.connections}, "
-              f"{self.args.duration}s per endpoint, gunicorn {self.args.workers}x4 gthread, {os.cpu_count()} cores")
+              f"{self.args.duration}s per endpoint, gunicorn {self.args.workers}x{self.args.threads} gthread, "
+              f"{os.cpu_count()} cores")
         print(f"| endpoint | req/s | p50 ms | p99 ms | errors | ratio to reference |")
         print(f"|---|---:|---:|---:|---:|---:|")
         for r in self.results:
@@ -254,7 +258,9 @@ def main() -> None:
     parser.add_argument("--redis", default=os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/5"))
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--only", default="", help="comma-separated endpoint names to run (reference always runs)")
     parser.add_argument("--merchants", type=int, default=20)
     parser.add_argument("--bodies", type=int, default=6000)
     parser.add_argument("--callback-events", type=int, default=2000)

@@ -152,6 +152,7 @@ class Claim:
     number: int
     url: str
     body: dict
+    manual: bool = False  # a re-send from the admin: one extra attempt, dead again if it fails
 
 
 def _lease_seconds() -> float:
@@ -193,9 +194,10 @@ def callback_attempt_claim(*, event_id: int) -> Claim | None:
         event.dispatched_at = None
         event.save(update_fields=["dispatched_at"])
         return None
-    # A previous attempt whose worker died before recording its outcome: close it, it counted.
-    CallbackAttempt.objects.filter(event=event, finished_at__isnull=True).update(
-        finished_at=now, error="worker lost before recording the outcome (lease expired)")
+    if event.locked_until is not None:
+        # The lease of a previous attempt ran out (recording clears it): its worker died. Close it; it counted.
+        CallbackAttempt.objects.filter(event=event, finished_at__isnull=True).update(
+            finished_at=now, error="worker lost before recording the outcome (lease expired)")
     event.url = callback_url_for(merchant=event.merchant, type=event.type)  # the merchant's URL at attempt time
     body, key_version = callback_body_sign(payload=event.payload, now=now)
     manual = event.resend_requested
@@ -206,7 +208,7 @@ def callback_attempt_claim(*, event_id: int) -> Claim | None:
     event.save(update_fields=["url", "attempts_count", "locked_until", "dispatched_at", "resend_requested"])
     attempt = CallbackAttempt.objects.create(event=event, number=event.attempts_count, manual=manual, started_at=now,
                                              url=event.url, key_version=key_version, request_body=body)
-    return Claim(event.pk, attempt.pk, attempt.number, event.url, body)
+    return Claim(event.pk, attempt.pk, attempt.number, event.url, body, manual)
 
 
 def _next_delay(*, attempts_count: int, manual: bool) -> int | None:
@@ -223,14 +225,11 @@ def callback_attempt_record(*, claim: Claim, http_status: int | None, reply: str
     """Store the outcome of a claimed attempt; schedule the next one from the end of this one, or go dead."""
     now = timezone.now()
     event = CallbackEvent.objects.select_for_update().get(pk=claim.event_id)
-    attempt = CallbackAttempt.objects.select_for_update().get(pk=claim.attempt_id)
-    attempt.finished_at = now
-    attempt.duration_ms = duration_ms
-    attempt.http_status = http_status
-    attempt.response_excerpt = reply
-    attempt.error = "" if success else (error or "failed")
-    attempt.success = success
-    attempt.save()
+    # The attempt row is this worker's own (written by its claim); the event's lock covers it.
+    attempt_error = "" if success else (error or "failed")
+    CallbackAttempt.objects.filter(pk=claim.attempt_id).update(
+        finished_at=now, duration_ms=duration_ms, http_status=http_status, response_excerpt=reply,
+        error=attempt_error, success=success)
     if event.attempts_count != claim.number:
         # Our lease ran out and another worker took over: it owns the event's state now.
         if success and event.status != CallbackEvent.Status.DELIVERED:
@@ -242,12 +241,12 @@ def callback_attempt_record(*, claim: Claim, http_status: int | None, reply: str
         event.status, event.delivered_at, event.last_error = CallbackEvent.Status.DELIVERED, now, ""
         event.next_attempt_at = None
     else:
-        event.last_error = attempt.error
-        delay = _next_delay(attempts_count=event.attempts_count, manual=attempt.manual)
+        event.last_error = attempt_error
+        delay = _next_delay(attempts_count=event.attempts_count, manual=claim.manual)
         if delay is None:
             event.status, event.next_attempt_at = CallbackEvent.Status.DEAD, None
             logger.warning("callback event %s (%s %s) is dead after %s attempts: %s", event.pk, event.type,
-                           event.platform_order_no, event.attempts_count, attempt.error)
+                           event.platform_order_no, event.attempts_count, attempt_error)
         else:
             event.next_attempt_at = now + timedelta(seconds=delay)
     event.save(update_fields=["status", "delivered_at", "last_error", "next_attempt_at", "locked_until"])

@@ -30,4 +30,4 @@ def reference(request):
         return JsonResponse({"code": "1101", "msg": "bad signature", "data": None}, status=401)
     AuditLog.objects.create(actor_label="bench", action="bench.reference", object_type="bench",
                             object_id=str(body.get("nonce", ""))[:64])
-    return JsonResponse({"code": "0", "msg": "OK", "data": {"ok": True}})
+    return JsonResponse({"code": "0", "msg": "OK", "data": {"ok": True}}, json_dumps_params={"separators": (",", ":")})
