@@ -240,8 +240,8 @@ class Bench:
         print(f"make bench  {time.strftime('%Y-%m-%d %H:%M %Z')}  concurrency {self.args.connections}, "
               f"{self.args.duration}s per endpoint, gunicorn {self.args.workers}x{self.args.threads} gthread, "
               f"{os.cpu_count()} cores")
-        print(f"| endpoint | req/s | p50 ms | p99 ms | errors | ratio to reference |")
-        print(f"|---|---:|---:|---:|---:|---:|")
+        print("| endpoint | req/s | p50 ms | p99 ms | errors | ratio to reference |")
+        print("|---|---:|---:|---:|---:|---:|")
         for r in self.results:
             flag = " (bodies wrapped: raise --bodies)" if r["short_of_bodies"] else ""
             print(f"| {r['name']} | {r['rps']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['errors']} | "

@@ -59,3 +59,36 @@ def assert_ok(status_and_body: tuple[int, dict]) -> dict:
     status, body = status_and_body
     assert (status, body["code"], body["msg"]) == (200, "0", "OK"), body
     return body["data"]
+
+
+def signed_posts_at_once(ctx: MerchantCtx, path: str, params_per_thread: list[dict],
+                         timeout: float = 120) -> list[tuple[int, dict]]:
+    """One signed POST per params from its own thread (own DB connection), released together by a barrier.
+
+    Bodies are signed before the barrier, so the race is on the server's writes, not on RSA. For
+    django_db(transaction=True) tests on PostgreSQL.
+    """
+    import threading
+
+    from django.db import connection
+    from django.test import Client
+
+    barrier = threading.Barrier(len(params_per_thread))
+    results: list = [None] * len(params_per_thread)
+
+    def worker(index: int, params: dict) -> None:
+        try:
+            body = json.dumps(ctx.signed_body(params))
+            barrier.wait()
+            response = Client().post(path, data=body, content_type="application/json")
+            results[index] = (response.status_code, response.json())
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(i, p)) for i, p in enumerate(params_per_thread)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    assert all(result is not None for result in results), "a thread did not finish"
+    return results

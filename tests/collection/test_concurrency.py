@@ -4,43 +4,19 @@ import threading
 
 import pytest
 from django.db import connection
-from django.test import Client
 
 from apps.collection.models import CollectionOrder
 from tests.collection.conftest import order_params
-from tests.helpers import signed_post
+from tests.helpers import signed_posts_at_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CREATE = "/openapi/v1/pay/create"
 
 
-def run_concurrently(bodies_for_threads, ctx) -> list[tuple[int, dict]]:
-    barrier = threading.Barrier(len(bodies_for_threads))
-    results: list = [None] * len(bodies_for_threads)
-
-    def worker(index, params):
-        try:
-            client = Client()
-            body = ctx.signed_body(params)  # sign before the barrier: the race is on the insert, not on RSA
-            barrier.wait()
-            import json
-            response = client.post(CREATE, data=json.dumps(body), content_type="application/json")
-            results[index] = (response.status_code, response.json())
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=worker, args=(i, p)) for i, p in enumerate(bodies_for_threads)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return results
-
-
 def test_twenty_concurrent_identical_creates_make_one_order(merchant):
     params = order_params(mch_order_no="RACE-1", amount=4200, subject="race")
-    results = run_concurrently([params] * 20, merchant)
+    results = signed_posts_at_once(merchant, CREATE, [params] * 20)
     assert all(r is not None for r in results)
     assert {(status, body["code"]) for status, body in results} == {(200, "0")}
     assert len({body["data"]["platform_order_no"] for _, body in results}) == 1
@@ -49,7 +25,7 @@ def test_twenty_concurrent_identical_creates_make_one_order(merchant):
 
 def test_mch_order_no_constraint_holds_under_race_of_different_params(merchant):
     bodies = [order_params(mch_order_no="RACE-2", amount=1000 + i) for i in range(10)]
-    results = run_concurrently(bodies, merchant)
+    results = signed_posts_at_once(merchant, CREATE, bodies)
     outcomes = sorted((status, body["code"]) for status, body in results)
     assert outcomes == [(200, "0")] + [(409, "2001")] * 9
     order = CollectionOrder.objects.get(merchant=merchant.merchant, mch_order_no="RACE-2")

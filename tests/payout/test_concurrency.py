@@ -1,45 +1,20 @@
 """Concurrent creates on PostgreSQL with real threads: the locked freeze decides who gets the money."""
 
-import json
-import threading
 
 import pytest
-from django.db import connection
-from django.test import Client
 
 from apps.ledger.models import Hold
 from apps.ledger.selectors import ledger_verify
 from apps.payout.models import Payout
+from tests.helpers import signed_posts_at_once
 from tests.payout.conftest import CREATE, PHP_FEE, balances, fund, payout_params
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def run_concurrently(ctx, params_per_thread: list[dict]) -> list[tuple[int, dict]]:
-    barrier = threading.Barrier(len(params_per_thread))
-    results: list = [None] * len(params_per_thread)
-
-    def worker(index: int, params: dict) -> None:
-        try:
-            body = json.dumps(ctx.signed_body(params))  # sign before the barrier: the race is on the freeze
-            barrier.wait()
-            response = Client().post(CREATE, data=body, content_type="application/json")
-            results[index] = (response.status_code, response.json())
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=worker, args=(i, p)) for i, p in enumerate(params_per_thread)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    assert all(result is not None for result in results)
-    return results
-
-
 def test_thirty_concurrent_creates_against_balance_for_ten_make_exactly_ten(merchant):
     fund(merchant, 10 * (10_000 + PHP_FEE))
-    results = run_concurrently(merchant, [payout_params(amount=10_000) for _ in range(30)])
+    results = signed_posts_at_once(merchant, CREATE, [payout_params(amount=10_000) for _ in range(30)])
     outcomes = sorted((status, body["code"]) for status, body in results)
     assert outcomes == [(200, "0")] * 10 + [(422, "2003")] * 20
     assert Payout.objects.filter(merchant=merchant.merchant).count() == 10
@@ -51,7 +26,7 @@ def test_thirty_concurrent_creates_against_balance_for_ten_make_exactly_ten(merc
 def test_concurrent_identical_creates_make_one_order_and_one_freeze(merchant):
     fund(merchant, 1_000_000)
     params = payout_params(mch_order_no="RACE-SAME")
-    results = run_concurrently(merchant, [params] * 10)
+    results = signed_posts_at_once(merchant, CREATE, [params] * 10)
     assert {(status, body["code"]) for status, body in results} == {(200, "0")}
     assert len({body["data"]["platform_order_no"] for _, body in results}) == 1
     assert Hold.objects.filter(merchant=merchant.merchant).count() == 1
@@ -60,7 +35,7 @@ def test_concurrent_identical_creates_make_one_order_and_one_freeze(merchant):
 
 def test_concurrent_creates_with_one_number_and_different_params_make_one_order(merchant):
     fund(merchant, 1_000_000)
-    results = run_concurrently(merchant, [payout_params(mch_order_no="RACE-DIFF", amount=10_000 + i)
+    results = signed_posts_at_once(merchant, CREATE, [payout_params(mch_order_no="RACE-DIFF", amount=10_000 + i)
                                           for i in range(8)])
     assert sorted((status, body["code"]) for status, body in results) == [(200, "0")] + [(409, "2001")] * 7
     payout = Payout.objects.get(merchant=merchant.merchant, mch_order_no="RACE-DIFF")
