@@ -115,3 +115,17 @@ def pytest_sessionfinish(session, exitstatus):
         reporter.write_sep("=", f"{len(findings)} log line(s) carry a secret", red=True)
         for finding in findings[:50]:
             reporter.write_line(finding.redacted())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_stray_sessions_on_the_test_database(django_db_setup, django_db_blocker):
+    """Threads of live workers and servers can leave a connection open at the end of the run, and PostgreSQL then
+    refuses to drop the test database. End those sessions first (torn down before django_db_setup drops it)."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
