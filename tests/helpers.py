@@ -61,34 +61,46 @@ def assert_ok(status_and_body: tuple[int, dict]) -> dict:
     return body["data"]
 
 
-def signed_posts_at_once(ctx: MerchantCtx, path: str, params_per_thread: list[dict],
-                         timeout: float = 120) -> list[tuple[int, dict]]:
-    """One signed POST per params from its own thread (own DB connection), released together by a barrier.
-
-    Bodies are signed before the barrier, so the race is on the server's writes, not on RSA. For
-    django_db(transaction=True) tests on PostgreSQL.
-    """
+def at_once(fn, count: int, timeout: float = 60) -> list[tuple[object, BaseException | None]]:
+    """Call fn(i) from `count` threads released together by a barrier, each on its own DB connection (closed at
+    the end). Returns (result, exception) per thread, in thread order. For django_db(transaction=True) tests."""
     import threading
 
-    from django.db import connection
-    from django.test import Client
+    from django.db import connections
 
-    barrier = threading.Barrier(len(params_per_thread))
-    results: list = [None] * len(params_per_thread)
+    barrier = threading.Barrier(count)
+    outcomes: list = [None] * count
 
-    def worker(index: int, params: dict) -> None:
+    def worker(index: int) -> None:
         try:
-            body = json.dumps(ctx.signed_body(params))
-            barrier.wait()
-            response = Client().post(path, data=body, content_type="application/json")
-            results[index] = (response.status_code, response.json())
+            barrier.wait(timeout=timeout)
+            outcomes[index] = (fn(index), None)
+        except Exception as exc:  # noqa: BLE001 - returned to the test, which asserts on it
+            outcomes[index] = (None, exc)
         finally:
-            connection.close()
+            connections.close_all()  # this thread's own connections
 
-    threads = [threading.Thread(target=worker, args=(i, p)) for i, p in enumerate(params_per_thread)]
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout)
-    assert all(result is not None for result in results), "a thread did not finish"
-    return results
+    assert all(outcome is not None for outcome in outcomes), "a thread did not finish"
+    return outcomes
+
+
+def signed_posts_at_once(ctx: MerchantCtx, path: str, params_per_thread: list[dict],
+                         timeout: float = 120) -> list[tuple[int, dict]]:
+    """One signed POST per params, all at once from their own threads (signed before the barrier, so the race is
+    on the server's writes, not on RSA)."""
+    from django.test import Client
+
+    bodies = [json.dumps(ctx.signed_body(params)) for params in params_per_thread]
+
+    def post(index: int) -> tuple[int, dict]:
+        response = Client().post(path, data=bodies[index], content_type="application/json")
+        return response.status_code, response.json()
+
+    outcomes = at_once(post, len(bodies), timeout)
+    assert all(exc is None for _, exc in outcomes), [exc for _, exc in outcomes if exc]
+    return [result for result, _ in outcomes]

@@ -1,11 +1,10 @@
 """Outbox semantics: dedup, dispatch after commit, sweeper recovery, leases, racing workers, a live worker."""
 
-import threading
 import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from apps.callbacks import services, tasks
@@ -22,6 +21,7 @@ from apps.callbacks.services import (
 from apps.common.models import Heartbeat
 from tests.callbacks.conftest import paid_order
 from tests.callbacks.merchant_side import merchant_verifies
+from tests.helpers import at_once
 from tests.support.receiver import Reply
 
 
@@ -121,23 +121,7 @@ def test_two_workers_racing_for_one_event_make_one_request_per_attempt(hooked_me
     with transaction.atomic():
         event = callback_enqueue(merchant=hooked_merchant, type=CallbackEvent.Type.COLLECTION_SUCCESS,
                                  platform_order_no="C1", payload=collection_success_payload(paid_order("C1")))
-    start = threading.Barrier(4)
-    errors = []
-
-    def worker():
-        try:
-            start.wait()
-            tasks.deliver_callback(event.pk)
-        except Exception as exc:  # noqa: BLE001
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    errors = [exc for _, exc in at_once(lambda i: tasks.deliver_callback(event.pk), 4, timeout=30) if exc]
     assert errors == []
     assert len(callback_receiver.requests) == 1
     event.refresh_from_db()

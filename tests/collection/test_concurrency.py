@@ -1,13 +1,11 @@
 """Idempotent create under real concurrency (PostgreSQL, real threads): the unique constraint decides."""
 
-import threading
 
 import pytest
-from django.db import connection
 
 from apps.collection.models import CollectionOrder
 from tests.collection.conftest import order_params
-from tests.helpers import signed_posts_at_once
+from tests.helpers import at_once, signed_posts_at_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,23 +38,8 @@ def test_concurrent_duplicate_notifications_credit_once(client, merchant):
     from tests.collection.conftest import balances, create_ok
 
     order = create_ok(client, merchant, amount=6000)
-    barrier = threading.Barrier(8)
-    errors = []
-
-    def notify():
-        try:
-            barrier.wait()
-            collection_notify_paid(platform_order_no=order.platform_order_no)
-        except Exception as exc:  # noqa: BLE001
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=notify) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    outcomes = at_once(lambda i: collection_notify_paid(platform_order_no=order.platform_order_no), 8)
+    errors = [exc for _, exc in outcomes if exc]
     assert errors == []
     assert Posting.objects.filter(kind="collection.success", cause=order.platform_order_no).count() == 1
     assert balances(merchant)["settling"] == 6000
@@ -66,7 +49,10 @@ def test_concurrent_settlement_runs_release_each_credit_once(client, merchant):
     from datetime import datetime
     from zoneinfo import ZoneInfo
 
-    from apps.collection.services import collection_notify_paid, collection_settlement_release
+    from apps.collection.services import (
+        collection_notify_paid,
+        collection_settlement_release,
+    )
     from apps.ledger.models import Posting
     from tests.collection.conftest import balances, create_ok
 
@@ -75,23 +61,8 @@ def test_concurrent_settlement_runs_release_each_credit_once(client, merchant):
         order = create_ok(client, merchant, amount=amount)
         collection_notify_paid(platform_order_no=order.platform_order_no,
                                paid_at=datetime(2025, 3, 10, 12, 0, tzinfo=manila))
-    barrier = threading.Barrier(4)
-    results, errors = [], []
-
-    def run():
-        try:
-            barrier.wait()
-            results.append(collection_settlement_release(now=datetime(2025, 3, 11, 1, 0, tzinfo=manila)))
-        except Exception as exc:  # noqa: BLE001
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    outcomes = at_once(lambda i: collection_settlement_release(now=datetime(2025, 3, 11, 1, 0, tzinfo=manila)), 4)
+    results, errors = [r for r, _ in outcomes], [exc for _, exc in outcomes if exc]
     assert errors == []
     released = [r["released"].get("PHP", {"count": 0, "amount": 0}) for r in results]
     assert sum(r["count"] for r in released) == 4 and sum(r["amount"] for r in released) == 10000

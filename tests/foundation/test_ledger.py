@@ -2,11 +2,10 @@
 
 import io
 import json
-import threading
 
 import pytest
 from django.core.management import call_command
-from django.db import IntegrityError, connection, connections, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Sum
 
 from apps.ledger.models import AccountKind, Entry, Hold, LedgerAccount, Posting
@@ -25,6 +24,7 @@ from apps.ledger.services import (
     hold_settle,
     post,
 )
+from tests.helpers import at_once
 
 
 def credit(merchant, amount: int, currency: str = "PHP") -> None:
@@ -237,31 +237,14 @@ def test_posting_outside_a_transaction_is_refused(merchant):
 def test_fifty_concurrent_debits_never_overdraw_and_conserve_the_total(merchant):
     credit(merchant, 1000)
     mid, threads_count, amount = merchant.merchant.pk, 50, 30
-    barrier = threading.Barrier(threads_count)
-    outcomes: list[str] = []
-    lock = threading.Lock()
 
-    def debit(i: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            with transaction.atomic(durable=True):
-                hold_place(merchant_id=mid, currency="PHP", amount=amount, cause=f"race-{i}")
-            result = "ok"
-        except InsufficientFunds:
-            result = "insufficient"
-        except Exception as exc:  # noqa: BLE001 - reported below
-            result = f"error: {exc!r}"
-        finally:
-            connections.close_all()  # this thread's own connection
-        with lock:
-            outcomes.append(result)
+    def debit(i: int) -> str:
+        with transaction.atomic(durable=True):
+            hold_place(merchant_id=mid, currency="PHP", amount=amount, cause=f"race-{i}")
+        return "ok"
 
-    threads = [threading.Thread(target=debit, args=(i,)) for i in range(threads_count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-
+    outcomes = [result if exc is None else ("insufficient" if isinstance(exc, InsufficientFunds) else f"error: {exc!r}")
+                for result, exc in at_once(debit, threads_count)]
     assert len(outcomes) == threads_count
     assert sorted(set(outcomes)) == ["insufficient", "ok"], outcomes
     succeeded = outcomes.count("ok")
