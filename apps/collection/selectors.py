@@ -5,17 +5,14 @@ from datetime import datetime
 from django.db.models import QuerySet
 
 from apps.collection.models import CollectionOrder
+from apps.common.orders import order_lookup
 
 
 def collection_order_for_merchant(*, merchant_id: int, platform_order_no: str | None = None,
                                   mch_order_no: str | None = None) -> CollectionOrder | None:
     """The merchant's order by platform_order_no (preferred when both are given) or mch_order_no."""
     orders = CollectionOrder.objects.select_related("product", "currency").filter(merchant_id=merchant_id)
-    if platform_order_no:
-        return orders.filter(platform_order_no=platform_order_no).first()
-    if mch_order_no:
-        return orders.filter(mch_order_no=mch_order_no).first()
-    return None
+    return order_lookup(orders, platform_order_no=platform_order_no, mch_order_no=mch_order_no)
 
 
 def collection_order_by_pay_token(*, pay_token: str) -> CollectionOrder | None:

@@ -7,24 +7,27 @@ commit by apps.callbacks.
 
 import logging
 from datetime import datetime, time, timedelta
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from zoneinfo import ZoneInfo
 
 from apps.callbacks.models import CallbackEvent
 from apps.callbacks.services import callback_enqueue, collection_success_payload
 from apps.channels.models import Channel
-from apps.channels.registry import serving_channel
+from apps.channels.routing import order_route
 from apps.collection.models import DEFAULT_EXPIRE_SECONDS, CollectionOrder
-from apps.collection.selectors import collection_order_for_merchant, collection_orders_due_for_release
+from apps.collection.selectors import (
+    collection_order_for_merchant,
+    collection_orders_due_for_release,
+)
 from apps.common.errors import DomainError, ErrorCode
+from apps.common.orders import replay_or_conflict
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
 from apps.ledger.services import Leg
 from apps.merchants.models import Merchant, Product
-from apps.merchants.selectors import merchant_currency_enabled, merchant_product
 
 logger = logging.getLogger(__name__)
 
@@ -35,45 +38,22 @@ POSTING_RELEASE = "settlement.release"
 # ---------------------------------------------------------------------------------------------- create
 
 def _replay(order: CollectionOrder, request: dict) -> CollectionOrder:
-    """Identical business parameters return the original order; anything else is 2001 (contract §3)."""
     stored = {
         "product_code": order.product.code, "amount": order.amount, "currency": order.currency_id,
         "subject": order.subject, "return_url": order.return_url, "expire_seconds": order.expire_seconds,
         "attach": order.attach,
     }
-    different = sorted(field for field, value in stored.items() if request[field] != value)
-    if different:
-        raise DomainError(ErrorCode.DUPLICATE_ORDER,
-                          f"mch_order_no {order.mch_order_no} was already used with a different {', '.join(different)}.")
-    return order
+    return replay_or_conflict(order, stored=stored, request=request)
 
 
 def _check_route(*, merchant: Merchant, currency: str, product_code: str, amount: int) -> tuple[Channel, Product]:
-    """Currency (1001) → product (1002) → amount bounds (1003), in the contract's order (§2)."""
-    enabled = merchant_currency_enabled(merchant_id=merchant.pk, currency=currency)
-    if enabled is None:
-        raise DomainError(ErrorCode.CURRENCY_NOT_AVAILABLE, f"currency {currency} is not enabled for this merchant.")
-    if not enabled.currency.active:
-        raise DomainError(ErrorCode.CURRENCY_NOT_AVAILABLE, f"currency {currency} is not active.")
-    channel = serving_channel(currency=currency, direction=Channel.Direction.PAYIN)
-    if channel is None:
-        raise DomainError(ErrorCode.CURRENCY_NOT_AVAILABLE, f"currency {currency} has no serving pay-in channel.")
-
-    product = merchant_product(merchant_id=merchant.pk, code=product_code)
-    if product is None:
-        raise DomainError(ErrorCode.PRODUCT_NOT_AVAILABLE, f"product_code {product_code} is not available.")
-    if product.kind != Product.Kind.COLLECTION:
-        raise DomainError(ErrorCode.PRODUCT_NOT_AVAILABLE, f"product_code {product_code} is not a collection product.")
-    if product.currency_id != currency:
-        raise DomainError(ErrorCode.PRODUCT_NOT_AVAILABLE, f"product_code {product_code} is not for currency {currency}.")
-
-    if not product.min_amount <= amount <= product.max_amount:
-        raise DomainError(ErrorCode.AMOUNT_OUT_OF_RANGE,
-                          f"amount must be between {product.min_amount} and {product.max_amount} for {product.code}.")
-    if product.fee_for(amount) >= amount:
+    route = order_route(merchant_id=merchant.pk, kind=Product.Kind.COLLECTION, currency=currency,
+                        product_code=product_code, amount=amount)
+    fee = route.product.fee_for(amount)
+    if fee >= amount:
         # Decision (docs/collections.md): a pay-in that would credit the merchant nothing is refused.
-        raise DomainError(ErrorCode.AMOUNT_OUT_OF_RANGE, f"amount must exceed the product fee of {product.fee_for(amount)}.")
-    return channel, product
+        raise DomainError(ErrorCode.AMOUNT_OUT_OF_RANGE, f"amount must exceed the product fee of {fee}.")
+    return route.channel, route.product
 
 
 def _collection_insert(*, merchant: Merchant, channel: Channel, product: Product, request: dict) -> CollectionOrder:

@@ -7,6 +7,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.common.models import AuditLog
+from apps.common.orders import order_lookup
 from apps.currencies.formatting import format_minor
 from apps.payout.models import DenyListedAccount, Payout
 
@@ -18,10 +19,8 @@ def unix(value: datetime | None) -> int | None:
 def payout_for_merchant(*, merchant_id: int, platform_order_no: str | None = None,
                         mch_order_no: str | None = None) -> Payout | None:
     """One of the merchant's payouts; platform_order_no wins when both are given (interface §4.6)."""
-    payouts = Payout.objects.filter(merchant_id=merchant_id)
-    if platform_order_no:
-        return payouts.filter(platform_order_no=platform_order_no).first()
-    return payouts.filter(mch_order_no=mch_order_no).first()
+    return order_lookup(Payout.objects.filter(merchant_id=merchant_id), platform_order_no=platform_order_no,
+                        mch_order_no=mch_order_no)
 
 
 def payout_create_data(payout: Payout) -> dict:

@@ -12,15 +12,20 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.callbacks.models import CallbackEvent
-from apps.callbacks.services import callback_enqueue, payout_reversed_payload, payout_terminal_payload
+from apps.callbacks.services import (
+    callback_enqueue,
+    payout_reversed_payload,
+    payout_terminal_payload,
+)
 from apps.channels.models import BankCode, Channel
-from apps.channels.registry import payout_adapter, serving_channel
+from apps.channels.registry import payout_adapter
+from apps.channels.routing import order_route
 from apps.common import audit
 from apps.common.errors import DomainError, ErrorCode
+from apps.common.orders import replay_or_conflict
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
 from apps.merchants.models import Merchant, Product
-from apps.merchants.selectors import merchant_currency_enabled, merchant_product
 from apps.payout.models import Payout, mask_account
 from apps.payout.selectors import payout_risk_reasons
 
@@ -68,19 +73,9 @@ def payout_create(*, merchant: Merchant, mch_order_no: str, product_code: str, a
     if existing:
         return _replay(existing, request)
 
-    enabled = merchant_currency_enabled(merchant_id=merchant.pk, currency=currency)
-    if enabled is None or not enabled.currency.active:
-        raise DomainError(ErrorCode.CURRENCY_NOT_AVAILABLE, f"currency {currency} is not enabled for this merchant.")
-    channel = serving_channel(currency=currency, direction=Channel.Direction.PAYOUT)
-    if channel is None:
-        raise DomainError(ErrorCode.CURRENCY_NOT_AVAILABLE, f"currency {currency} has no payout channel.")
-    product = merchant_product(merchant_id=merchant.pk, code=product_code)
-    if product is None or product.kind != Product.Kind.PAYOUT or product.currency_id != currency:
-        raise DomainError(ErrorCode.PRODUCT_NOT_AVAILABLE,
-                          f"product_code {product_code} is not a payout product of {currency} for this merchant.")
-    if not product.min_amount <= amount <= product.max_amount:
-        raise DomainError(ErrorCode.AMOUNT_OUT_OF_RANGE,
-                          f"amount must be between {product.min_amount} and {product.max_amount}.")
+    route = order_route(merchant_id=merchant.pk, kind=Product.Kind.PAYOUT, currency=currency,
+                        product_code=product_code, amount=amount)
+    enabled, channel, product = route.merchant_currency, route.channel, route.product
     if not BankCode.objects.filter(currency_id=currency, code=bank_code, is_active=True).exists():
         raise DomainError(ErrorCode.UNKNOWN_BANK_CODE,
                           f"bank_code {bank_code} is not in the {currency} bank code table.")
@@ -99,14 +94,10 @@ def payout_create(*, merchant: Merchant, mch_order_no: str, product_code: str, a
 
 
 def _replay(existing: Payout, request: dict) -> Payout:
-    """Contract §3: identical business parameters return the original order; anything else is 2001."""
-    original = {"product_code": existing.product.code, "amount": existing.amount, "currency": existing.currency_id,
-                "payee_name": existing.payee_name, "payee_account": existing.payee_account,
-                "bank_code": existing.bank_code, "attach": existing.attach}
-    if original != request:
-        raise DomainError(ErrorCode.DUPLICATE_ORDER,
-                          f"mch_order_no {existing.mch_order_no} was already used with different parameters.")
-    return existing
+    stored = {"product_code": existing.product.code, "amount": existing.amount, "currency": existing.currency_id,
+              "payee_name": existing.payee_name, "payee_account": existing.payee_account,
+              "bank_code": existing.bank_code, "attach": existing.attach}
+    return replay_or_conflict(existing, stored=stored, request=request)
 
 
 @transaction.atomic(durable=True)
