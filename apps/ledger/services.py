@@ -4,14 +4,18 @@ Callers run inside their own `transaction.atomic(durable=True)` service, lock th
 (order, hold), then post; a replay is refused by the (kind, cause) uniqueness of postings.
 """
 
+import uuid
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.common import audit
 from apps.common.errors import DomainError, ErrorCode
 from apps.ledger.models import MERCHANT_KINDS, AccountKind, Entry, Hold, LedgerAccount, Posting
+from apps.ledger.selectors import merchant_balances
+from apps.merchants.models import Merchant, MerchantCurrency
 
 
 class LedgerError(Exception):
@@ -178,12 +182,6 @@ def hold_settle(*, hold_id: int, destinations: list[Leg], memo: str = "") -> Hol
 @transaction.atomic(durable=True)
 def balance_adjust(*, merchant_no: str, currency: str, amount: int, reason: str, actor=None) -> dict:
     """Ops credit (positive) or debit (negative) of available against the adjustments account, audited."""
-    import uuid
-
-    from apps.common import audit
-    from apps.ledger.selectors import merchant_balances
-    from apps.merchants.models import Merchant, MerchantCurrency
-
     if not reason.strip():
         raise ValueError("a reason is required")
     if type(amount) is not int or amount == 0:
