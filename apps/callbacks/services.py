@@ -5,20 +5,21 @@ attempt row), commit, POST outside any transaction, then record the outcome (sec
 Retry delays live in the database (`next_attempt_at`), swept by `callbacks_sweep`; never in broker countdowns.
 """
 
+import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
 from apps.callbacks.transport import post_callback
 from apps.common import audit, signing
-from apps.merchants.models import Merchant
+from apps.merchants.models import Merchant, PlatformKey
 from apps.merchants.selectors import platform_key_current, platform_private_key
 
 logger = logging.getLogger(__name__)
@@ -161,54 +162,100 @@ def _lease_seconds() -> float:
     return max(settings.CALLBACK_LEASE_SECONDS, 3 * settings.CALLBACK_TIMEOUT_SECONDS + 30)
 
 
-def callback_body_sign(*, payload: dict, now: datetime) -> tuple[dict, int | None]:
-    """The body of one attempt: business fields + fresh signing fields, signed with the current platform key."""
-    key = platform_key_current()
+def callback_body_sign(*, payload: dict, now: datetime, key: PlatformKey | None = None) -> tuple[dict, int]:
+    """The body of one attempt: business fields + fresh signing fields, signed with the current platform key
+    (`key`: the current key as the claim read it; otherwise it is looked up)."""
+    key = key or platform_key_current()
     if key is None:
         raise RuntimeError("no current platform key: run `manage.py bootstrap`")
     body = {**payload, "key_version": key.version, "timestamp": int(now.timestamp()),
             "nonce": signing.new_nonce(), "sign_type": signing.SIGN_TYPE}
-    body["sign"] = signing.sign(platform_private_key(key), body)
+    body["sign"] = signing.sign(platform_private_key(key), body)  # parsed once per process and key (cached)
     return body, key.version
+
+
+_EVENT = CallbackEvent._meta.db_table
+_ATTEMPT = CallbackAttempt._meta.db_table
+_LOST_ERROR = "worker lost before recording the outcome (lease expired)"
+
+# Claim, step 1 (in the claim's transaction): the merchant's row lock, which makes the bulkhead's count-then-lease
+# atomic (the count runs in the next statement, so it sees every lease committed before the lock was granted); the
+# event if it looks due and unleased (step 2 checks again on the locked row); the merchant's URL at attempt time;
+# the current platform key, read with it so that a rotation takes effect at the next attempt.
+_CLAIM_READ = f"""
+SELECT e.merchant_id, e.type, e.payload, e.resend_requested,
+       m.collection_callback_url, m.payout_callback_url, k.version, k.private_key_encrypted
+FROM {_EVENT} e
+JOIN {Merchant._meta.db_table} m ON m.id = e.merchant_id
+LEFT JOIN {PlatformKey._meta.db_table} k ON k.is_current
+WHERE e.id = %(event)s AND e.status = 'pending' AND e.next_attempt_at <= %(now)s
+  AND (e.locked_until IS NULL OR e.locked_until <= %(now)s)
+FOR UPDATE OF m
+"""
+
+# Claim, step 2 (same transaction, merchant row locked): count the merchant's live leases; lease the event if it is
+# still due and unleased on its latest row version (a racing claimer finds it leased) and a slot is free; close the
+# attempt of a worker whose lease ran out (it counted); write this attempt's row with the exact body to be sent.
+_CLAIM_WRITE = f"""
+WITH busy AS (
+    SELECT count(*) AS n FROM {_EVENT} WHERE merchant_id = %(merchant)s AND locked_until > %(now)s
+), claimed AS (
+    UPDATE {_EVENT} e
+    SET url = %(url)s, attempts_count = e.attempts_count + 1, locked_until = %(lease)s, dispatched_at = NULL,
+        resend_requested = false
+    FROM busy
+    WHERE e.id = %(event)s AND busy.n < %(cap)s AND e.status = 'pending' AND e.next_attempt_at <= %(now)s
+      AND (e.locked_until IS NULL OR e.locked_until <= %(now)s) AND e.resend_requested = %(manual)s
+    RETURNING e.id, e.attempts_count
+), lost AS (
+    UPDATE {_ATTEMPT} a SET finished_at = %(now)s, error = %(lost)s
+    FROM claimed WHERE a.event_id = claimed.id AND a.finished_at IS NULL
+), attempt AS (
+    INSERT INTO {_ATTEMPT} (event_id, number, manual, started_at, duration_ms, url, key_version, request_body,
+                            response_excerpt, error, success)
+    SELECT id, attempts_count, %(manual)s, %(now)s, 0, %(url)s, %(key_version)s, %(body)s::jsonb, '', '', false
+    FROM claimed
+    RETURNING id, number
+)
+SELECT busy.n, attempt.id, attempt.number FROM busy LEFT JOIN attempt ON true
+"""
+
+_REFUSE = f"""
+UPDATE {_EVENT} SET dispatched_at = NULL
+WHERE id = %(event)s AND status = 'pending' AND (locked_until IS NULL OR locked_until <= %(now)s)
+"""
 
 
 @transaction.atomic(durable=True)
 def callback_attempt_claim(*, event_id: int) -> Claim | None:
     """Lease a due PENDING event and write its attempt row; None when it is not due, done, or leased."""
     now = timezone.now()
-    # skip_locked: a second worker racing for the same event gets nothing instead of waiting for the first.
-    event = (
-        CallbackEvent.objects.select_for_update(skip_locked=True, of=("self",)).select_related("merchant")
-        .filter(pk=event_id, status=CallbackEvent.Status.PENDING, next_attempt_at__lte=now)
-        .filter(Q(locked_until__isnull=True) | Q(locked_until__lte=now))
-        .first()
-    )
-    if event is None:
-        return None
-    # Bulkhead: one merchant's slow endpoint may hold at most CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT worker slots,
-    # so it cannot delay other merchants' callbacks. The merchant row lock makes count-then-lease atomic.
-    Merchant.objects.select_for_update().filter(pk=event.merchant_id).values_list("pk", flat=True).first()
-    in_flight = CallbackEvent.objects.filter(merchant_id=event.merchant_id, locked_until__gt=now).count()
-    if in_flight >= settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT:
-        # Waits for a slot: the merchant's next finishing attempt hands it over (or the sweeper, after a loss).
-        event.dispatched_at = None
-        event.save(update_fields=["dispatched_at"])
-        return None
-    if event.locked_until is not None:
-        # The lease of a previous attempt ran out (recording clears it): its worker died. Close it; it counted.
-        CallbackAttempt.objects.filter(event=event, finished_at__isnull=True).update(
-            finished_at=now, error="worker lost before recording the outcome (lease expired)")
-    event.url = callback_url_for(merchant=event.merchant, type=event.type)  # the merchant's URL at attempt time
-    body, key_version = callback_body_sign(payload=event.payload, now=now)
-    manual = event.resend_requested
-    event.attempts_count += 1
-    event.locked_until = now + timedelta(seconds=_lease_seconds())
-    event.dispatched_at = None
-    event.resend_requested = False
-    event.save(update_fields=["url", "attempts_count", "locked_until", "dispatched_at", "resend_requested"])
-    attempt = CallbackAttempt.objects.create(event=event, number=event.attempts_count, manual=manual, started_at=now,
-                                             url=event.url, key_version=key_version, request_body=body)
-    return Claim(event.pk, attempt.pk, attempt.number, event.url, body, manual)
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_READ, {"event": event_id, "now": now})
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        merchant_id, event_type, payload, manual, collection_url, payout_url, key_version, key_encrypted = row
+        if key_version is None:
+            raise RuntimeError("no current platform key: run `manage.py bootstrap`")
+        # The merchant's URL at attempt time, not the one frozen at enqueue (a fixed URL is used at the next attempt).
+        url = collection_url if event_type == CallbackEvent.Type.COLLECTION_SUCCESS else payout_url
+        payload = json.loads(payload) if isinstance(payload, str) else payload
+        body, _ = callback_body_sign(payload=payload, now=now, key=PlatformKey(
+            version=key_version, private_key_encrypted=key_encrypted))
+        cursor.execute(_CLAIM_WRITE, {
+            "event": event_id, "merchant": merchant_id, "now": now, "url": url, "manual": manual,
+            "lease": now + timedelta(seconds=_lease_seconds()), "cap": settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT,
+            "lost": _LOST_ERROR, "key_version": key_version, "body": json.dumps(body)})
+        busy, attempt_id, number = cursor.fetchone()
+        if attempt_id is None:
+            if busy >= settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT:
+                # Bulkhead: one merchant's slow endpoint may hold at most CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT worker
+                # slots, so it cannot delay other merchants' callbacks. The event waits for a slot: the merchant's
+                # next finishing attempt hands it over (or the sweeper, after a loss).
+                cursor.execute(_REFUSE, {"event": event_id, "now": now})
+            return None  # otherwise another worker leased it first (or a re-send queued it again meanwhile)
+    return Claim(event_id, attempt_id, number, url, body, manual)
 
 
 def _next_delay(*, attempts_count: int, manual: bool) -> int | None:
@@ -219,37 +266,65 @@ def _next_delay(*, attempts_count: int, manual: bool) -> int | None:
     return delays[attempts_count - 1]
 
 
-@transaction.atomic(durable=True)
+_EVENT_COLUMNS = [f for f in CallbackEvent._meta.concrete_fields if f.name != "payload"]
+
+# The outcome in one statement (atomic on its own): the attempt row, then the event. `current` is true while the
+# event's attempts_count is still this attempt's number; otherwise our lease ran out and another worker took over:
+# it owns the event's state, and a late success only marks the event delivered. The updated event row is locked
+# by the UPDATE itself; under READ COMMITTED the CASEs are evaluated on its latest version. Also returns the
+# merchant's next event that waits for a bulkhead slot, if any (handed the slot this attempt frees).
+_RECORD = f"""
+WITH done AS (
+    UPDATE {_ATTEMPT}
+    SET finished_at = %(now)s, duration_ms = %(duration_ms)s, http_status = %(http_status)s,
+        response_excerpt = %(reply)s, error = %(error)s, success = %(success)s
+    WHERE id = %(attempt)s
+)
+UPDATE {_EVENT} e SET
+    locked_until = CASE WHEN e.attempts_count = %(number)s THEN NULL ELSE e.locked_until END,
+    status = CASE WHEN e.attempts_count = %(number)s THEN COALESCE(%(status)s, e.status)
+                  WHEN %(success)s THEN 'delivered' ELSE e.status END,
+    delivered_at = CASE WHEN %(success)s AND (e.attempts_count = %(number)s OR e.status <> 'delivered')
+                        THEN %(now)s ELSE e.delivered_at END,
+    last_error = CASE WHEN e.attempts_count = %(number)s THEN %(error)s
+                      WHEN %(success)s AND e.status <> 'delivered' THEN '' ELSE e.last_error END,
+    next_attempt_at = CASE WHEN e.attempts_count = %(number)s THEN %(next_attempt_at)s ELSE e.next_attempt_at END
+WHERE e.id = %(event)s
+RETURNING {", ".join(f"e.{f.column}" for f in _EVENT_COLUMNS)},
+    (SELECT w.id FROM {_EVENT} w
+     WHERE w.merchant_id = e.merchant_id AND w.id <> e.id AND w.status = 'pending' AND w.dispatched_at IS NULL
+       AND w.next_attempt_at <= %(now)s AND (w.locked_until IS NULL OR w.locked_until <= %(now)s)
+     ORDER BY w.next_attempt_at LIMIT 1)
+"""
+
+
+def _record(*, claim: Claim, http_status: int | None, reply: str, error: str, duration_ms: int,
+            success: bool) -> tuple[CallbackEvent, int | None]:
+    now = timezone.now()
+    attempt_error = "" if success else (error or "failed")
+    status, next_attempt_at = CallbackEvent.Status.DELIVERED, None
+    if not success:
+        delay = _next_delay(attempts_count=claim.number, manual=claim.manual)
+        status = CallbackEvent.Status.DEAD if delay is None else None  # None: stays pending
+        next_attempt_at = None if delay is None else now + timedelta(seconds=delay)
+    with connection.cursor() as cursor:
+        cursor.execute(_RECORD, {
+            "now": now, "attempt": claim.attempt_id, "event": claim.event_id, "number": claim.number,
+            "duration_ms": duration_ms, "http_status": http_status, "reply": reply, "error": attempt_error,
+            "success": success, "status": status, "next_attempt_at": next_attempt_at})
+        *values, waiting_id = cursor.fetchone()
+    event = CallbackEvent.from_db(connection.alias, [f.attname for f in _EVENT_COLUMNS], values)
+    if event.attempts_count == claim.number and event.status == CallbackEvent.Status.DEAD and not success:
+        logger.warning("callback event %s (%s %s) is dead after %s attempts: %s", event.pk, event.type,
+                       event.platform_order_no, event.attempts_count, attempt_error)
+    return event, waiting_id
+
+
 def callback_attempt_record(*, claim: Claim, http_status: int | None, reply: str, error: str, duration_ms: int,
                             success: bool) -> CallbackEvent:
     """Store the outcome of a claimed attempt; schedule the next one from the end of this one, or go dead."""
-    now = timezone.now()
-    event = CallbackEvent.objects.select_for_update().get(pk=claim.event_id)
-    # The attempt row is this worker's own (written by its claim); the event's lock covers it.
-    attempt_error = "" if success else (error or "failed")
-    CallbackAttempt.objects.filter(pk=claim.attempt_id).update(
-        finished_at=now, duration_ms=duration_ms, http_status=http_status, response_excerpt=reply,
-        error=attempt_error, success=success)
-    if event.attempts_count != claim.number:
-        # Our lease ran out and another worker took over: it owns the event's state now.
-        if success and event.status != CallbackEvent.Status.DELIVERED:
-            event.status, event.delivered_at, event.last_error = CallbackEvent.Status.DELIVERED, now, ""
-            event.save(update_fields=["status", "delivered_at", "last_error"])
-        return event
-    event.locked_until = None
-    if success:
-        event.status, event.delivered_at, event.last_error = CallbackEvent.Status.DELIVERED, now, ""
-        event.next_attempt_at = None
-    else:
-        event.last_error = attempt_error
-        delay = _next_delay(attempts_count=event.attempts_count, manual=claim.manual)
-        if delay is None:
-            event.status, event.next_attempt_at = CallbackEvent.Status.DEAD, None
-            logger.warning("callback event %s (%s %s) is dead after %s attempts: %s", event.pk, event.type,
-                           event.platform_order_no, event.attempts_count, attempt_error)
-        else:
-            event.next_attempt_at = now + timedelta(seconds=delay)
-    event.save(update_fields=["status", "delivered_at", "last_error", "next_attempt_at", "locked_until"])
+    event, _ = _record(claim=claim, http_status=http_status, reply=reply, error=error, duration_ms=duration_ms,
+                       success=success)
     return event
 
 
@@ -262,9 +337,11 @@ def callback_deliver(*, event_id: int) -> CallbackEvent | None:
     result = post_callback(claim.url, claim.body)
     if not result.success:
         logger.info("callback event %s attempt %s failed: %s", event_id, claim.number, result.error)
-    event = callback_attempt_record(claim=claim, http_status=result.http_status, reply=result.reply,
-                                    error=result.error, duration_ms=result.duration_ms, success=result.success)
-    _dispatch_waiting(merchant_id=event.merchant_id, now=timezone.now(), slots=1)
+    event, waiting_id = _record(claim=claim, http_status=result.http_status, reply=result.reply, error=result.error,
+                                duration_ms=result.duration_ms, success=result.success)
+    if waiting_id is not None:
+        # The slot this attempt freed goes to the merchant's next event refused by the bulkhead (no query when none).
+        _mark_and_dispatch(event_id=waiting_id, now=timezone.now())
     return event
 
 
