@@ -99,17 +99,23 @@ class Bench:
 
     def start_server(self) -> None:
         cmd = [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
-               "--workers", str(self.args.workers), "--worker-class", "gthread", "--threads", str(self.args.threads),
+               "--workers", str(self.args.workers), "--worker-class", self.args.worker_class,
+               "--threads", str(self.args.threads),
                "--access-logfile", "-" if self.args.verbose else "/dev/null", "--log-level", "warning"]
         self.procs.append(subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL))
-        deadline = time.time() + 30
-        while time.time() < deadline:
+        import requests
+
+        # Ready means every worker has loaded the app: poll until /healthz answers several times in a row.
+        deadline, answered = time.time() + 90, 0
+        while time.time() < deadline and answered < 2 * self.args.workers:
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
+                requests.get(self.base + "/healthz", timeout=10)
+                answered += 1
+            except requests.RequestException:
+                answered = 0
                 time.sleep(0.2)
-        raise SystemExit("gunicorn did not start")
+        if answered < 2 * self.args.workers:
+            raise SystemExit("gunicorn did not start")
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -238,7 +244,8 @@ class Bench:
         ceiling = self.results[0]["rps"]
         print()
         print(f"make bench  {time.strftime('%Y-%m-%d %H:%M %Z')}  concurrency {self.args.connections}, "
-              f"{self.args.duration}s per endpoint, gunicorn {self.args.workers}x{self.args.threads} gthread, "
+              f"{self.args.duration}s per endpoint, gunicorn {self.args.workers}x{self.args.threads} "
+              f"{self.args.worker_class}, "
               f"{os.cpu_count()} cores")
         print("| endpoint | req/s | p50 ms | p99 ms | errors | ratio to reference |")
         print("|---|---:|---:|---:|---:|---:|")
@@ -260,6 +267,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--worker-class", default="gthread")
     parser.add_argument("--only", default="", help="comma-separated endpoint names to run (reference always runs)")
     parser.add_argument("--merchants", type=int, default=20)
     parser.add_argument("--bodies", type=int, default=6000)

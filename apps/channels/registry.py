@@ -2,6 +2,7 @@
 
 from apps.channels.base import PayinAdapter, PayoutAdapter
 from apps.channels.models import Channel
+from apps.common.refcache import refcache_get
 
 _PAYIN: dict[str, type[PayinAdapter]] = {}
 _PAYOUT: dict[str, type[PayoutAdapter]] = {}
@@ -18,12 +19,13 @@ def register_payout(cls: type[PayoutAdapter]) -> type[PayoutAdapter]:
 
 
 def serving_channel(*, currency: str, direction: Channel.Direction) -> Channel | None:
-    """The active channel of highest priority for that currency and direction; None means code 1001."""
-    return (
+    """The active channel of highest priority for that currency and direction; None means code 1001.
+    Cached reference data (apps.common.refcache)."""
+    return refcache_get(("serving_channel", currency, str(direction)), lambda: (
         Channel.objects.filter(currency_id=currency, direction=direction, is_active=True)
         .order_by("priority", "code")
         .first()
-    )
+    ))
 
 
 def payin_adapter(channel: Channel) -> PayinAdapter:

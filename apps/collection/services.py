@@ -6,11 +6,12 @@ commit by apps.callbacks.
 """
 
 import logging
+from contextlib import nullcontext
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from apps.callbacks.models import CallbackEvent
@@ -23,7 +24,7 @@ from apps.collection.selectors import (
     collection_orders_due_for_release,
 )
 from apps.common.errors import DomainError, ErrorCode
-from apps.common.orders import replay_or_conflict
+from apps.common.orders import order_create_or_replay, replay_or_conflict
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
 from apps.ledger.services import Leg
@@ -58,15 +59,18 @@ def _check_route(*, merchant: Merchant, currency: str, product_code: str, amount
 
 def _collection_insert(*, merchant: Merchant, channel: Channel, product: Product, request: dict) -> CollectionOrder:
     """One INSERT and nothing else (no money moves at create): autocommit makes it atomic on its own, so no
-    explicit transaction (BEGIN and COMMIT would be two more round trips on the hottest write path)."""
+    explicit transaction (BEGIN and COMMIT would be two more round trips on the hottest write path). Inside a
+    caller's transaction it takes a savepoint, so a unique conflict leaves that transaction usable."""
     now = timezone.now()
-    return CollectionOrder.objects.create(
-        merchant=merchant, mch_order_no=request["mch_order_no"], product=product, settlement=product.settlement,
-        channel=channel, currency_id=request["currency"], amount=request["amount"],
-        fee=product.fee_for(request["amount"]), subject=request["subject"], return_url=request["return_url"],
-        attach=request["attach"], expire_seconds=request["expire_seconds"],
-        expire_at=now + timedelta(seconds=request["expire_seconds"]),
-    )
+    scope = transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext()
+    with scope:
+        return CollectionOrder.objects.create(
+            merchant=merchant, mch_order_no=request["mch_order_no"], product=product, settlement=product.settlement,
+            channel=channel, currency_id=request["currency"], amount=request["amount"],
+            fee=product.fee_for(request["amount"]), subject=request["subject"], return_url=request["return_url"],
+            attach=request["attach"], expire_seconds=request["expire_seconds"],
+            expire_at=now + timedelta(seconds=request["expire_seconds"]),
+        )
 
 
 def collection_create(*, merchant: Merchant, mch_order_no: str, product_code: str, amount: int, currency: str,
@@ -75,18 +79,13 @@ def collection_create(*, merchant: Merchant, mch_order_no: str, product_code: st
     """A new CREATED order, or the existing one replayed when mch_order_no comes again with identical parameters."""
     request = {"mch_order_no": mch_order_no, "product_code": product_code, "amount": amount, "currency": currency,
                "subject": subject, "return_url": return_url, "expire_seconds": expire_seconds, "attach": attach}
-    existing = collection_order_for_merchant(merchant_id=merchant.pk, mch_order_no=mch_order_no)
-    if existing is not None:
-        return _replay(existing, request)
-    channel, product = _check_route(merchant=merchant, currency=currency, product_code=product_code, amount=amount)
-    try:
-        return _collection_insert(merchant=merchant, channel=channel, product=product, request=request)
-    except IntegrityError:
-        # A concurrent create of the same mch_order_no committed first (unique constraint): replay it or 2001.
-        existing = collection_order_for_merchant(merchant_id=merchant.pk, mch_order_no=mch_order_no)
-        if existing is None:
-            raise
-        return _replay(existing, request)
+    return order_create_or_replay(
+        lookup=lambda: collection_order_for_merchant(merchant_id=merchant.pk, mch_order_no=mch_order_no),
+        replay=lambda existing: _replay(existing, request),
+        check=lambda: _check_route(merchant=merchant, currency=currency, product_code=product_code, amount=amount),
+        insert=lambda route: _collection_insert(merchant=merchant, channel=route[0], product=route[1],
+                                                request=request),
+    )
 
 
 # ---------------------------------------------------------------------------------------------- paid

@@ -31,3 +31,13 @@ class Heartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} @ {self.beat_at:%Y-%m-%d %H:%M:%S}"
+
+
+class ReferenceGeneration(models.Model):
+    """One row: bumped by a PostgreSQL statement trigger on every write to a reference table, in the writer's
+    transaction, so a process knows when its cached reference data is stale (apps.common.refcache)."""
+
+    value = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return f"reference generation {self.value}"

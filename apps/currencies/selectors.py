@@ -1,3 +1,4 @@
+from apps.common.refcache import refcache_get
 from apps.currencies.models import Currency
 
 
@@ -6,4 +7,5 @@ def currency_list() -> list[Currency]:
 
 
 def currency_get(code: str) -> Currency | None:
-    return Currency.objects.filter(code=code).first()
+    """Cached reference data (apps.common.refcache)."""
+    return refcache_get(("currency", code), lambda: Currency.objects.filter(code=code).first())

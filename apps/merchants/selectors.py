@@ -4,12 +4,18 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from django.db.models import F
 
 from apps.common import crypto, signing
+from apps.common.refcache import refcache_get
 from apps.merchants.models import App, MerchantCurrency, MerchantKey, MerchantProduct, PlatformKey, Product
 
 
 def merchant_key_for_request(*, merchant_no: str, app_id: str, key_version: int) -> MerchantKey | None:
-    """The key a signed request names, with `.merchant` and `.app` attached, in one query; None if any part
-    is unknown (an app of another merchant is unknown)."""
+    """The key a signed request names, with `.merchant` and `.app` attached (cached reference data, else one
+    query); None if any part is unknown (an app of another merchant is unknown)."""
+    return refcache_get(("merchant_key", merchant_no, app_id, key_version),
+                        lambda: _merchant_key_load(merchant_no=merchant_no, app_id=app_id, key_version=key_version))
+
+
+def _merchant_key_load(*, merchant_no: str, app_id: str, key_version: int) -> MerchantKey | None:
     key = (
         MerchantKey.objects.select_related("merchant")
         .filter(merchant__merchant_no=merchant_no, version=key_version, merchant__apps__app_id=app_id)
@@ -48,18 +54,22 @@ def platform_private_key(key: PlatformKey) -> rsa.RSAPrivateKey:
 
 
 def merchant_currency_enabled(*, merchant_id: int, currency: str) -> MerchantCurrency | None:
-    return (
+    """Cached reference data (apps.common.refcache)."""
+    return refcache_get(("merchant_currency", merchant_id, currency), lambda: (
         MerchantCurrency.objects.select_related("currency")
         .filter(merchant_id=merchant_id, currency_id=currency, is_enabled=True)
         .first()
-    )
+    ))
 
 
 def merchant_product(*, merchant_id: int, code: str) -> Product | None:
-    """The product if it exists, is active and is enabled for the merchant."""
-    link = (
-        MerchantProduct.objects.select_related("product")
-        .filter(merchant_id=merchant_id, product__code=code, is_enabled=True, product__is_active=True)
-        .first()
-    )
-    return link.product if link else None
+    """The product if it exists, is active and is enabled for the merchant (cached reference data)."""
+    def load() -> Product | None:
+        link = (
+            MerchantProduct.objects.select_related("product")
+            .filter(merchant_id=merchant_id, product__code=code, is_enabled=True, product__is_active=True)
+            .first()
+        )
+        return link.product if link else None
+
+    return refcache_get(("merchant_product", merchant_id, code), load)

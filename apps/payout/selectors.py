@@ -61,8 +61,8 @@ def payout_risk_reasons(*, merchant_id: int, currency, amount: int, payee_accoun
                         review_threshold: int) -> list[str]:
     """Why a new payout must wait for a reviewer (contract §5); empty means it is APPROVED at once.
 
-    Called after the merchant's balance row is locked, so two creates of one merchant and currency count
-    each other for the velocity rule.
+    Called under a lock on (merchant, payee account) (payout services), so two creates to one payee account
+    count each other for the velocity rule.
     """
     reasons = []
     if amount >= review_threshold:

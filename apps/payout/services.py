@@ -8,7 +8,7 @@ callback outbox and the audit row. Celery dispatch and adapter calls happen afte
 import logging
 from datetime import timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from apps.callbacks.models import CallbackEvent
@@ -17,12 +17,13 @@ from apps.callbacks.services import (
     payout_reversed_payload,
     payout_terminal_payload,
 )
-from apps.channels.models import BankCode, Channel
+from apps.channels.models import Channel
 from apps.channels.registry import payout_adapter
-from apps.channels.routing import order_route
+from apps.channels.routing import Route, order_route
+from apps.channels.selectors import bank_code_active
 from apps.common import audit
 from apps.common.errors import DomainError, ErrorCode
-from apps.common.orders import replay_or_conflict
+from apps.common.orders import order_create_or_replay, replay_or_conflict
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
 from apps.merchants.models import Merchant, Product
@@ -69,28 +70,26 @@ def payout_create(*, merchant: Merchant, mch_order_no: str, product_code: str, a
     (contract §2), then the freeze and the order in one transaction. Returns the new or replayed order."""
     request = {"product_code": product_code, "amount": amount, "currency": currency, "payee_name": payee_name,
                "payee_account": payee_account, "bank_code": bank_code, "attach": attach}
-    existing = Payout.objects.select_related("product").filter(merchant=merchant, mch_order_no=mch_order_no).first()
-    if existing:
-        return _replay(existing, request)
 
-    route = order_route(merchant_id=merchant.pk, kind=Product.Kind.PAYOUT, currency=currency,
-                        product_code=product_code, amount=amount)
-    enabled, channel, product = route.merchant_currency, route.channel, route.product
-    if not BankCode.objects.filter(currency_id=currency, code=bank_code, is_active=True).exists():
-        raise DomainError(ErrorCode.UNKNOWN_BANK_CODE,
-                          f"bank_code {bank_code} is not in the {currency} bank code table.")
+    def check() -> Route:
+        route = order_route(merchant_id=merchant.pk, kind=Product.Kind.PAYOUT, currency=currency,
+                            product_code=product_code, amount=amount)
+        if bank_code_active(currency=currency, code=bank_code) is None:
+            raise DomainError(ErrorCode.UNKNOWN_BANK_CODE,
+                              f"bank_code {bank_code} is not in the {currency} bank code table.")
+        return route
 
-    try:
-        return _payout_insert(merchant=merchant, mch_order_no=mch_order_no, product=product, channel=channel,
-                              currency=enabled.currency, review_threshold=enabled.payout_review_threshold,
-                              amount=amount, payee_name=payee_name, payee_account=payee_account,
-                              bank_code=bank_code, attach=attach)
-    except IntegrityError:
-        # The same mch_order_no was inserted concurrently: our transaction (and its freeze) rolled back.
-        existing = Payout.objects.select_related("product").filter(merchant=merchant, mch_order_no=mch_order_no).first()
-        if existing is None:
-            raise
-        return _replay(existing, request)
+    def insert(route: Route) -> Payout:
+        # 2003 comes from the freeze inside; a unique conflict rolls the whole transaction (and freeze) back.
+        return _payout_insert(merchant=merchant, mch_order_no=mch_order_no, product=route.product,
+                              channel=route.channel, currency=route.merchant_currency.currency,
+                              review_threshold=route.merchant_currency.payout_review_threshold, amount=amount,
+                              payee_name=payee_name, payee_account=payee_account, bank_code=bank_code, attach=attach)
+
+    return order_create_or_replay(
+        lookup=lambda: Payout.objects.select_related("product").filter(merchant=merchant,
+                                                                       mch_order_no=mch_order_no).first(),
+        replay=lambda existing: _replay(existing, request), check=check, insert=insert)
 
 
 def _replay(existing: Payout, request: dict) -> Payout:
@@ -98,6 +97,15 @@ def _replay(existing: Payout, request: dict) -> Payout:
               "payee_name": existing.payee_name, "payee_account": existing.payee_account,
               "bank_code": existing.bank_code, "attach": existing.attach}
     return replay_or_conflict(existing, stored=stored, request=request)
+
+
+def _lock_payee_account(*, merchant_id: int, payee_account: str) -> None:
+    """A transaction-scoped advisory lock on (merchant, payee account) on PostgreSQL; SQLite has one writer."""
+    connection = transaction.get_connection()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                           [f"payout-payee:{merchant_id}:{payee_account}"])
 
 
 @transaction.atomic(durable=True)
@@ -108,12 +116,15 @@ def _payout_insert(*, merchant: Merchant, mch_order_no: str, product: Product, c
     payout = Payout(merchant=merchant, mch_order_no=mch_order_no, product=product, currency=currency,
                     channel=channel, amount=amount, fee=fee, payee_name=payee_name, payee_account=payee_account,
                     bank_code=bank_code, attach=attach)
-    # The freeze locks the merchant's available row: concurrent creates of this merchant and currency queue
-    # here, so the balance check and the risk counts below see every earlier order. Short → 2003, no order.
-    payout.hold = ledger.hold_place(merchant_id=merchant.pk, currency=currency.code, amount=amount + fee,
-                                    cause=payout.platform_order_no, memo=f"payout {mch_order_no}")
+    # Creates to one payee account queue here, so the velocity count sees every earlier one; this is before the
+    # balance lock, which is held only for the freeze and the inserts below.
+    _lock_payee_account(merchant_id=merchant.pk, payee_account=payee_account)
     reasons = payout_risk_reasons(merchant_id=merchant.pk, currency=currency, amount=amount,
                                   payee_account=payee_account, review_threshold=review_threshold)
+    # The freeze locks the merchant's available row: concurrent creates of this merchant and currency queue
+    # here, so the balance check sees every earlier order. Short → 2003, no order.
+    payout.hold = ledger.hold_place(merchant_id=merchant.pk, currency=currency.code, amount=amount + fee,
+                                    cause=payout.platform_order_no, memo=f"payout {mch_order_no}")
     payout.review_required = bool(reasons)
     payout.risk_reasons = reasons
     payout.status = Payout.Status.FROZEN if reasons else Payout.Status.APPROVED

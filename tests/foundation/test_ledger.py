@@ -24,7 +24,17 @@ from apps.ledger.services import (
     hold_settle,
     post,
 )
+from apps.ledger import services as ledger_services
 from tests.helpers import at_once
+
+
+@pytest.fixture(autouse=True, params=["one-statement", "orm"])
+def ledger_writer(request, monkeypatch):
+    """Every test here runs against both write paths of `post`: one SQL statement (PostgreSQL) and the ORM
+    (what SQLite, the embedded development default, uses)."""
+    if request.param == "orm":
+        monkeypatch.setattr(ledger_services, "_write_one_statement", ledger_services._write_orm)
+    return request.param
 
 
 def credit(merchant, amount: int, currency: str = "PHP") -> None:

@@ -1,0 +1,126 @@
+"""Profile one signed endpoint in-process: the real WSGI handler, one thread, no network, no load generator.
+
+    uv run python bench/profile_endpoint.py pay/create --requests 500 [--cprofile 30]
+
+Uses the bench settings against its own PostgreSQL database (`payments_profile`, recreated) and Redis db 5,
+creates one merchant with a real RSA key, then prints per-request wall and CPU time, queries and Redis
+round trips per request, and optionally the top functions of a cProfile run. Not part of make test.
+"""
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import secrets
+import sys
+import time
+from pathlib import Path
+
+from cryptography.fernet import Fernet
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SCENARIOS = {
+    "balance": ("/openapi/v1/balance", lambda run, i: {"currency": "PHP"}),
+    "pay/create": ("/openapi/v1/pay/create", lambda run, i: {
+        "mch_order_no": f"pc{run}{i}", "product_code": "PHP_COLLECT_D1", "amount": 10000 + i % 500,
+        "currency": "PHP", "subject": "bench"}),
+    "payout/create": ("/openapi/v1/payout/create", lambda run, i: {
+        "mch_order_no": f"po{run}{i}", "product_code": "PHP_PAYOUT", "amount": 10000, "currency": "PHP",
+        "payee_name": "Juan Dela Cruz", "payee_account": f"{300000 + i}", "bank_code": "BDO"}),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("endpoint", choices=sorted(SCENARIOS))
+    parser.add_argument("--requests", type=int, default=500)
+    parser.add_argument("--cprofile", type=int, default=0, help="print this many top functions (cumulative)")
+    parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432")
+    parser.add_argument("--database", default="payments_profile")
+    args = parser.parse_args()
+
+    os.environ.update({
+        "DJANGO_SETTINGS_MODULE": "config.settings.bench", "DATABASE_URL": f"{args.postgres}/{args.database}",
+        "REDIS_URL": "redis://127.0.0.1:6379/5", "SECRET_KEY": secrets.token_urlsafe(50),
+        "PLATFORM_KEY_ENCRYPTION_KEY": Fernet.generate_key().decode(), "ALLOWED_HOSTS": "127.0.0.1",
+        "API_ROOT": "http://127.0.0.1:8000", "CONN_MAX_AGE": "600", "LOG_LEVEL": "WARNING",
+        "RATE_LIMIT_PER_SECOND": "1000000",
+    })
+    from bench.run import recreate_database
+
+    recreate_database(f"{args.postgres}/postgres", args.database)
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", "--noinput", verbosity=0)
+    call_command("createcachetable", verbosity=0)
+    call_command("bootstrap", verbosity=0)
+
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from apps.common import signing
+    from apps.ledger.services import balance_adjust
+    from apps.merchants.services import merchant_create
+
+    private_key = signing.generate_private_key()
+    created = merchant_create(name="Profile", public_key_pem=signing.public_key_to_pem(private_key.public_key()),
+                              currencies=["PHP"])
+    merchant_no, app_id = created.merchant.merchant_no, created.app.app_id
+    balance_adjust(merchant_no=merchant_no, currency="PHP", amount=10**13, reason="profile top-up")
+
+    path, business = SCENARIOS[args.endpoint]
+    run = secrets.token_hex(3)
+
+    def body(i: int) -> bytes:
+        signed = {**business(run, i), "merchant_no": merchant_no, "app_id": app_id, "key_version": 1,
+                  "timestamp": int(time.time()), "nonce": secrets.token_hex(16), "sign_type": "RSA2"}
+        signed["sign"] = signing.sign(private_key, signed)
+        return json.dumps(signed, separators=(",", ":")).encode()
+
+    handler = WSGIHandler()
+
+    def call(raw: bytes) -> dict:
+        environ = {"REQUEST_METHOD": "POST", "PATH_INFO": path, "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8000",
+                   "HTTP_HOST": "127.0.0.1", "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(raw)),
+                   "wsgi.input": io.BytesIO(raw), "wsgi.url_scheme": "http", "wsgi.errors": sys.stderr}
+        response = handler(environ, lambda status, headers: None)
+        reply = json.loads(b"".join(response))
+        if reply["code"] != "0":
+            raise SystemExit(f"{args.endpoint}: {reply}")
+        return reply
+
+    bodies = [body(i) for i in range(args.requests + 20)]
+    for raw in bodies[:10]:  # warm-up: imports, connections, caches
+        call(raw)
+    with CaptureQueriesContext(connection) as queries:
+        call(bodies[10])
+    statements = [q["sql"] for q in queries.captured_queries]
+
+    timed = bodies[20:]
+    profiler = cProfile.Profile() if args.cprofile else None
+    wall, cpu = time.perf_counter(), time.process_time()
+    if profiler:
+        profiler.enable()
+    for raw in timed:
+        call(raw)
+    if profiler:
+        profiler.disable()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    print(f"{args.endpoint}: {len(timed)} requests, {wall / len(timed) * 1000:.2f} ms wall and "
+          f"{cpu / len(timed) * 1000:.2f} ms CPU per request{' (under cProfile)' if profiler else ''}, "
+          f"{len(statements)} SQL statements per request")
+    for sql in statements:
+        print("   ", sql[:160])
+    if profiler:
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.cprofile)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""Reference data is cached per process, and every committed change is seen by the next request (refcache)."""
+
+import pytest
+from django.db import connection, transaction
+
+from apps.channels.models import BankCode
+from apps.common.refcache import refcache_get
+from apps.currencies.models import Currency
+from apps.merchants.models import MerchantKey, Product
+from tests.helpers import assert_error, assert_ok, signed_post
+
+PAY = "/openapi/v1/pay/create"
+PAYOUT = "/openapi/v1/payout/create"
+
+
+def generation() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT value FROM common_referencegeneration WHERE id = 1")
+        return cursor.fetchone()[0]
+
+
+def pay_body(n: int, **overrides) -> dict:
+    return {"mch_order_no": f"rc{n}", "product_code": "PHP_COLLECT_D1", "amount": 10000, "currency": "PHP",
+            **overrides}
+
+
+def payout_body(n: int, **overrides) -> dict:
+    return {"mch_order_no": f"rp{n}", "product_code": "PHP_PAYOUT", "amount": 10000, "currency": "PHP",
+            "payee_name": "Juan Dela Cruz", "payee_account": f"12345{n}", "bank_code": "BDO", **overrides}
+
+
+@pytest.mark.django_db(transaction=True)  # autocommit, as served: no savepoint around the INSERT
+def test_a_warm_pay_create_reads_only_the_generation_and_inserts(client, merchant, django_assert_num_queries):
+    assert_ok(signed_post(client, merchant, PAY, pay_body(1)))
+    with django_assert_num_queries(2):  # the reference generation, then the INSERT
+        assert_ok(signed_post(client, merchant, PAY, pay_body(2)))
+
+
+@pytest.mark.django_db
+def test_queryset_updates_of_reference_rows_are_seen_by_the_next_request(client, merchant):
+    assert_ok(signed_post(client, merchant, PAY, pay_body(1)))  # warms keys, currency, channel, product
+
+    Product.objects.filter(code="PHP_COLLECT_D1").update(min_amount=50000)  # no signal: only the trigger
+    assert_error(signed_post(client, merchant, PAY, pay_body(2)), "1003", 422)
+
+    Currency.objects.filter(code="PHP").update(active=False)
+    assert_error(signed_post(client, merchant, PAY, pay_body(3)), "1001", 422)
+
+
+@pytest.mark.django_db
+def test_a_key_revoked_by_raw_sql_refuses_the_next_request(client, merchant):
+    assert_ok(signed_post(client, merchant, "/openapi/v1/balance", {"currency": "PHP"}))
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {MerchantKey._meta.db_table} SET revoked_at = now()")
+    assert_error(signed_post(client, merchant, "/openapi/v1/balance", {"currency": "PHP"}), "1104", 401)
+
+
+@pytest.mark.django_db
+def test_a_bank_code_deactivated_is_2006_on_the_next_payout(client, merchant):
+    from apps.ledger.services import balance_adjust
+
+    balance_adjust(merchant_no=merchant.merchant_no, currency="PHP", amount=10**7, reason="test")
+    assert_ok(signed_post(client, merchant, PAYOUT, payout_body(1)))
+    BankCode.objects.filter(currency_id="PHP", code="BDO").update(is_active=False)
+    assert_error(signed_post(client, merchant, PAYOUT, payout_body(2)), "2006", 422)
+
+
+@pytest.mark.django_db
+def test_every_reference_write_bumps_the_generation_and_other_writes_do_not(merchant):
+    before = generation()
+    Product.objects.filter(code="NO-SUCH-PRODUCT").update(min_amount=1)  # a statement, even of zero rows
+    after_product = generation()
+    assert after_product != before
+    from apps.ledger.services import balance_adjust
+
+    balance_adjust(merchant_no=merchant.merchant_no, currency="PHP", amount=100, reason="test")  # money only
+    assert generation() == after_product
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_generation_is_never_handed_out_again(bootstrapped):
+    before = generation()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        Currency.objects.filter(code="PHP").update(active=True)
+        rolled_back = generation()
+        raise RuntimeError("roll back")
+    assert generation() == before
+    Currency.objects.filter(code="PHP").update(active=True)
+    assert generation() not in (before, rolled_back)
+
+
+@pytest.mark.django_db
+def test_outside_a_request_each_lookup_checks_the_generation(bootstrapped):
+    loads = []
+
+    def load():
+        loads.append(1)
+        return Currency.objects.get(code="PHP").active
+
+    assert refcache_get(("test", "PHP"), load) is True
+    assert refcache_get(("test", "PHP"), load) is True
+    assert len(loads) == 1  # cached
+    Currency.objects.filter(code="PHP").update(name="Philippine peso")
+    refcache_get(("test", "PHP"), load)
+    assert len(loads) == 2  # the generation moved: loaded again
