@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from apps.common import audit
@@ -72,15 +72,24 @@ def lock_posting_accounts(*, currency: str, owners: set[tuple[int | None, str]])
 
     A fixed lock order means two postings never wait on each other in a cycle.
     """
-    condition = Q()
     for merchant_id, kind in owners:
         if (merchant_id is None) == (kind in MERCHANT_KINDS):
             raise LedgerError(f"account kind {kind} does not belong to {'a merchant' if merchant_id else 'the platform'}")
-        condition |= Q(merchant_id=merchant_id, kind=kind)
+    # Written out rather than built from Q objects: this runs on every balance movement, under contention.
+    pairs, params = [], [currency]
+    for merchant_id, kind in sorted(owners, key=lambda owner: (owner[0] or 0, owner[1])):
+        if merchant_id is None:
+            pairs.append("(merchant_id IS NULL AND kind = %s)")
+            params.append(kind)
+        else:
+            pairs.append("(merchant_id = %s AND kind = %s)")
+            params += [merchant_id, kind]
+    lock = " FOR UPDATE" if transaction.get_connection().features.has_select_for_update else ""
+    sql = (f"SELECT * FROM {LedgerAccount._meta.db_table} WHERE currency_id = %s AND ({' OR '.join(pairs)})"
+           f" ORDER BY id{lock}")
 
     def fetch() -> dict[tuple, LedgerAccount]:
-        rows = LedgerAccount.objects.select_for_update().filter(condition, currency_id=currency).order_by("pk")
-        return {(account.merchant_id, account.kind): account for account in rows}
+        return {(account.merchant_id, account.kind): account for account in LedgerAccount.objects.raw(sql, params)}
 
     locked = fetch()
     missing = owners - locked.keys()

@@ -3,7 +3,7 @@
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Q
+from django.db import connection
 from django.utils import timezone
 
 from apps.common.models import AuditLog
@@ -68,16 +68,34 @@ def payout_risk_reasons(*, merchant_id: int, currency, amount: int, payee_accoun
     if amount >= review_threshold:
         reasons.append(f"Amount {format_minor(amount, currency)} is at or above the merchant's review threshold "
                        f"{format_minor(review_threshold, currency)}.")
-    listed = (DenyListedAccount.objects.filter(payee_account=payee_account, is_active=True)
-              .filter(Q(currency__isnull=True) | Q(currency_id=currency.code)).first())
-    if listed:
-        reasons.append(f"Payee account is on the deny list: {listed.reason}")
+    listed_reason, earlier = _payee_account_history(merchant_id=merchant_id, currency=currency.code,
+                                                    payee_account=payee_account,
+                                                    since=timezone.now() - timedelta(hours=24))
+    if listed_reason is not None:
+        reasons.append(f"Payee account is on the deny list: {listed_reason}")
     limit = settings.PAYOUT_VELOCITY_LIMIT
-    earlier = Payout.objects.filter(merchant_id=merchant_id, payee_account=payee_account,
-                                    created_at__gte=timezone.now() - timedelta(hours=24)).count()
     if earlier >= limit:
         reasons.append(f"Payout number {earlier + 1} to this payee account within 24 h (more than {limit}).")
     return reasons
+
+
+# Both risk reads in one round trip, written out: it runs inside every payout create transaction.
+_PAYEE_ACCOUNT_HISTORY_SQL = f"""
+SELECT (SELECT reason FROM {DenyListedAccount._meta.db_table}
+         WHERE payee_account = %s AND is_active = %s AND (currency_id IS NULL OR currency_id = %s)
+         ORDER BY id LIMIT 1),
+       (SELECT COUNT(*) FROM {Payout._meta.db_table}
+         WHERE merchant_id = %s AND payee_account = %s AND created_at >= %s)
+"""
+
+
+def _payee_account_history(*, merchant_id: int, currency: str, payee_account: str,
+                           since: datetime) -> tuple[str | None, int]:
+    """(the reason of an active deny-list entry for the account, or None; the merchant's payouts to it since)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_PAYEE_ACCOUNT_HISTORY_SQL, [payee_account, True, currency, merchant_id, payee_account, since])
+        listed_reason, earlier = cursor.fetchone()
+    return listed_reason, earlier
 
 
 def payout_decisions(payout: Payout) -> list[AuditLog]:
