@@ -6,8 +6,11 @@ SNI and certificate verification keep the hostname, so DNS rebinding between che
 reach an internal address. Environment proxies are ignored (they would bypass the check).
 """
 
+import heapq
 import ipaddress
+import itertools
 import json
+import os
 import socket
 import threading
 import time
@@ -94,9 +97,12 @@ class _PinnedConnectionMixin:
                     (sockaddr[0], self.port), self.timeout, source_address=self.source_address,
                     socket_options=self.socket_options,
                 )
-                sockets = getattr(_attempt, "sockets", None)
-                if sockets is not None:
-                    sockets.append(sock)
+                attempt = getattr(_attempt, "current", None)
+                if attempt is not None:
+                    with attempt.lock:
+                        attempt.sockets.append(sock)
+                    if attempt.expired:  # opened after the deadline passed: cut it too
+                        attempt.cut()
                 return sock
             except TimeoutError as exc:
                 raise ConnectTimeoutError(self, f"Connection to {self.host} timed out "
@@ -143,38 +149,94 @@ def check_url(url: str) -> None:
         raise CallbackUrlRefused("callback URL must not carry credentials")
 
 
-def post_callback(url: str, body: dict) -> PostResult:
-    """POST body as JSON; never follows redirects; settings.CALLBACK_TIMEOUT_SECONDS bounds the whole attempt."""
-    started = time.monotonic()
-    timeout = settings.CALLBACK_TIMEOUT_SECONDS
-    # Socket timeouts bound each read, not the attempt: an endpoint dripping its reply a byte at a time would
-    # hold the worker for hours. At the deadline a watchdog shuts the attempt's sockets (docs/faults.md, drill 4).
-    expired = threading.Event()
+class _Attempt:
+    """One attempt's deadline and the sockets it opened, so the watchdog can cut them at the deadline."""
 
-    def done(status=None, reply="", error="") -> PostResult:
-        if expired.is_set():
-            error = f"timeout after {timeout:g} s: the reply did not complete in time"
-        return PostResult(status, _excerpt(reply), error, int((time.monotonic() - started) * 1000))
+    __slots__ = ("deadline", "sockets", "expired", "finished", "lock")
 
-    sockets: list[socket.socket] = []
+    def __init__(self, deadline: float):
+        self.deadline = deadline
+        self.sockets: list[socket.socket] = []
+        self.expired = False
+        self.finished = False
+        self.lock = threading.Lock()
 
-    def cut() -> None:
-        expired.set()
-        for sock in list(sockets):
+    def cut(self) -> None:
+        with self.lock:
+            if self.finished:
+                return
+            self.expired = True
+            sockets = list(self.sockets)
+        for sock in sockets:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
 
-    _attempt.sockets = sockets
-    watchdog = threading.Timer(timeout, cut)
-    watchdog.daemon = True
-    watchdog.start()
+    def finish(self) -> None:
+        with self.lock:
+            self.finished = True
+
+
+class _Watchdog:
+    """One thread per process that cuts every attempt at its deadline (a timer thread per attempt cost more than
+    the rest of the attempt's own work once a worker delivered dozens per second)."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, _Attempt]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, attempt: _Attempt) -> None:
+        with self._cond:
+            heapq.heappush(self._heap, (attempt.deadline, next(self._order), attempt))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="callback-watchdog", daemon=True)
+                self._thread.start()
+            if self._heap[0][2] is attempt:
+                self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            due: list[_Attempt] = []
+            with self._cond:
+                while not due:
+                    now = time.monotonic()
+                    while self._heap and (self._heap[0][2].finished or self._heap[0][0] <= now):
+                        attempt = heapq.heappop(self._heap)[2]
+                        if not attempt.finished:
+                            due.append(attempt)
+                    if not due:
+                        self._cond.wait(self._heap[0][0] - now if self._heap else None)
+            for attempt in due:
+                attempt.cut()
+
+
+_watchdog = _Watchdog()
+os.register_at_fork(after_in_child=lambda: globals().update(_watchdog=_Watchdog()))  # no thread survives a fork
+
+
+def post_callback(url: str, body: dict) -> PostResult:
+    """POST body as JSON; never follows redirects; settings.CALLBACK_TIMEOUT_SECONDS bounds the whole attempt."""
+    started = time.monotonic()
+    timeout = settings.CALLBACK_TIMEOUT_SECONDS
+    # Socket timeouts bound each read, not the attempt: an endpoint dripping its reply a byte at a time would
+    # hold the worker for hours. At the deadline the watchdog shuts the attempt's sockets (docs/faults.md, drill 4).
+    attempt = _Attempt(started + timeout)
+
+    def done(status=None, reply="", error="") -> PostResult:
+        if attempt.expired:
+            error = f"timeout after {timeout:g} s: the reply did not complete in time"
+        return PostResult(status, _excerpt(reply), error, int((time.monotonic() - started) * 1000))
+
+    _attempt.current = attempt
+    _watchdog.watch(attempt)
     try:
         return _post(url, body, timeout, done)
     finally:
-        watchdog.cancel()
-        _attempt.sockets = None
+        attempt.finish()
+        _attempt.current = None
 
 
 def _post(url: str, body: dict, timeout: float, done) -> PostResult:
