@@ -267,7 +267,9 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--worker-class", default="gthread")
+    # sync, as the Dockerfile and docker-compose serve it: each request is accepted by whichever worker is free
+    # (no keep-alive pinning a connection to a busy worker).
+    parser.add_argument("--worker-class", default="sync")
     parser.add_argument("--only", default="", help="comma-separated endpoint names to run (reference always runs)")
     parser.add_argument("--merchants", type=int, default=20)
     parser.add_argument("--bodies", type=int, default=6000)
