@@ -23,6 +23,7 @@ from apps.collection.selectors import (
     collection_order_for_merchant,
     collection_orders_due_for_release,
 )
+from apps.common.db import model_insert
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.orders import order_create_or_replay, replay_or_conflict
 from apps.ledger import services as ledger
@@ -64,13 +65,13 @@ def _collection_insert(*, merchant: Merchant, channel: Channel, product: Product
     now = timezone.now()
     scope = transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext()
     with scope:
-        return CollectionOrder.objects.create(
+        return model_insert(CollectionOrder(
             merchant=merchant, mch_order_no=request["mch_order_no"], product=product, settlement=product.settlement,
             channel=channel, currency_id=request["currency"], amount=request["amount"],
             fee=product.fee_for(request["amount"]), subject=request["subject"], return_url=request["return_url"],
             attach=request["attach"], expire_seconds=request["expire_seconds"],
             expire_at=now + timedelta(seconds=request["expire_seconds"]),
-        )
+        ))
 
 
 def collection_create(*, merchant: Merchant, mch_order_no: str, product_code: str, amount: int, currency: str,

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from apps.common.db import model_insert
 from apps.common.models import AuditLog
 
 
@@ -9,7 +10,7 @@ def record(*, actor, action: str, obj, old: dict[str, Any] | None = None, new: d
            reason: str = "", actor_label: str | None = None) -> AuditLog:
     user = actor if getattr(actor, "pk", None) else None
     label = actor_label or (user.get_username() if user else "system")
-    return AuditLog.objects.create(
+    return model_insert(AuditLog(
         actor=user,
         actor_label=label,
         action=action,
@@ -18,4 +19,4 @@ def record(*, actor, action: str, obj, old: dict[str, Any] | None = None, new: d
         old=old or {},
         new=new or {},
         reason=reason,
-    )
+    ))

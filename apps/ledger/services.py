@@ -12,6 +12,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from apps.common import audit
+from apps.common.db import model_insert
 from apps.common.errors import DomainError, ErrorCode
 from apps.ledger.models import MERCHANT_KINDS, AccountKind, Entry, Hold, LedgerAccount, Posting
 from apps.ledger.selectors import merchant_balances
@@ -194,8 +195,8 @@ def hold_place(*, merchant_id: int, currency: str, amount: int, cause: str, memo
         kind="hold.place", cause=cause, currency=currency, merchant_id=merchant_id, memo=memo,
         legs=[Leg(AccountKind.AVAILABLE, -amount, merchant_id), Leg(AccountKind.FROZEN, amount, merchant_id)],
     )
-    return Hold.objects.create(merchant_id=merchant_id, currency_id=currency, amount=amount, cause=cause,
-                               placed_by=posting)
+    return model_insert(Hold(merchant_id=merchant_id, currency_id=currency, amount=amount, cause=cause,
+                             placed_by=posting))
 
 
 def _lock_held(hold_id: int) -> Hold:

@@ -300,3 +300,22 @@ def test_checks_run_in_the_contracts_order(client, merchant, rsa_keys):
 def test_timestamp_exactly_300_seconds_off_is_accepted(client, merchant, offset):
     with time_machine.travel(time.time(), tick=False):
         assert_ok(signed_post(client, merchant, BALANCE, {}, timestamp=int(time.time()) + offset))
+
+
+def test_request_serializers_bind_their_own_field_copies_and_keep_errors_apart():
+    # RequestSerializer copies the declared fields shallowly per instance (apps/common/api/serializers.py):
+    # two requests validated side by side must not share bound fields or errors.
+    from apps.payout.api.serializers import PayoutCreateRequestSerializer
+
+    good = PayoutCreateRequestSerializer(data={"mch_order_no": "m1", "product_code": "PHP_PAYOUT", "amount": 100,
+                                               "currency": "PHP", "payee_name": "A", "payee_account": "1",
+                                               "bank_code": "BDO"})
+    bad = PayoutCreateRequestSerializer(data={"mch_order_no": "m 1", "product_code": "PHP_PAYOUT", "amount": "100",
+                                              "currency": "PHP", "payee_name": "A", "payee_account": "1",
+                                              "bank_code": "BDO"})
+    assert bad.fields["amount"] is not good.fields["amount"]
+    assert bad.fields["amount"].parent is bad and good.fields["amount"].parent is good
+    assert PayoutCreateRequestSerializer._declared_fields["amount"].parent is None  # the class's own stay unbound
+    assert not bad.is_valid() and good.is_valid(), good.errors
+    assert set(bad.errors) == {"mch_order_no", "amount"}
+    assert good.validated_data["amount"] == 100

@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from apps.collection.models import DEFAULT_EXPIRE_SECONDS, MAX_EXPIRE_SECONDS, MIN_EXPIRE_SECONDS
 from apps.common.api.fields import AmountField, OrderNoField, StrictCharField, StrictIntegerField
+from apps.common.api.serializers import RequestSerializer
 
 
 class ReturnUrlField(StrictCharField):
@@ -26,7 +27,7 @@ class ReturnUrlField(StrictCharField):
         return value
 
 
-class PayCreateRequestSerializer(serializers.Serializer):
+class PayCreateRequestSerializer(RequestSerializer):
     mch_order_no = OrderNoField()
     product_code = StrictCharField(max_length=64)
     amount = AmountField()

@@ -1,9 +1,10 @@
 from rest_framework import serializers
 
 from apps.common.api.fields import CurrencyCodeField
+from apps.common.api.serializers import RequestSerializer
 
 
-class BalanceRequestSerializer(serializers.Serializer):
+class BalanceRequestSerializer(RequestSerializer):
     currency = CurrencyCodeField(required=False, default="PHP")
 
 

@@ -3,11 +3,12 @@
 from rest_framework import serializers
 
 from apps.common.api.fields import AmountField, OrderNoField, StrictCharField, StrictRegexField
+from apps.common.api.serializers import RequestSerializer
 
 PAYEE_ACCOUNT_REGEX = r"^[A-Za-z0-9]{1,64}$"
 
 
-class PayoutCreateRequestSerializer(serializers.Serializer):
+class PayoutCreateRequestSerializer(RequestSerializer):
     mch_order_no = OrderNoField()
     # Any string: an unknown product is 1002, an unknown currency 1001, an unknown bank code 2006 (not 1000).
     product_code = StrictCharField(max_length=64)
