@@ -8,7 +8,6 @@ callback outbox and the audit row. Celery dispatch and adapter calls happen afte
 import logging
 from datetime import timedelta
 
-from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -23,6 +22,7 @@ from apps.channels.registry import payout_adapter
 from apps.channels.routing import Route, order_route
 from apps.channels.selectors import bank_code_active
 from apps.common import audit
+from apps.common.cache import cache_add_flag
 from apps.common.db import model_insert
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.orders import order_create_or_replay, replay_or_conflict
@@ -211,7 +211,7 @@ def payout_submissions_wake() -> None:
     from apps.payout.tasks import submit_approved_payouts
 
     try:
-        if cache.add(SUBMISSIONS_WAKE_KEY, 1, timeout=SUBMISSIONS_WAKE_TTL):
+        if cache_add_flag(SUBMISSIONS_WAKE_KEY, timeout=SUBMISSIONS_WAKE_TTL):
             submit_approved_payouts.delay()
     except Exception:  # noqa: BLE001 - cache or broker down: the sweeper submits the order
         logger.warning("payout submission scan not queued; the sweeper will submit")

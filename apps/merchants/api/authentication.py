@@ -11,6 +11,7 @@ from django.core.cache import cache
 from rest_framework.authentication import BaseAuthentication
 
 from apps.common import signing
+from apps.common.cache import redis_client
 from apps.common.errors import ApiError, ErrorCode
 from apps.merchants.models import App, Merchant, MerchantKey
 from apps.merchants.selectors import merchant_key_for_request, public_key_object
@@ -85,16 +86,14 @@ return 2
 
 
 @lru_cache(maxsize=8)
-def _admit_script_for(location: str):
-    return redis.Redis.from_url(location).register_script(_ADMIT_LUA)
+def _admit_script_for(client: redis.Redis):
+    return client.register_script(_ADMIT_LUA)
 
 
 def _admit_script():
-    """The Lua script on the cache's Redis (one client per location); None when the cache is not Redis."""
-    config = settings.CACHES["default"]
-    if "RedisCache" not in config["BACKEND"]:
-        return None
-    return _admit_script_for(config["LOCATION"])
+    """The Lua script on the cache's Redis (the process's one client); None when the cache is not Redis."""
+    client = redis_client()
+    return None if client is None else _admit_script_for(client)
 
 
 def request_admit(*, merchant_id: int, nonce: str) -> ErrorCode | None:
