@@ -43,6 +43,9 @@ class CallbackEvent(models.Model):
             models.Index(fields=["next_attempt_at"], condition=models.Q(status="pending"), name="callback_event_due"),
             # The bulkhead counts a merchant's leased events at every claim.
             models.Index(fields=["merchant", "locked_until"], name="callback_event_merchant_lease"),
+            # A merchant's waiting events (a draining task's next one) and queued ones (the dedup at enqueue).
+            models.Index(fields=["merchant", "next_attempt_at"], condition=models.Q(status="pending"),
+                         name="callback_event_merchant_due"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["platform_order_no", "type"], name="callback_event_unique_per_order_type")

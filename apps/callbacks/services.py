@@ -7,6 +7,7 @@ Retry delays live in the database (`next_attempt_at`), swept by `callbacks_sweep
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,6 +28,9 @@ logger = logging.getLogger(__name__)
 # Added fresh to every attempt (interface §6); a business payload may not carry them.
 SIGNING_FIELDS = ("key_version", "timestamp", "nonce", "sign_type", "sign")
 HEARTBEAT_NAME = "callbacks.sweeper"
+
+_EVENT = CallbackEvent._meta.db_table
+_ATTEMPT = CallbackAttempt._meta.db_table
 
 
 # ------------------------------------------------------------------------------------------ payloads
@@ -128,8 +132,44 @@ def callback_enqueue(*, merchant: Merchant, type: CallbackEvent.Type, platform_o
             )
     except IntegrityError:
         return CallbackEvent.objects.get(platform_order_no=platform_order_no, type=type)
-    transaction.on_commit(lambda: callback_dispatch(event_id=event.pk))
+    transaction.on_commit(lambda: callback_dispatch_new(event_id=event.pk, merchant_id=merchant.pk))
     return event
+
+
+# After commit: park the new event, i.e. leave it waiting (`dispatched_at` NULL) instead of queuing a task, when the
+# merchant already has as many tasks queued and not yet started as bulkhead slots. Each of those tasks, when it has
+# made its attempt, goes on with the merchant's waiting events (callback_deliver), and the record of that attempt runs
+# after this statement has committed (a queued task has not claimed its event yet, and an HTTP call lies between
+# claim and record); the sweeper queues any waiting event at its next run in any case.
+_PARK = f"""
+WITH queued AS (
+    SELECT count(*) AS n FROM {_EVENT}
+    WHERE merchant_id = %(merchant)s AND id <> %(event)s AND status = 'pending' AND dispatched_at > %(requeue_before)s
+      AND next_attempt_at <= %(now)s AND (locked_until IS NULL OR locked_until <= %(now)s)
+)
+UPDATE {_EVENT} e SET dispatched_at = NULL
+FROM queued
+WHERE e.id = %(event)s AND queued.n >= %(cap)s AND e.status = 'pending' AND e.dispatched_at IS NOT NULL
+  AND (e.locked_until IS NULL OR e.locked_until <= %(now)s)
+RETURNING e.id
+"""
+
+
+def callback_dispatch_new(*, event_id: int, merchant_id: int) -> bool:
+    """After the enqueueing commit: queue a delivery task, unless enough of the merchant's tasks are queued to take
+    the event on (then it is parked as waiting). Never raises: on any error the task is queued, as without parking."""
+    now = timezone.now()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(_PARK, {
+                "event": event_id, "merchant": merchant_id, "now": now,
+                "cap": settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT,
+                "requeue_before": now - timedelta(seconds=settings.CALLBACK_REDISPATCH_SECONDS)})
+            if cursor.fetchone() is not None:
+                return False
+    except Exception:  # noqa: BLE001 - the order is committed; fall back to one task per event
+        logger.exception("callback event %s: parking check failed; queuing a task", event_id)
+    return callback_dispatch(event_id=event_id)
 
 
 def callback_dispatch(*, event_id: int) -> bool:
@@ -154,6 +194,7 @@ class Claim:
     url: str
     body: dict
     manual: bool = False  # a re-send from the admin: one extra attempt, dead again if it fails
+    merchant_id: int | None = None
 
 
 def _lease_seconds() -> float:
@@ -174,8 +215,6 @@ def callback_body_sign(*, payload: dict, now: datetime, key: PlatformKey | None 
     return body, key.version
 
 
-_EVENT = CallbackEvent._meta.db_table
-_ATTEMPT = CallbackAttempt._meta.db_table
 _LOST_ERROR = "worker lost before recording the outcome (lease expired)"
 
 # Claim, step 1 (in the claim's transaction): the merchant's row lock, which makes the bulkhead's count-then-lease
@@ -225,6 +264,56 @@ UPDATE {_EVENT} SET dispatched_at = NULL
 WHERE id = %(event)s AND status = 'pending' AND (locked_until IS NULL OR locked_until <= %(now)s)
 """
 
+# The merchant's next event waiting for a task (`dispatched_at` NULL: parked at enqueue, refused by the bulkhead, or a
+# retry come due), oldest due first: the one a draining task claims next (callback_attempt_claim_next).
+_WAITING = f"""
+SELECT w.id FROM {_EVENT} w
+WHERE w.merchant_id = %(merchant)s AND w.status = 'pending' AND w.dispatched_at IS NULL
+  AND w.next_attempt_at <= %(now)s AND (w.locked_until IS NULL OR w.locked_until <= %(now)s)
+ORDER BY w.next_attempt_at, w.id LIMIT 1
+"""
+
+# Claim-next, step 1: as _CLAIM_READ, for the merchant's next waiting event. The merchant row is returned (and locked)
+# even when nothing waits, so that the caller can look again holding the lock (see callback_attempt_claim_next).
+_CLAIM_READ_NEXT = f"""
+SELECT e.id, m.id, e.type, e.payload, e.resend_requested,
+       m.collection_callback_url, m.payout_callback_url, k.version, k.private_key_encrypted
+FROM {Merchant._meta.db_table} m
+LEFT JOIN {_EVENT} e ON e.id = ({_WAITING})
+LEFT JOIN {PlatformKey._meta.db_table} k ON k.is_current
+WHERE m.id = %(merchant)s
+FOR UPDATE OF m
+"""
+
+_NOT_CLAIMED, _REFUSED = object(), object()
+
+
+def _claim_write(cursor, *, now: datetime, event_id: int, merchant_id: int, event_type: str, payload: Any,
+                 manual: bool, collection_url: str, payout_url: str, key_version: int | None,
+                 key_encrypted: Any) -> Claim | object:
+    """Claim, step 2 (merchant row locked): sign the body, then lease the event and write the attempt row."""
+    if key_version is None:
+        raise RuntimeError("no current platform key: run `manage.py bootstrap`")
+    # The merchant's URL at attempt time, not the one frozen at enqueue (a fixed URL is used at the next attempt).
+    url = collection_url if event_type == CallbackEvent.Type.COLLECTION_SUCCESS else payout_url
+    payload = json.loads(payload) if isinstance(payload, str) else payload
+    body, _ = callback_body_sign(payload=payload, now=now, key=PlatformKey(
+        version=key_version, private_key_encrypted=key_encrypted))
+    cursor.execute(_CLAIM_WRITE, {
+        "event": event_id, "merchant": merchant_id, "now": now, "url": url, "manual": manual,
+        "lease": now + timedelta(seconds=_lease_seconds()), "cap": settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT,
+        "lost": _LOST_ERROR, "key_version": key_version, "body": json.dumps(body)})
+    busy, attempt_id, number = cursor.fetchone()
+    if attempt_id is None:
+        if busy >= settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT:
+            # Bulkhead: one merchant's slow endpoint may hold at most CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT worker
+            # slots, so it cannot delay other merchants' callbacks. The event waits for a slot: the merchant's
+            # busy tasks take it when they finish an attempt (or the sweeper, after a loss).
+            cursor.execute(_REFUSE, {"event": event_id, "now": now})
+            return _REFUSED
+        return _NOT_CLAIMED  # another worker leased it first (or a re-send queued it again meanwhile)
+    return Claim(event_id, attempt_id, number, url, body, manual, merchant_id)
+
 
 @transaction.atomic(durable=True)
 def callback_attempt_claim(*, event_id: int) -> Claim | None:
@@ -236,26 +325,36 @@ def callback_attempt_claim(*, event_id: int) -> Claim | None:
         if row is None:
             return None
         merchant_id, event_type, payload, manual, collection_url, payout_url, key_version, key_encrypted = row
-        if key_version is None:
-            raise RuntimeError("no current platform key: run `manage.py bootstrap`")
-        # The merchant's URL at attempt time, not the one frozen at enqueue (a fixed URL is used at the next attempt).
-        url = collection_url if event_type == CallbackEvent.Type.COLLECTION_SUCCESS else payout_url
-        payload = json.loads(payload) if isinstance(payload, str) else payload
-        body, _ = callback_body_sign(payload=payload, now=now, key=PlatformKey(
-            version=key_version, private_key_encrypted=key_encrypted))
-        cursor.execute(_CLAIM_WRITE, {
-            "event": event_id, "merchant": merchant_id, "now": now, "url": url, "manual": manual,
-            "lease": now + timedelta(seconds=_lease_seconds()), "cap": settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT,
-            "lost": _LOST_ERROR, "key_version": key_version, "body": json.dumps(body)})
-        busy, attempt_id, number = cursor.fetchone()
-        if attempt_id is None:
-            if busy >= settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT:
-                # Bulkhead: one merchant's slow endpoint may hold at most CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT worker
-                # slots, so it cannot delay other merchants' callbacks. The event waits for a slot: the merchant's
-                # next finishing attempt hands it over (or the sweeper, after a loss).
-                cursor.execute(_REFUSE, {"event": event_id, "now": now})
-            return None  # otherwise another worker leased it first (or a re-send queued it again meanwhile)
-    return Claim(event_id, attempt_id, number, url, body, manual)
+        claim = _claim_write(cursor, now=now, event_id=event_id, merchant_id=merchant_id, event_type=event_type,
+                             payload=payload, manual=manual, collection_url=collection_url, payout_url=payout_url,
+                             key_version=key_version, key_encrypted=key_encrypted)
+    return claim if isinstance(claim, Claim) else None
+
+
+@transaction.atomic(durable=True)
+def callback_attempt_claim_next(*, merchant_id: int) -> Claim | None:
+    """Lease the merchant's next waiting event (oldest due first) and write its attempt row; None when nothing waits
+    or the bulkhead is full."""
+    now = timezone.now()
+    with connection.cursor() as cursor:
+        # The first read's snapshot may predate the merchant lock it waited for, so the event it names may have been
+        # leased meanwhile (by another of the merchant's tasks), or another one parked; look again holding the lock.
+        for _ in range(3):
+            cursor.execute(_CLAIM_READ_NEXT, {"merchant": merchant_id, "now": now})
+            row = cursor.fetchone()
+            if row is None:
+                return None  # no such merchant
+            event_id, _, event_type, payload, manual, collection_url, payout_url, key_version, key_encrypted = row
+            if event_id is None:
+                continue
+            claim = _claim_write(cursor, now=now, event_id=event_id, merchant_id=merchant_id, event_type=event_type,
+                                 payload=payload, manual=manual, collection_url=collection_url,
+                                 payout_url=payout_url, key_version=key_version, key_encrypted=key_encrypted)
+            if claim is _REFUSED:
+                return None  # the merchant's busy tasks take the waiting events when they finish
+            if isinstance(claim, Claim):
+                return claim
+    return None
 
 
 def _next_delay(*, attempts_count: int, manual: bool) -> int | None:
@@ -272,7 +371,7 @@ _EVENT_COLUMNS = [f for f in CallbackEvent._meta.concrete_fields if f.name != "p
 # event's attempts_count is still this attempt's number; otherwise our lease ran out and another worker took over:
 # it owns the event's state, and a late success only marks the event delivered. The updated event row is locked
 # by the UPDATE itself; under READ COMMITTED the CASEs are evaluated on its latest version. Also returns the
-# merchant's next event that waits for a bulkhead slot, if any (handed the slot this attempt frees).
+# merchant's next event waiting for a task, if any (the task takes it on, or hands it over at its bound).
 _RECORD = f"""
 WITH done AS (
     UPDATE {_ATTEMPT}
@@ -294,8 +393,15 @@ RETURNING {", ".join(f"e.{f.column}" for f in _EVENT_COLUMNS)},
     (SELECT w.id FROM {_EVENT} w
      WHERE w.merchant_id = e.merchant_id AND w.id <> e.id AND w.status = 'pending' AND w.dispatched_at IS NULL
        AND w.next_attempt_at <= %(now)s AND (w.locked_until IS NULL OR w.locked_until <= %(now)s)
-     ORDER BY w.next_attempt_at LIMIT 1)
+     ORDER BY w.next_attempt_at, w.id LIMIT 1)
 """
+
+
+def callback_attempt_record(*, claim: Claim, http_status: int | None, reply: str, error: str, duration_ms: int,
+                            success: bool) -> CallbackEvent:
+    """Store the outcome of a claimed attempt; schedule the next one from the end of this one, or go dead."""
+    return _record(claim=claim, http_status=http_status, reply=reply, error=error, duration_ms=duration_ms,
+                   success=success)[0]
 
 
 def _record(*, claim: Claim, http_status: int | None, reply: str, error: str, duration_ms: int,
@@ -320,29 +426,39 @@ def _record(*, claim: Claim, http_status: int | None, reply: str, error: str, du
     return event, waiting_id
 
 
-def callback_attempt_record(*, claim: Claim, http_status: int | None, reply: str, error: str, duration_ms: int,
-                            success: bool) -> CallbackEvent:
-    """Store the outcome of a claimed attempt; schedule the next one from the end of this one, or go dead."""
-    event, _ = _record(claim=claim, http_status=http_status, reply=reply, error=error, duration_ms=duration_ms,
-                       success=success)
-    return event
+def _attempt(claim: Claim) -> tuple[CallbackEvent, int | None]:
+    """POST a claimed attempt (no transaction open) and record its outcome; also the merchant's next waiting event."""
+    result = post_callback(claim.url, claim.body)
+    if not result.success:
+        logger.info("callback event %s attempt %s failed: %s", claim.event_id, claim.number, result.error)
+    return _record(claim=claim, http_status=result.http_status, reply=result.reply, error=result.error,
+                   duration_ms=result.duration_ms, success=result.success)
 
 
-def callback_deliver(*, event_id: int) -> CallbackEvent | None:
-    """One attempt at an event, if it is due and not leased by another worker. No transaction is open during
-    the HTTP call."""
+def callback_deliver(*, event_id: int, max_events: int = 1, max_seconds: float | None = None) -> CallbackEvent | None:
+    """One attempt at an event, if it is due and not leased by another worker; then, while the merchant has waiting
+    events and up to `max_events` attempts and `max_seconds` in all, attempts at those (one lease at a time, so the
+    bulkhead holds). At the bound, the merchant's next waiting event gets a task of its own. No transaction is open
+    during an HTTP call. Returns the first event (None if it could not be claimed)."""
     claim = callback_attempt_claim(event_id=event_id)
     if claim is None:
         return None
-    result = post_callback(claim.url, claim.body)
-    if not result.success:
-        logger.info("callback event %s attempt %s failed: %s", event_id, claim.number, result.error)
-    event, waiting_id = _record(claim=claim, http_status=result.http_status, reply=result.reply, error=result.error,
-                                duration_ms=result.duration_ms, success=result.success)
-    if waiting_id is not None:
-        # The slot this attempt freed goes to the merchant's next event refused by the bulkhead (no query when none).
-        _mark_and_dispatch(event_id=waiting_id, now=timezone.now())
-    return event
+    merchant_id = claim.merchant_id
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    first, waiting_id = _attempt(claim)
+    done = 1
+    while waiting_id is not None:
+        if done >= max_events or (deadline is not None and time.monotonic() >= deadline):
+            # At the bound: the task ends and the merchant's next waiting event is queued behind other merchants'
+            # tasks, so a merchant with a backlog takes turns with the others.
+            _mark_and_dispatch(event_id=waiting_id, now=timezone.now())
+            break
+        claim = callback_attempt_claim_next(merchant_id=merchant_id)
+        if claim is None:
+            break  # taken by the merchant's other tasks, or its bulkhead slots are all busy
+        _, waiting_id = _attempt(claim)
+        done += 1
+    return first
 
 
 def _due_unleased(now: datetime):
