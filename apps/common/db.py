@@ -4,7 +4,7 @@
 CPU than the rest of the request's database work. This does what Django's insert compiler does (each field's
 `pre_save(add=True)` then `get_db_prep_save`), so defaults, auto_now_add and JSON adapt the same way, and sends
 pre_save/post_save (created=True) as save() does when anything listens. Not for models with parents
-(multi-table inheritance) or a primary key the caller sets.
+(multi-table inheritance).
 """
 
 from functools import lru_cache
@@ -14,10 +14,10 @@ from django.db.models import Model, signals
 
 
 @lru_cache(maxsize=32)
-def _insert_sql(model: type[Model], alias: str) -> tuple[str, tuple, bool]:
+def _insert_sql(model: type[Model], alias: str, with_pk: bool) -> tuple[str, tuple, bool]:
     connection = connections[alias]
     meta = model._meta
-    fields = tuple(field for field in meta.local_concrete_fields if field is not meta.auto_field)
+    fields = tuple(field for field in meta.local_concrete_fields if with_pk or field is not meta.auto_field)
     quote = connection.ops.quote_name
     returning = connection.features.can_return_columns_from_insert
     sql = (f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(field.column) for field in fields)}) "
@@ -27,10 +27,10 @@ def _insert_sql(model: type[Model], alias: str) -> tuple[str, tuple, bool]:
 
 
 def model_insert(instance: Model) -> Model:
-    """INSERT `instance` (not saved before) and set its primary key; returns it."""
+    """INSERT `instance` (not saved before) and set its primary key (or insert the one it was given); returns it."""
     connection = transaction.get_connection()
     model = type(instance)
-    sql, fields, returning = _insert_sql(model, connection.alias)
+    sql, fields, returning = _insert_sql(model, connection.alias, instance.pk is not None)
     if signals.pre_save.has_listeners(model):
         signals.pre_save.send(sender=model, instance=instance, raw=False, using=connection.alias, update_fields=None)
     params = [field.get_db_prep_save(field.pre_save(instance, True), connection=connection) for field in fields]

@@ -189,14 +189,27 @@ def _write_orm(posting: Posting, entries: list[Entry], deltas: dict[int, int]) -
         LedgerAccount.objects.filter(pk=account_id).update(balance=F("balance") + delta, updated_at=posting.created_at)
 
 
-def hold_place(*, merchant_id: int, currency: str, amount: int, cause: str, memo: str = "") -> Hold:
-    """Move `amount` from available to frozen and record the hold; InsufficientFunds if available is short."""
+def hold_place(*, merchant_id: int, currency: str, amount: int, cause: str, memo: str = "",
+               hold_id: int | None = None) -> Hold:
+    """Move `amount` from available to frozen and record the hold (with `hold_id` if one was reserved);
+    InsufficientFunds if available is short."""
     posting = post(
         kind="hold.place", cause=cause, currency=currency, merchant_id=merchant_id, memo=memo,
         legs=[Leg(AccountKind.AVAILABLE, -amount, merchant_id), Leg(AccountKind.FROZEN, amount, merchant_id)],
     )
-    return model_insert(Hold(merchant_id=merchant_id, currency_id=currency, amount=amount, cause=cause,
+    return model_insert(Hold(pk=hold_id, merchant_id=merchant_id, currency_id=currency, amount=amount, cause=cause,
                              placed_by=posting))
+
+
+def hold_id_reserve() -> int | None:
+    """The id of a hold not placed yet, taken from its sequence (PostgreSQL; None elsewhere), so that rows naming
+    the hold can be written before the freeze locks the merchant's balance (foreign keys are checked at COMMIT)."""
+    connection = transaction.get_connection()
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, 'id'))", [Hold._meta.db_table])
+        return cursor.fetchone()[0]
 
 
 def _lock_held(hold_id: int) -> Hold:

@@ -118,23 +118,38 @@ def _payout_insert(*, merchant: Merchant, mch_order_no: str, product: Product, c
     payout = Payout(merchant=merchant, mch_order_no=mch_order_no, product=product, currency=currency,
                     channel=channel, amount=amount, fee=fee, payee_name=payee_name, payee_account=payee_account,
                     bank_code=bank_code, attach=attach)
-    # Creates to one payee account queue here, so the velocity count sees every earlier one; this is before the
-    # balance lock, which is held only for the freeze and the inserts below.
+    # Creates to one payee account queue here, so the velocity count sees every earlier one.
     _lock_payee_account(merchant_id=merchant.pk, payee_account=payee_account)
     reasons = payout_risk_reasons(merchant_id=merchant.pk, currency=currency, amount=amount,
                                   payee_account=payee_account, review_threshold=review_threshold)
-    # The freeze locks the merchant's available row: concurrent creates of this merchant and currency queue
-    # here, so the balance check sees every earlier order. Short → 2003, no order.
-    payout.hold = ledger.hold_place(merchant_id=merchant.pk, currency=currency.code, amount=amount + fee,
-                                    cause=payout.platform_order_no, memo=f"payout {mch_order_no}")
     payout.review_required = bool(reasons)
     payout.risk_reasons = reasons
     payout.status = Payout.Status.FROZEN if reasons else Payout.Status.APPROVED
-    model_insert(payout)
-    audit.record(actor=None, actor_label=merchant.merchant_no, action="payout.create", obj=payout,
-                 new={"status": payout.status, "amount": amount, "fee": fee, "currency": currency.code,
-                      "payee_account": payout.masked_payee_account, "bank_code": bank_code,
-                      "risk_reasons": reasons})
+
+    def freeze(hold_id: int | None = None):
+        # Locks the merchant's available row until COMMIT: concurrent creates of this merchant and currency queue
+        # here, so the balance check sees every earlier order. Short → 2003, and the whole transaction (order
+        # row included) rolls back.
+        return ledger.hold_place(merchant_id=merchant.pk, currency=currency.code, amount=amount + fee,
+                                 cause=payout.platform_order_no, memo=f"payout {mch_order_no}", hold_id=hold_id)
+
+    def record() -> None:
+        model_insert(payout)
+        audit.record(actor=None, actor_label=merchant.merchant_no, action="payout.create", obj=payout,
+                     new={"status": payout.status, "amount": amount, "fee": fee, "currency": currency.code,
+                          "payee_account": payout.masked_payee_account, "bank_code": bank_code,
+                          "risk_reasons": reasons})
+
+    # With the hold's id reserved, the order and its audit row are written first and the freeze comes last, so
+    # one merchant's creates hold its balance lock only for the freeze and COMMIT (PostgreSQL). Otherwise
+    # (SQLite) the freeze comes first.
+    payout.hold_id = ledger.hold_id_reserve()
+    if payout.hold_id is None:
+        payout.hold = freeze()
+        record()
+    else:
+        record()
+        freeze(hold_id=payout.hold_id)
     logger.info("payout %s created %s: %s %s to %s", payout.platform_order_no, payout.status, amount, currency.code,
                 payout.masked_payee_account)
     if payout.status == Payout.Status.APPROVED:
