@@ -158,6 +158,8 @@ RETURNING e.id
 def callback_dispatch_new(*, event_id: int, merchant_id: int) -> bool:
     """After the enqueueing commit: queue a delivery task, unless enough of the merchant's tasks are queued to take
     the event on (then it is parked as waiting). Never raises: on any error the task is queued, as without parking."""
+    if connection.vendor != "postgresql":
+        return callback_dispatch(event_id=event_id)  # the portable path does not park (apps.callbacks.portable)
     now = timezone.now()
     try:
         with connection.cursor() as cursor:
@@ -439,7 +441,12 @@ def callback_deliver(*, event_id: int, max_events: int = 1, max_seconds: float |
     """One attempt at an event, if it is due and not leased by another worker; then, while the merchant has waiting
     events and up to `max_events` attempts and `max_seconds` in all, attempts at those (one lease at a time, so the
     bulkhead holds). At the bound, the merchant's next waiting event gets a task of its own. No transaction is open
-    during an HTTP call. Returns the first event (None if it could not be claimed)."""
+    during an HTTP call. Returns the first event (None if it could not be claimed). Not on PostgreSQL (SQLite, the
+    embedded default): one attempt through the ORM (apps.callbacks.portable)."""
+    if connection.vendor != "postgresql":
+        from apps.callbacks.portable import callback_deliver_portable
+
+        return callback_deliver_portable(event_id=event_id)
     claim = callback_attempt_claim(event_id=event_id)
     if claim is None:
         return None
