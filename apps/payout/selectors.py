@@ -93,7 +93,8 @@ def _payee_account_history(*, merchant_id: int, currency: str, payee_account: st
                            since: datetime) -> tuple[str | None, int]:
     """(the reason of an active deny-list entry for the account, or None; the merchant's payouts to it since)."""
     with connection.cursor() as cursor:
-        cursor.execute(_PAYEE_ACCOUNT_HISTORY_SQL, [payee_account, True, currency, merchant_id, payee_account, since])
+        cursor.execute(_PAYEE_ACCOUNT_HISTORY_SQL, [payee_account, True, currency, merchant_id, payee_account,
+                                                    connection.ops.adapt_datetimefield_value(since)])
         listed_reason, earlier = cursor.fetchone()
     return listed_reason, earlier
 
