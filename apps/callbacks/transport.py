@@ -19,10 +19,14 @@ from urllib.parse import urlsplit
 
 import requests
 from django.conf import settings
-from requests.adapters import HTTPAdapter
+from requests.utils import DEFAULT_CA_BUNDLE_PATH, get_encoding_from_headers
+from urllib3 import exceptions as urllib3_exceptions
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+from urllib3.exceptions import (ClosedPoolError, ConnectTimeoutError, LocationValueError, MaxRetryError,
+                                NameResolutionError, NewConnectionError, ProtocolError, ReadTimeoutError,
+                                ResponseError)
+from urllib3.util import Retry, Timeout
 from urllib3.util import connection as urllib3_connection
 
 # Enough to see "success" and to keep an excerpt; a larger reply is not "success" anyway.
@@ -128,10 +132,8 @@ class _PinnedHTTPSPool(HTTPSConnectionPool):
     ConnectionCls = _PinnedHTTPSConnection
 
 
-class _PinnedAdapter(HTTPAdapter):
-    def init_poolmanager(self, *args, **kwargs) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": _PinnedHTTPPool, "https": _PinnedHTTPSPool}
+# What requests' HTTPAdapter(max_retries=0) uses: no retry of any kind, a read error raised as it is.
+_NO_RETRIES = Retry(0, read=False)
 
 
 def _excerpt(text: str) -> str:
@@ -239,40 +241,105 @@ def post_callback(url: str, body: dict) -> PostResult:
         _attempt.current = None
 
 
+def _send(parsed, path_url: str, data: bytes, timeout: float):
+    """urllib3 directly, exactly as requests' HTTPAdapter.send(stream=True, verify=True, proxies={}) with
+    max_retries=0 would send it, urllib3 errors mapped to the same requests exceptions; without building a
+    PreparedRequest, a PoolManager and a Response per attempt. Returns the pool and the (unread) response."""
+    # As PoolManager.connection_from_host: port defaults by scheme; only https gets the TLS settings.
+    try:
+        scheme, host, port = parsed.scheme.lower(), parsed.hostname, parsed.port
+    except ValueError as exc:
+        raise requests.exceptions.InvalidURL(exc) from exc
+    try:
+        if not host:
+            raise LocationValueError("No host specified.")
+        if scheme == "https":
+            # As HTTPAdapter.cert_verify with verify=True: certificate required, certifi's CA bundle.
+            if not os.path.exists(DEFAULT_CA_BUNDLE_PATH):
+                raise OSError(f"Could not find a suitable TLS CA certificate bundle, invalid path: "
+                              f"{DEFAULT_CA_BUNDLE_PATH}")
+            pool = _PinnedHTTPSPool(host, port or 443, maxsize=1, block=False, cert_reqs="CERT_REQUIRED",
+                                    ca_certs=DEFAULT_CA_BUNDLE_PATH)
+        else:
+            pool = _PinnedHTTPPool(host, port or 80, maxsize=1, block=False)
+    except LocationValueError as exc:
+        raise requests.exceptions.InvalidURL(exc) from exc
+    headers = {"Content-Type": "application/json; charset=utf-8", "User-Agent": "payments-callback/1",
+               "Content-Length": str(len(data))}
+    try:
+        try:
+            response = pool.urlopen("POST", path_url, body=data, headers=headers, redirect=False,
+                                    assert_same_host=False, preload_content=False, decode_content=False,
+                                    retries=_NO_RETRIES, timeout=Timeout(connect=timeout, read=timeout),
+                                    chunked=False)
+        except (ProtocolError, OSError) as err:
+            raise requests.exceptions.ConnectionError(err) from err
+        except MaxRetryError as e:
+            if isinstance(e.reason, ConnectTimeoutError) and not isinstance(e.reason, NewConnectionError):
+                raise requests.exceptions.ConnectTimeout(e) from e
+            if isinstance(e.reason, ResponseError):
+                raise requests.exceptions.RetryError(e) from e
+            if isinstance(e.reason, urllib3_exceptions.ProxyError):
+                raise requests.exceptions.ProxyError(e) from e
+            if isinstance(e.reason, urllib3_exceptions.SSLError):
+                raise requests.exceptions.SSLError(e) from e
+            raise requests.exceptions.ConnectionError(e) from e
+        except ClosedPoolError as e:
+            raise requests.exceptions.ConnectionError(e) from e
+        except urllib3_exceptions.ProxyError as e:
+            raise requests.exceptions.ProxyError(e) from e
+        except (urllib3_exceptions.SSLError, urllib3_exceptions.HTTPError) as e:
+            if isinstance(e, urllib3_exceptions.SSLError):
+                raise requests.exceptions.SSLError(e) from e
+            if isinstance(e, ReadTimeoutError):
+                raise requests.exceptions.ReadTimeout(e) from e
+            if isinstance(e, urllib3_exceptions.InvalidHeader):
+                raise requests.exceptions.InvalidHeader(e) from e
+            raise
+    except BaseException:
+        pool.close()
+        raise
+    return pool, response
+
+
 def _post(url: str, body: dict, timeout: float, done) -> PostResult:
     try:
         check_url(url)
     except CallbackUrlRefused as exc:
         return done(error=str(exc))
     data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    request = requests.Request("POST", url, data=data, headers={
-        "Content-Type": "application/json; charset=utf-8", "User-Agent": "payments-callback/1"}).prepare()
-    # The adapter directly, not a Session: no redirect handling at all (not even reading a redirect's body),
-    # no environment proxies or netrc (a proxy would bypass the address check).
-    adapter = _PinnedAdapter(max_retries=0)
+    # requests' URL preparation (IDNA host, requoting, its errors), without the rest of a PreparedRequest.
+    prepared = requests.PreparedRequest()
+    prepared.prepare_url(url, None)
+    # No Session and no PoolManager: no redirect handling at all (not even reading a redirect's body), no
+    # environment proxies or netrc (a proxy would bypass the address check).
+    pool = None
     try:
         try:
-            response = adapter.send(request, stream=True, timeout=(timeout, timeout), verify=True, proxies={})
+            pool, response = _send(urlsplit(prepared.url), prepared.path_url, data, timeout)
         except CallbackUrlRefused as exc:
             return done(error=str(exc))
         except requests.Timeout as exc:
             return done(error=f"timeout after {timeout:g} s: {type(exc).__name__}")
         except requests.RequestException as exc:
             return done(error=f"{type(exc).__name__}: {exc}"[:1000])
+        status = response.status
         try:
-            raw = response.raw.read(MAX_REPLY_BYTES, decode_content=True) or b""
+            raw = response.read(MAX_REPLY_BYTES, decode_content=True) or b""
         except Exception as exc:  # noqa: BLE001 - a reply cut off or stalled mid-body is a failure
-            return done(status=response.status_code, error=f"reading the reply failed: {type(exc).__name__}")
+            return done(status=status, error=f"reading the reply failed: {type(exc).__name__}")
         finally:
             response.close()
+            response.release_conn()
     finally:
-        adapter.close()
-    reply = raw.decode(response.encoding or "utf-8", errors="replace")
+        if pool is not None:
+            pool.close()
+    reply = raw.decode(get_encoding_from_headers(response.headers) or "utf-8", errors="replace")
     error = ""
-    if 300 <= response.status_code < 400:
+    if 300 <= status < 400:
         error = f"redirect to {response.headers.get('Location', '?')!r} not followed"
-    elif response.status_code != 200:
-        error = f"HTTP {response.status_code}"
+    elif status != 200:
+        error = f"HTTP {status}"
     elif reply.strip() != "success":
         error = "reply is not 'success'"
-    return done(status=response.status_code, reply=reply, error=error)
+    return done(status=status, reply=reply, error=error)
