@@ -60,10 +60,6 @@ def refcache_get(key: Hashable, load: Callable[[], T | None]) -> T | None:
     return value
 
 
-def refcache_clear() -> None:
-    _entries.clear()
-
-
 class ReferenceScopeMiddleware:
     """One generation read per request, on the first cached lookup; none for requests that make none."""
 

@@ -19,8 +19,8 @@ def unix(value: datetime | None) -> int | None:
 def payout_for_merchant(*, merchant_id: int, platform_order_no: str | None = None,
                         mch_order_no: str | None = None) -> Payout | None:
     """One of the merchant's payouts; platform_order_no wins when both are given (interface §4.6)."""
-    return order_lookup(Payout.objects.filter(merchant_id=merchant_id), platform_order_no=platform_order_no,
-                        mch_order_no=mch_order_no)
+    return order_lookup(Payout.objects.select_related("product").filter(merchant_id=merchant_id),
+                        platform_order_no=platform_order_no, mch_order_no=mch_order_no)
 
 
 def payout_create_data(payout: Payout) -> dict:

@@ -30,7 +30,7 @@ from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
 from apps.merchants.models import Merchant, Product
 from apps.payout.models import Payout, mask_account
-from apps.payout.selectors import payout_risk_reasons
+from apps.payout.selectors import payout_for_merchant, payout_risk_reasons
 
 logger = logging.getLogger(__name__)
 
@@ -89,8 +89,7 @@ def payout_create(*, merchant: Merchant, mch_order_no: str, product_code: str, a
                               payee_name=payee_name, payee_account=payee_account, bank_code=bank_code, attach=attach)
 
     return order_create_or_replay(
-        lookup=lambda: Payout.objects.select_related("product").filter(merchant=merchant,
-                                                                       mch_order_no=mch_order_no).first(),
+        lookup=lambda: payout_for_merchant(merchant_id=merchant.pk, mch_order_no=mch_order_no),
         replay=lambda existing: _replay(existing, request), check=check, insert=insert)
 
 
