@@ -15,6 +15,7 @@ import os
 import pstats
 import secrets
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 SCENARIOS = {
+    "reference": ("/bench/reference", lambda run, i: {"mch_order_no": f"rf{run}{i}", "amount": 10000}),
     "balance": ("/openapi/v1/balance", lambda run, i: {"currency": "PHP"}),
     "pay/create": ("/openapi/v1/pay/create", lambda run, i: {
         "mch_order_no": f"pc{run}{i}", "product_code": "PHP_COLLECT_D1", "amount": 10000 + i % 500,
@@ -48,7 +50,8 @@ def main() -> None:
         "REDIS_URL": "redis://127.0.0.1:6379/5", "SECRET_KEY": secrets.token_urlsafe(50),
         "PLATFORM_KEY_ENCRYPTION_KEY": Fernet.generate_key().decode(), "ALLOWED_HOSTS": "127.0.0.1",
         "API_ROOT": "http://127.0.0.1:8000", "CONN_MAX_AGE": "600", "LOG_LEVEL": "WARNING",
-        "RATE_LIMIT_PER_SECOND": "1000000",
+        "RATE_LIMIT_PER_SECOND": "1000000", "BENCHMARK_REFERENCE_ENDPOINT": "true",
+        "BENCHMARK_REFERENCE_PUBLIC_KEY": str(Path(tempfile.mkdtemp()) / "reference_public.pem"),
     })
     from bench.run import recreate_database
 
@@ -73,6 +76,7 @@ def main() -> None:
     created = merchant_create(name="Profile", public_key_pem=signing.public_key_to_pem(private_key.public_key()),
                               currencies=["PHP"])
     merchant_no, app_id = created.merchant.merchant_no, created.app.app_id
+    Path(os.environ["BENCHMARK_REFERENCE_PUBLIC_KEY"]).write_text(signing.public_key_to_pem(private_key.public_key()))
     balance_adjust(merchant_no=merchant_no, currency="PHP", amount=10**13, reason="profile top-up")
 
     path, business = SCENARIOS[args.endpoint]

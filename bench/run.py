@@ -277,7 +277,7 @@ def main() -> None:
     parser.add_argument("--worker-class", default="sync")
     parser.add_argument("--only", default="", help="comma-separated endpoint names to run (reference always runs)")
     parser.add_argument("--merchants", type=int, default=20)
-    parser.add_argument("--bodies", type=int, default=6000)
+    parser.add_argument("--bodies", type=int, default=15000)
     parser.add_argument("--callback-events", type=int, default=2000)
     parser.add_argument("--skip-callbacks", action="store_true")
     parser.add_argument("--verbose", action="store_true")

@@ -25,11 +25,28 @@ _local = threading.local()
 _entries: dict[Hashable, tuple[int, object]] = {}
 
 
+_GENERATION_SQL = "SELECT value FROM common_referencegeneration WHERE id = 1"
+
+
 def _generation_read() -> int | None:
     if connection.vendor != "postgresql":
         return None
+    if connection.connection is not None and connection.health_check_enabled and not connection.health_check_done \
+            and not connection.in_atomic_block:
+        # The request's first statement doubles as Django's connection health check (CONN_HEALTH_CHECKS), which
+        # would otherwise send its own `SELECT 1` first: read on the raw connection as that check does, and on
+        # any database error close the connection so the ordinary read below reconnects.
+        try:
+            with connection.connection.cursor() as cursor:
+                cursor.execute(_GENERATION_SQL)
+                row = cursor.fetchone()
+        except connection.Database.Error:
+            connection.close()
+        else:
+            connection.health_check_done = True
+            return row[0] if row else None
     with connection.cursor() as cursor:
-        cursor.execute("SELECT value FROM common_referencegeneration WHERE id = 1")
+        cursor.execute(_GENERATION_SQL)
         row = cursor.fetchone()
     return row[0] if row else None
 

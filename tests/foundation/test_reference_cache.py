@@ -1,9 +1,11 @@
 """Reference data is cached per process, and every committed change is seen by the next request (refcache)."""
 
+import psycopg
 import pytest
 from django.db import connection, transaction
 
 from apps.channels.models import BankCode
+from apps.collection.models import CollectionOrder
 from apps.common.refcache import refcache_get
 from apps.currencies.models import Currency
 from apps.merchants.models import MerchantKey, Product
@@ -103,3 +105,44 @@ def test_outside_a_request_each_lookup_checks_the_generation(bootstrapped):
     Currency.objects.filter(code="PHP").update(name="Philippine peso")
     refcache_get(("test", "PHP"), load)
     assert len(loads) == 2  # the generation moved: loaded again
+
+
+@pytest.fixture
+def persistent_connection(monkeypatch):
+    """The connection as served (CONN_MAX_AGE > 0): kept across requests, health-checked once per request."""
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 600)
+    connection.close()
+    yield
+    connection.close()
+
+
+def _request_starts() -> None:
+    """What Django does for every connection when a request starts (the test client skips it)."""
+    connection.close_if_unusable_or_obsolete()
+
+
+@pytest.mark.django_db(transaction=True)  # autocommit, as served
+def test_the_generation_read_is_the_connection_health_check(client, merchant, persistent_connection, monkeypatch):
+    assert_ok(signed_post(client, merchant, PAY, pay_body(1)))
+    kept_pid = connection.connection.info.backend_pid
+    checks = []
+    monkeypatch.setattr(connection, "is_usable", lambda: checks.append(1) or True)
+    _request_starts()
+    assert_ok(signed_post(client, merchant, PAY, pay_body(2)))
+    assert checks == []  # no separate `SELECT 1`: the generation read was the check
+    assert connection.connection.info.backend_pid == kept_pid
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_killed_between_requests_is_replaced_and_the_request_succeeds(client, merchant,
+                                                                                  persistent_connection):
+    assert_ok(signed_post(client, merchant, PAY, pay_body(1)))
+    dead_pid = connection.connection.info.backend_pid
+    db = connection.settings_dict
+    with psycopg.connect(dbname=db["NAME"], user=db["USER"], host=db["HOST"], port=db["PORT"] or None,
+                         password=db["PASSWORD"] or None, autocommit=True) as admin:
+        assert admin.execute("SELECT pg_terminate_backend(%s)", [dead_pid]).fetchone()[0]
+    _request_starts()
+    assert_ok(signed_post(client, merchant, PAY, pay_body(2)))
+    assert connection.connection.info.backend_pid != dead_pid
+    assert CollectionOrder.objects.filter(mch_order_no__in=["rc1", "rc2"]).count() == 2
