@@ -2,12 +2,12 @@
 
 from typing import Any
 
-from apps.common.db import model_insert
+from apps.common.db import Batch, model_insert
 from apps.common.models import AuditLog
 
 
 def record(*, actor, action: str, obj, old: dict[str, Any] | None = None, new: dict[str, Any] | None = None,
-           reason: str = "", actor_label: str | None = None) -> AuditLog:
+           reason: str = "", actor_label: str | None = None, batch: Batch | None = None) -> AuditLog:
     user = actor if getattr(actor, "pk", None) else None
     label = actor_label or (user.get_username() if user else "system")
     return model_insert(AuditLog(
@@ -19,4 +19,4 @@ def record(*, actor, action: str, obj, old: dict[str, Any] | None = None, new: d
         old=old or {},
         new=new or {},
         reason=reason,
-    ))
+    ), batch=batch)

@@ -12,7 +12,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from apps.common import audit
-from apps.common.db import model_insert
+from apps.common.db import Batch, Rows, ids_reserve, model_insert
 from apps.common.errors import DomainError, ErrorCode
 from apps.ledger.models import MERCHANT_KINDS, AccountKind, Entry, Hold, LedgerAccount, Posting
 from apps.ledger.selectors import merchant_balances
@@ -68,11 +68,10 @@ def account_get_or_create(*, merchant_id: int | None, currency: str, kind: Accou
     return account
 
 
-def lock_posting_accounts(*, currency: str, owners: set[tuple[int | None, str]]) -> dict[tuple, LedgerAccount]:
-    """Lock the accounts of a posting in primary-key order (one query), creating any missing one on first use.
+_ACCOUNT_COLUMNS = ("id", "merchant_id", "currency_id", "kind", "balance")  # in field order (Model.from_db)
 
-    A fixed lock order means two postings never wait on each other in a cycle.
-    """
+
+def _lock_sql(currency: str, owners: set[tuple[int | None, str]]) -> tuple[str, list]:
     for merchant_id, kind in owners:
         if (merchant_id is None) == (kind in MERCHANT_KINDS):
             raise LedgerError(f"account kind {kind} does not belong to {'a merchant' if merchant_id else 'the platform'}")
@@ -86,24 +85,48 @@ def lock_posting_accounts(*, currency: str, owners: set[tuple[int | None, str]])
             pairs.append("(merchant_id = %s AND kind = %s)")
             params += [merchant_id, kind]
     lock = " FOR UPDATE" if transaction.get_connection().features.has_select_for_update else ""
-    sql = (f"SELECT * FROM {LedgerAccount._meta.db_table} WHERE currency_id = %s AND ({' OR '.join(pairs)})"
-           f" ORDER BY id{lock}")
+    return (f"SELECT {', '.join(_ACCOUNT_COLUMNS)} FROM {LedgerAccount._meta.db_table}"
+            f" WHERE currency_id = %s AND ({' OR '.join(pairs)}) ORDER BY id{lock}", params)
 
-    def fetch() -> dict[tuple, LedgerAccount]:
-        return {(account.merchant_id, account.kind): account for account in LedgerAccount.objects.raw(sql, params)}
 
-    locked = fetch()
+def _accounts_from(rows: Rows, into: dict[tuple, LedgerAccount]) -> None:
+    alias = transaction.get_connection().alias
+    for row in rows:
+        account = LedgerAccount.from_db(alias, _ACCOUNT_COLUMNS, row)
+        into[(account.merchant_id, account.kind)] = account
+
+
+def lock_posting_accounts(*, currency: str, owners: set[tuple[int | None, str]],
+                          batch: Batch | None = None) -> dict[tuple, LedgerAccount]:
+    """Lock the accounts of a posting in primary-key order (one query), creating any missing one on first use.
+
+    A fixed lock order means two postings never wait on each other in a cycle. With `batch`, the lock joins it
+    and the returned dict is filled when the batch runs (`post` creates and locks any account still missing).
+    """
+    sql, params = _lock_sql(currency, owners)
+    locked: dict[tuple, LedgerAccount] = {}
+    if batch is not None:
+        batch.add(sql, params, lambda rows: _accounts_from(rows, locked))
+        return locked
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(sql, params)
+        _accounts_from(cursor.fetchall(), locked)
     missing = owners - locked.keys()
     if missing:
         for merchant_id, kind in sorted(missing, key=lambda owner: (owner[0] or 0, owner[1])):
             account_get_or_create(merchant_id=merchant_id, currency=currency, kind=kind)
-        locked = fetch()
+        return lock_posting_accounts(currency=currency, owners=owners)
     return locked
 
 
 def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: int | None = None,
-         memo: str = "") -> Posting:
-    """Record one balanced posting and update the cached balances of its accounts."""
+         memo: str = "", locked: dict[tuple, LedgerAccount] | None = None, posting_id: int | None = None,
+         batch: Batch | None = None) -> Posting:
+    """Record one balanced posting and update the cached balances of its accounts.
+
+    `locked`: the legs' accounts, already locked in this transaction by `lock_posting_accounts`. `batch` (with a
+    `posting_id` reserved on PostgreSQL): the writes join it instead of running now; the balance check has been
+    made by then, and a duplicate (kind, cause) surfaces as the IntegrityError of the batch."""
     _require_transaction()
     if len(legs) < 2:
         raise UnbalancedPosting("a posting needs at least two legs")
@@ -113,7 +136,9 @@ def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: 
     if sum(leg.amount for leg in legs) != 0:
         raise UnbalancedPosting(f"legs of {kind}:{cause} sum to {sum(leg.amount for leg in legs)}, not 0")
 
-    locked = lock_posting_accounts(currency=currency, owners={(leg.merchant_id, leg.kind) for leg in legs})
+    owners = {(leg.merchant_id, leg.kind) for leg in legs}
+    if locked is None or not owners <= locked.keys():
+        locked = lock_posting_accounts(currency=currency, owners=owners)
     deltas: dict[int, int] = {}
     for leg in legs:
         account = locked[(leg.merchant_id, leg.kind)]
@@ -122,7 +147,7 @@ def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: 
         if account.merchant_id is not None and account.balance + deltas[account.pk] < 0:
             raise InsufficientFunds(account, -deltas[account.pk])
 
-    posting = Posting(kind=kind, cause=cause, currency_id=currency, merchant_id=merchant_id, memo=memo,
+    posting = Posting(pk=posting_id, kind=kind, cause=cause, currency_id=currency, merchant_id=merchant_id, memo=memo,
                       created_at=timezone.now())
     entries = [Entry(account_id=locked[(leg.merchant_id, leg.kind)].pk, currency_id=currency, amount=leg.amount)
                for leg in legs]
@@ -130,7 +155,7 @@ def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: 
     # only a bug gets here twice, and the IntegrityError aborts the caller's whole transaction.
     try:
         if transaction.get_connection().vendor == "postgresql":
-            _write_one_statement(posting, entries, deltas)
+            _write_one_statement(posting, entries, deltas, batch)
         else:
             _write_orm(posting, entries, deltas)
     except IntegrityError as exc:
@@ -148,8 +173,9 @@ def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: 
 # lock counts. The database still checks everything: the zero-sum trigger at commit, the non-negative CHECK.
 _POST_SQL = f"""
 WITH posting AS (
-    INSERT INTO {Posting._meta.db_table} (kind, cause, merchant_id, currency_id, memo, created_at)
-    VALUES (%(kind)s, %(cause)s, %(merchant_id)s, %(currency)s, %(memo)s, %(now)s) RETURNING id
+    INSERT INTO {Posting._meta.db_table} (id, kind, cause, merchant_id, currency_id, memo, created_at)
+    VALUES (COALESCE(%(id)s, nextval(pg_get_serial_sequence('{Posting._meta.db_table}', 'id'))),
+            %(kind)s, %(cause)s, %(merchant_id)s, %(currency)s, %(memo)s, %(now)s) RETURNING id
 ), entries AS (
     INSERT INTO {Entry._meta.db_table} (posting_id, account_id, currency_id, amount)
     SELECT posting.id, leg.account_id, %(currency)s, leg.amount
@@ -166,21 +192,30 @@ SELECT id FROM posting
 """
 
 
-def _write_one_statement(posting: Posting, entries: list[Entry], deltas: dict[int, int]) -> None:
+def _write_one_statement(posting: Posting, entries: list[Entry], deltas: dict[int, int],
+                         batch: Batch | None) -> None:
+    def written(rows: Rows) -> None:
+        posting.pk = rows[0][0]
+        posting._state.adding = False
+
+    params = {
+        "id": posting.pk, "kind": posting.kind, "cause": posting.cause, "merchant_id": posting.merchant_id,
+        "currency": posting.currency_id, "memo": posting.memo, "now": posting.created_at,
+        "entry_accounts": [entry.account_id for entry in entries],
+        "entry_amounts": [entry.amount for entry in entries],
+        "delta_accounts": list(deltas), "delta_amounts": list(deltas.values()),
+    }
+    if batch is not None:
+        batch.add(_POST_SQL, params, written)
+        return
     with transaction.get_connection().cursor() as cursor:
-        cursor.execute(_POST_SQL, {
-            "kind": posting.kind, "cause": posting.cause, "merchant_id": posting.merchant_id,
-            "currency": posting.currency_id, "memo": posting.memo, "now": posting.created_at,
-            "entry_accounts": [entry.account_id for entry in entries],
-            "entry_amounts": [entry.amount for entry in entries],
-            "delta_accounts": list(deltas), "delta_amounts": list(deltas.values()),
-        })
-        posting.pk = cursor.fetchone()[0]
-    posting._state.adding = False
+        cursor.execute(_POST_SQL, params)
+        written(cursor.fetchall())
 
 
-def _write_orm(posting: Posting, entries: list[Entry], deltas: dict[int, int]) -> None:
-    """The same writes through the ORM, for SQLite (the embedded development default)."""
+def _write_orm(posting: Posting, entries: list[Entry], deltas: dict[int, int], batch: Batch | None = None) -> None:
+    """The same writes through the ORM, for SQLite (the embedded development default); they run at once, even
+    when the caller batches (on SQLite a batch runs each statement as it is added anyway)."""
     posting.save(force_insert=True)
     for entry in entries:
         entry.posting = posting
@@ -190,26 +225,31 @@ def _write_orm(posting: Posting, entries: list[Entry], deltas: dict[int, int]) -
 
 
 def hold_place(*, merchant_id: int, currency: str, amount: int, cause: str, memo: str = "",
-               hold_id: int | None = None) -> Hold:
-    """Move `amount` from available to frozen and record the hold (with `hold_id` if one was reserved);
-    InsufficientFunds if available is short."""
+               locked: dict[tuple, LedgerAccount] | None = None, ids: list[int | None] | None = None,
+               batch: Batch | None = None) -> Hold:
+    """Move `amount` from available to frozen and record the hold; InsufficientFunds if available is short.
+
+    For a caller that batches its statements (payout create): `locked` from `hold_accounts_lock`, `ids` from
+    `hold_ids_reserve`, and `batch` for the writes (see `post`)."""
+    hold_id, posting_id = ids or (None, None)
     posting = post(
-        kind="hold.place", cause=cause, currency=currency, merchant_id=merchant_id, memo=memo,
+        kind="hold.place", cause=cause, currency=currency, merchant_id=merchant_id, memo=memo, locked=locked,
+        posting_id=posting_id, batch=batch,
         legs=[Leg(AccountKind.AVAILABLE, -amount, merchant_id), Leg(AccountKind.FROZEN, amount, merchant_id)],
     )
     return model_insert(Hold(pk=hold_id, merchant_id=merchant_id, currency_id=currency, amount=amount, cause=cause,
-                             placed_by=posting))
+                             placed_by_id=posting.pk), batch=batch)
 
 
-def hold_id_reserve() -> int | None:
-    """The id of a hold not placed yet, taken from its sequence (PostgreSQL; None elsewhere), so that rows naming
-    the hold can be written before the freeze locks the merchant's balance (foreign keys are checked at COMMIT)."""
-    connection = transaction.get_connection()
-    if connection.vendor != "postgresql":
-        return None
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, 'id'))", [Hold._meta.db_table])
-        return cursor.fetchone()[0]
+def hold_accounts_lock(*, merchant_id: int, currency: str, batch: Batch) -> dict[tuple, LedgerAccount]:
+    """The lock `hold_place` takes (the merchant's available and frozen accounts), joined to `batch`."""
+    return lock_posting_accounts(currency=currency, owners={(merchant_id, AccountKind.AVAILABLE),
+                                                            (merchant_id, AccountKind.FROZEN)}, batch=batch)
+
+
+def hold_ids_reserve(batch: Batch) -> list[int | None]:
+    """The ids of a hold and its posting, reserved in `batch` (PostgreSQL; None elsewhere): see `ids_reserve`."""
+    return ids_reserve(batch, Hold, Posting)
 
 
 def _lock_held(hold_id: int) -> Hold:

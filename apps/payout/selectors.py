@@ -1,11 +1,13 @@
 """Reads of payout orders: merchant-scoped lookups, the API/CLI representation, risk rules, the sweeper's lists."""
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from apps.common.db import Batch, Rows
 from apps.common.models import AuditLog
 from apps.common.orders import order_lookup
 from apps.currencies.formatting import format_minor
@@ -57,25 +59,40 @@ def payout_query_data(payout: Payout) -> dict:
     return data
 
 
-def payout_risk_reasons(*, merchant_id: int, currency, amount: int, payee_account: str,
-                        review_threshold: int) -> list[str]:
-    """Why a new payout must wait for a reviewer (contract §5); empty means it is APPROVED at once.
+@dataclass
+class PayeeAccountHistory:
+    """What the risk rules read about a payee account; filled when the batch that reads it runs."""
 
-    Called under a lock on (merchant, payee account) (payout services), so two creates to one payee account
-    count each other for the velocity rule.
-    """
+    listed_reason: str | None = None  # of an active deny-list entry for the account
+    earlier: int = 0  # the merchant's payouts to it within 24 h
+
+
+def payee_account_history(*, merchant_id: int, currency: str, payee_account: str,
+                          batch: Batch) -> PayeeAccountHistory:
+    """Both risk reads in one statement, joined to `batch`. Payout create runs it right after locking the
+    merchant's balance, so two creates to one payee account count each other for the velocity rule."""
+    history = PayeeAccountHistory()
+
+    def take(rows: Rows) -> None:
+        history.listed_reason, history.earlier = rows[0]
+
+    since = timezone.now() - timedelta(hours=24)
+    batch.add(_PAYEE_ACCOUNT_HISTORY_SQL, [payee_account, True, currency, merchant_id, payee_account,
+                                           connection.ops.adapt_datetimefield_value(since)], take)
+    return history
+
+
+def payout_risk_reasons(*, currency, amount: int, review_threshold: int, history: PayeeAccountHistory) -> list[str]:
+    """Why a new payout must wait for a reviewer (contract §5); empty means it is APPROVED at once."""
     reasons = []
     if amount >= review_threshold:
         reasons.append(f"Amount {format_minor(amount, currency)} is at or above the merchant's review threshold "
                        f"{format_minor(review_threshold, currency)}.")
-    listed_reason, earlier = _payee_account_history(merchant_id=merchant_id, currency=currency.code,
-                                                    payee_account=payee_account,
-                                                    since=timezone.now() - timedelta(hours=24))
-    if listed_reason is not None:
-        reasons.append(f"Payee account is on the deny list: {listed_reason}")
+    if history.listed_reason is not None:
+        reasons.append(f"Payee account is on the deny list: {history.listed_reason}")
     limit = settings.PAYOUT_VELOCITY_LIMIT
-    if earlier >= limit:
-        reasons.append(f"Payout number {earlier + 1} to this payee account within 24 h (more than {limit}).")
+    if history.earlier >= limit:
+        reasons.append(f"Payout number {history.earlier + 1} to this payee account within 24 h (more than {limit}).")
     return reasons
 
 
@@ -87,16 +104,6 @@ SELECT (SELECT reason FROM {DenyListedAccount._meta.db_table}
        (SELECT COUNT(*) FROM {Payout._meta.db_table}
          WHERE merchant_id = %s AND payee_account = %s AND created_at >= %s)
 """
-
-
-def _payee_account_history(*, merchant_id: int, currency: str, payee_account: str,
-                           since: datetime) -> tuple[str | None, int]:
-    """(the reason of an active deny-list entry for the account, or None; the merchant's payouts to it since)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_PAYEE_ACCOUNT_HISTORY_SQL, [payee_account, True, currency, merchant_id, payee_account,
-                                                    connection.ops.adapt_datetimefield_value(since)])
-        listed_reason, earlier = cursor.fetchone()
-    return listed_reason, earlier
 
 
 def payout_decisions(payout: Payout) -> list[AuditLog]:

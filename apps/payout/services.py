@@ -23,14 +23,14 @@ from apps.channels.routing import Route, order_route
 from apps.channels.selectors import bank_code_active
 from apps.common import audit
 from apps.common.cache import cache_add_flag
-from apps.common.db import model_insert
+from apps.common.db import Batch, ids_reserve, model_insert
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.orders import order_create_or_replay, replay_or_conflict
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
 from apps.merchants.models import Merchant, Product
 from apps.payout.models import Payout, mask_account
-from apps.payout.selectors import payout_for_merchant, payout_risk_reasons
+from apps.payout.selectors import payee_account_history, payout_for_merchant, payout_risk_reasons
 
 logger = logging.getLogger(__name__)
 
@@ -100,13 +100,11 @@ def _replay(existing: Payout, request: dict) -> Payout:
     return replay_or_conflict(existing, stored=stored, request=request)
 
 
-def _lock_payee_account(*, merchant_id: int, payee_account: str) -> None:
+def _lock_payee_account(*, merchant_id: int, payee_account: str, batch: Batch) -> None:
     """A transaction-scoped advisory lock on (merchant, payee account) on PostgreSQL; SQLite has one writer."""
-    connection = transaction.get_connection()
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                           [f"payout-payee:{merchant_id}:{payee_account}"])
+    if batch.deferred:
+        batch.add("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                  [f"payout-payee:{merchant_id}:{payee_account}"])
 
 
 @transaction.atomic(durable=True)
@@ -117,38 +115,38 @@ def _payout_insert(*, merchant: Merchant, mch_order_no: str, product: Product, c
     payout = Payout(merchant=merchant, mch_order_no=mch_order_no, product=product, currency=currency,
                     channel=channel, amount=amount, fee=fee, payee_name=payee_name, payee_account=payee_account,
                     bank_code=bank_code, attach=attach)
-    # Creates to one payee account queue here, so the velocity count sees every earlier one.
-    _lock_payee_account(merchant_id=merchant.pk, payee_account=payee_account)
-    reasons = payout_risk_reasons(merchant_id=merchant.pk, currency=currency, amount=amount,
-                                  payee_account=payee_account, review_threshold=review_threshold)
+    # Reads, in one round trip on PostgreSQL (apps/common/db.Batch: in order, each statement with its own
+    # snapshot): the payee account lock, then the merchant's balance lock (creates of this merchant and
+    # currency queue here until COMMIT, so the balance check sees every earlier order), then the risk history
+    # (it sees every earlier create to this payee account), then the ids of the rows to write.
+    reads = Batch()
+    _lock_payee_account(merchant_id=merchant.pk, payee_account=payee_account, batch=reads)
+    locked = ledger.hold_accounts_lock(merchant_id=merchant.pk, currency=currency.code, batch=reads)
+    history = payee_account_history(merchant_id=merchant.pk, currency=currency.code, payee_account=payee_account,
+                                    batch=reads)
+    hold_ids = ledger.hold_ids_reserve(reads)
+    payout_ids = ids_reserve(reads, Payout)
+    reads.run()
+    payout.pk = payout_ids[0]
+
+    reasons = payout_risk_reasons(currency=currency, amount=amount, review_threshold=review_threshold,
+                                  history=history)
     payout.review_required = bool(reasons)
     payout.risk_reasons = reasons
     payout.status = Payout.Status.FROZEN if reasons else Payout.Status.APPROVED
 
-    def freeze(hold_id: int | None = None):
-        # Locks the merchant's available row until COMMIT: concurrent creates of this merchant and currency queue
-        # here, so the balance check sees every earlier order. Short → 2003, and the whole transaction (order
-        # row included) rolls back.
-        return ledger.hold_place(merchant_id=merchant.pk, currency=currency.code, amount=amount + fee,
-                                 cause=payout.platform_order_no, memo=f"payout {mch_order_no}", hold_id=hold_id)
-
-    def record() -> None:
-        model_insert(payout)
-        audit.record(actor=None, actor_label=merchant.merchant_no, action="payout.create", obj=payout,
-                     new={"status": payout.status, "amount": amount, "fee": fee, "currency": currency.code,
-                          "payee_account": payout.masked_payee_account, "bank_code": bank_code,
-                          "risk_reasons": reasons})
-
-    # With the hold's id reserved, the order and its audit row are written first and the freeze comes last, so
-    # one merchant's creates hold its balance lock only for the freeze and COMMIT (PostgreSQL). Otherwise
-    # (SQLite) the freeze comes first.
-    payout.hold_id = ledger.hold_id_reserve()
-    if payout.hold_id is None:
-        payout.hold = freeze()
-        record()
-    else:
-        record()
-        freeze(hold_id=payout.hold_id)
+    # Writes, in a second round trip: the freeze (2003 if available is short: the whole transaction rolls back),
+    # the order and its audit row. In this order, so that on SQLite each row has the key the next one names.
+    writes = Batch()
+    payout.hold = ledger.hold_place(merchant_id=merchant.pk, currency=currency.code, amount=amount + fee,
+                                    cause=payout.platform_order_no, memo=f"payout {mch_order_no}", locked=locked,
+                                    ids=hold_ids, batch=writes)
+    model_insert(payout, batch=writes)
+    audit.record(actor=None, actor_label=merchant.merchant_no, action="payout.create", obj=payout,
+                 new={"status": payout.status, "amount": amount, "fee": fee, "currency": currency.code,
+                      "payee_account": payout.masked_payee_account, "bank_code": bank_code,
+                      "risk_reasons": reasons}, batch=writes)
+    writes.run()
     logger.info("payout %s created %s: %s %s to %s", payout.platform_order_no, payout.status, amount, currency.code,
                 payout.masked_payee_account)
     if payout.status == Payout.Status.APPROVED:

@@ -40,3 +40,15 @@ def test_concurrent_creates_with_one_number_and_different_params_make_one_order(
     assert sorted((status, body["code"]) for status, body in results) == [(200, "0")] + [(409, "2001")] * 7
     payout = Payout.objects.get(merchant=merchant.merchant, mch_order_no="RACE-DIFF")
     assert balances(merchant)["frozen"] == payout.amount + payout.fee
+
+
+def test_concurrent_creates_to_one_payee_account_approve_exactly_the_velocity_limit(merchant, settings):
+    """Each create's risk read runs after the locks the earlier creates held, so none misses another."""
+    assert settings.PAYOUT_VELOCITY_LIMIT == 5
+    fund(merchant, 1_000_000)
+    results = signed_posts_at_once(merchant, CREATE, [payout_params(payee_account="0055550001") for _ in range(12)])
+    assert {(status, body["code"]) for status, body in results} == {(200, "0")}
+    statuses = sorted(body["data"]["status"] for _, body in results)
+    assert statuses == ["APPROVED"] * 5 + ["FROZEN"] * 7
+    frozen = Payout.objects.filter(payee_account="0055550001", status="FROZEN").order_by("id")
+    assert [p.risk_reasons[0].split(" to ")[0] for p in frozen] == [f"Payout number {n}" for n in range(6, 13)]
