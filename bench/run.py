@@ -42,6 +42,14 @@ def recreate_database(admin_url: str, name: str) -> None:
 
 
 class Bench:
+    @staticmethod
+    def add_environment_arguments(parser: argparse.ArgumentParser) -> None:
+        """The options the environment is built from: PostgreSQL server, database to recreate, Redis db."""
+        parser.add_argument("--postgres",
+                            default=os.environ.get("BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432"))
+        parser.add_argument("--database", default="payments_bench")
+        parser.add_argument("--redis", default=os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/5"))
+
     def __init__(self, args):
         self.args = args
         self.workdir = Path(tempfile.mkdtemp(prefix="bench-"))
@@ -73,16 +81,20 @@ class Bench:
                              capture_output=True, text=True)
         return out.stdout
 
-    def setup_data(self) -> None:
+    def setup_database(self) -> None:
+        """A fresh database, migrated and bootstrapped; Django set up in this process with the bench environment."""
         recreate_database(self.args.postgres.rstrip("/") + "/postgres", self.args.database)
         self.manage("migrate", "--noinput")
         self.manage("createcachetable")
         self.manage("bootstrap")
-        self.manage("collectstatic", "--noinput", "-v0")
         os.environ.update(self.env)
         import django
 
         django.setup()
+
+    def setup_data(self) -> None:
+        self.setup_database()
+        self.manage("collectstatic", "--noinput", "-v0")
         from apps.common import signing
         from apps.ledger.services import balance_adjust
         from apps.merchants.services import merchant_create
@@ -229,20 +241,27 @@ class Bench:
     # ---- callbacks ---------------------------------------------------------------------------------
     def run_callbacks(self) -> dict | None:
         try:
-            from bench.callback_throughput import measure
+            import bench.callback_throughput  # noqa: F401
         except ImportError:
             return None
 
-        import redis
-
-        # The HTTP scenarios left payout submission work queued on this broker (no worker ran meanwhile); it is
-        # not callback delivery, so the worker measured here starts on an empty queue.
-        redis.Redis.from_url(self.args.redis).flushdb()
-        result = measure(env=self.env, events=self.args.callback_events, timeout=120)
+        result = self.measure_callbacks(events=self.args.callback_events, timeout=120)
         if result:
             print(f"  callback delivery (1 worker)       {result['events_per_s']:8.1f} events/s "
                   f"({result['delivered']}/{result['events']} delivered)", file=sys.stderr)
         return result
+
+    def measure_callbacks(self, *, events: int, timeout: float, concurrency: int = 16) -> dict:
+        """Callback delivery throughput of one worker process (bench/callback_throughput.py) on an empty broker."""
+        import redis
+
+        from bench.callback_throughput import measure
+
+        # The HTTP scenarios left payout submission work queued on this broker (no worker ran meanwhile), and an
+        # earlier run may have left messages naming events of a dropped database; neither is this callback
+        # delivery, so the worker measured here starts on an empty queue.
+        redis.Redis.from_url(self.args.redis).flushdb()
+        return measure(env=self.env, events=events, timeout=timeout, concurrency=concurrency)
 
     # ---- report ------------------------------------------------------------------------------------
     def report(self, callbacks: dict | None) -> None:
@@ -265,9 +284,7 @@ class Bench:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--postgres", default=os.environ.get("BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432"))
-    parser.add_argument("--database", default="payments_bench")
-    parser.add_argument("--redis", default=os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/5"))
+    Bench.add_environment_arguments(parser)
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--workers", type=int, default=4)

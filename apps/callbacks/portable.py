@@ -45,12 +45,12 @@ def callback_attempt_claim_portable(*, event_id: int):
         return None
     if event.locked_until is not None:  # the lease of a previous attempt ran out: its worker died; it counted
         CallbackAttempt.objects.filter(event=event, finished_at__isnull=True).update(
-            finished_at=now, error=services._LOST_ERROR)
+            finished_at=now, error=services.LOST_ERROR)
     event.url = services.callback_url_for(merchant=event.merchant, type=event.type)
     body, key_version = services.callback_body_sign(payload=event.payload, now=now)
     manual = event.resend_requested
     event.attempts_count += 1
-    event.locked_until = now + timedelta(seconds=services._lease_seconds())
+    event.locked_until = now + timedelta(seconds=services.lease_seconds())
     event.dispatched_at = None
     event.resend_requested = False
     event.save(update_fields=["url", "attempts_count", "locked_until", "dispatched_at", "resend_requested"])
@@ -82,7 +82,7 @@ def callback_attempt_record_portable(*, claim, http_status: int | None, reply: s
         event.next_attempt_at = None
     else:
         event.last_error = attempt_error
-        delay = services._next_delay(attempts_count=event.attempts_count, manual=claim.manual)
+        delay = services.next_delay(attempts_count=event.attempts_count, manual=claim.manual)
         if delay is None:
             event.status, event.next_attempt_at = CallbackEvent.Status.DEAD, None
             logger.warning("callback event %s (%s %s) is dead after %s attempts: %s", event.pk, event.type,
@@ -107,5 +107,5 @@ def callback_deliver_portable(*, event_id: int) -> CallbackEvent | None:
     event = callback_attempt_record_portable(claim=claim, http_status=result.http_status, reply=result.reply,
                                              error=result.error, duration_ms=result.duration_ms,
                                              success=result.success)
-    services._dispatch_waiting(merchant_id=event.merchant_id, now=timezone.now(), slots=1)
+    services.dispatch_waiting(merchant_id=event.merchant_id, now=timezone.now(), slots=1)
     return event

@@ -199,7 +199,8 @@ class Claim:
     merchant_id: int | None = None
 
 
-def _lease_seconds() -> float:
+def lease_seconds() -> float:
+    """Seconds a claimed attempt holds its event's lease (CALLBACK_LEASE_SECONDS, floored at 3 × timeout + 30)."""
     # Longer than any single attempt can take (connect + read timeouts, plus the body read), so a live worker
     # never loses its lease; short enough that a lost worker delays the callback by minutes at most.
     return max(settings.CALLBACK_LEASE_SECONDS, 3 * settings.CALLBACK_TIMEOUT_SECONDS + 30)
@@ -217,7 +218,8 @@ def callback_body_sign(*, payload: dict, now: datetime, key: PlatformKey | None 
     return body, key.version
 
 
-_LOST_ERROR = "worker lost before recording the outcome (lease expired)"
+# The error written on an attempt whose lease ran out before its worker recorded the outcome.
+LOST_ERROR = "worker lost before recording the outcome (lease expired)"
 
 # Claim, step 1 (in the claim's transaction): the merchant's row lock, which makes the bulkhead's count-then-lease
 # atomic (the count runs in the next statement, so it sees every lease committed before the lock was granted); the
@@ -303,8 +305,8 @@ def _claim_write(cursor, *, now: datetime, event_id: int, merchant_id: int, even
         version=key_version, private_key_encrypted=key_encrypted))
     cursor.execute(_CLAIM_WRITE, {
         "event": event_id, "merchant": merchant_id, "now": now, "url": url, "manual": manual,
-        "lease": now + timedelta(seconds=_lease_seconds()), "cap": settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT,
-        "lost": _LOST_ERROR, "key_version": key_version, "body": json.dumps(body)})
+        "lease": now + timedelta(seconds=lease_seconds()), "cap": settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT,
+        "lost": LOST_ERROR, "key_version": key_version, "body": json.dumps(body)})
     busy, attempt_id, number = cursor.fetchone()
     if attempt_id is None:
         if busy >= settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT:
@@ -359,7 +361,7 @@ def callback_attempt_claim_next(*, merchant_id: int) -> Claim | None:
     return None
 
 
-def _next_delay(*, attempts_count: int, manual: bool) -> int | None:
+def next_delay(*, attempts_count: int, manual: bool) -> int | None:
     """Seconds until the next attempt after a failed one, or None: the event is dead (contract §6)."""
     delays = settings.CALLBACK_RETRY_DELAYS_SECONDS
     if manual or attempts_count > len(delays):
@@ -412,7 +414,7 @@ def _record(*, claim: Claim, http_status: int | None, reply: str, error: str, du
     attempt_error = "" if success else (error or "failed")
     status, next_attempt_at = CallbackEvent.Status.DELIVERED, None
     if not success:
-        delay = _next_delay(attempts_count=claim.number, manual=claim.manual)
+        delay = next_delay(attempts_count=claim.number, manual=claim.manual)
         status = CallbackEvent.Status.DEAD if delay is None else None  # None: stays pending
         next_attempt_at = None if delay is None else now + timedelta(seconds=delay)
     with connection.cursor() as cursor:
@@ -483,7 +485,7 @@ def _mark_and_dispatch(*, event_id: int, now: datetime, requeue_before: datetime
     return False
 
 
-def _dispatch_waiting(*, merchant_id: int, now: datetime, slots: int) -> None:
+def dispatch_waiting(*, merchant_id: int, now: datetime, slots: int) -> None:
     """Queue up to `slots` of a merchant's due events that were refused a slot by the bulkhead."""
     waiting = (_due_unleased(now).filter(merchant_id=merchant_id, dispatched_at__isnull=True)
                .order_by("next_attempt_at").values_list("pk", flat=True)[:slots])

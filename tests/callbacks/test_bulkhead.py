@@ -53,7 +53,7 @@ def test_a_finished_attempt_hands_its_slot_to_the_merchants_next_waiting_event(h
 
     services.callback_attempt_record(claim=claim, http_status=200, reply="success", error="", duration_ms=1,
                                      success=True)
-    services._dispatch_waiting(merchant_id=hooked_merchant.pk, now=timezone.now(), slots=1)  # as callback_deliver does
+    services.dispatch_waiting(merchant_id=hooked_merchant.pk, now=timezone.now(), slots=1)  # as callback_deliver does
     assert dispatched == [second.pk]
     assert callback_deliver(event_id=second.pk).status == "delivered"
 

@@ -47,7 +47,7 @@ def test_portable_claim_closes_a_lost_attempt_and_respects_the_bulkhead(hooked_m
     event = callback_deliver_portable(event_id=first.pk)
     assert event.status == CallbackEvent.Status.DELIVERED and event.attempts_count == 2
     lost = event.attempts.get(number=1)
-    assert lost.error == services._LOST_ERROR and lost.finished_at is not None
+    assert lost.error == services.LOST_ERROR and lost.finished_at is not None
 
 
 def test_callback_deliver_takes_the_portable_path_off_postgresql(hooked_merchant, callback_receiver, enqueue,

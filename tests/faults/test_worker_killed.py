@@ -11,7 +11,7 @@ import pytest
 from django.db.models import Count
 
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
-from apps.callbacks.services import _lease_seconds
+from apps.callbacks.services import lease_seconds
 from apps.collection.models import CollectionOrder
 from apps.ledger.models import Posting
 from apps.ledger.selectors import ledger_verify
@@ -50,12 +50,12 @@ def test_worker_killed_mid_delivery_every_callback_still_arrives_once_posted(
     platform.start_worker()
 
     # Bounded by the lease (a lost attempt blocks its event until then) + one sweep + a margin for this machine.
-    budget = _lease_seconds() + 5 + 20
+    budget = lease_seconds() + 5 + 20
     wait_until(lambda: CallbackEvent.objects.filter(status=CallbackEvent.Status.DELIVERED).count() == ORDERS,
                timeout=budget, interval=0.5, what=f"all {ORDERS} callbacks delivered after the kill")
     recovered_in = elapsed_since(killed_at)
     print(f"worker SIGKILLed with 2 attempts in flight; all {ORDERS} delivered {recovered_in} s after the kill "
-          f"(lease {_lease_seconds()} s)")
+          f"(lease {lease_seconds()} s)")
 
     # Every order's callback reached the merchant with a success reply, each order exactly one success.
     numbers = {o["platform_order_no"] for o in orders}
@@ -65,7 +65,7 @@ def test_worker_killed_mid_delivery_every_callback_still_arrives_once_posted(
     # The two attempts cut off by the kill are closed as lost and counted; their events were retried after the lease.
     lost = CallbackAttempt.objects.filter(event_id__in=in_flight, number=1)
     assert all("worker lost" in a.error and not a.success for a in lost), [a.error for a in lost]
-    lease = timedelta(seconds=_lease_seconds())
+    lease = timedelta(seconds=lease_seconds())
     for attempt in CallbackAttempt.objects.filter(event_id__in=in_flight, number=2):
         # Nobody took a leased event early: the retry started only once the dead worker's lease had passed.
         assert attempt.started_at >= lost.get(event_id=attempt.event_id).started_at + lease

@@ -123,29 +123,26 @@ def install() -> None:
 
 
 @contextmanager
+def _receiving(receivers: list[list[LogLine]]):
+    """Yield a fresh list that stays in `receivers` (_diversions or _copies) until the context ends."""
+    lines: list[LogLine] = []
+    with _lock:
+        receivers.append(lines)
+    try:
+        yield lines
+    finally:
+        with _lock:
+            receivers.remove(lines)
+
+
 def isolated():
     """Lines logged inside go to the yielded list only, not to the session (for tests of the detector itself)."""
-    lines: list[LogLine] = []
-    with _lock:
-        _diversions.append(lines)
-    try:
-        yield lines
-    finally:
-        with _lock:
-            _diversions.remove(lines)
+    return _receiving(_diversions)
 
 
-@contextmanager
 def capture():
     """Lines logged inside are yielded too, and stay in the session record."""
-    lines: list[LogLine] = []
-    with _lock:
-        _copies.append(lines)
-    try:
-        yield lines
-    finally:
-        with _lock:
-            _copies.remove(lines)
+    return _receiving(_copies)
 
 
 def watch_secret_sources() -> None:
