@@ -46,10 +46,16 @@ class Batch:
         self.connection = transaction.get_connection()
         self.deferred = self.connection.vendor == "postgresql"
         self._pending: list[tuple[str, Callable[[Rows], None] | None]] = []
+        self._renderer = None  # a client-side-binding cursor of the connection, for rendering statements
 
     def add(self, sql: str, params, then: Callable[[Rows], None] | None = None) -> None:
         if self.deferred:
-            self._pending.append((self.connection.ops.compose_sql(sql, params), then))
+            if self._renderer is None:
+                from psycopg import ClientCursor
+
+                self.connection.ensure_connection()
+                self._renderer = ClientCursor(self.connection.connection)
+            self._pending.append((self._renderer.mogrify(sql, params), then))
             return
         with self.connection.cursor() as cursor:
             cursor.execute(sql, params)
