@@ -19,7 +19,7 @@ pre_save/post_save (created=True) as save() does when anything listens. Not for 
 from collections.abc import Callable
 from functools import lru_cache
 
-from django.db import connections, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models import Model, signals
 
 
@@ -47,6 +47,12 @@ class Batch:
         self.deferred = self.connection.vendor == "postgresql"
         self._pending: list[tuple[str, Callable[[Rows], None] | None]] = []
         self._renderer = None  # a client-side-binding cursor of the connection, for rendering statements
+        self._refusals: list[Callable[[IntegrityError], Exception | None]] = []
+
+    def refuse(self, translate: Callable[[IntegrityError], Exception | None]) -> None:
+        """Raise what `translate` makes of an IntegrityError of this batch (a constraint that stands for a business
+        refusal), unless it returns None. Which statement failed is not known, only the constraint."""
+        self._refusals.append(translate)
 
     def add(self, sql: str, params, then: Callable[[Rows], None] | None = None) -> None:
         if self.deferred:
@@ -68,7 +74,13 @@ class Batch:
         if not pending:
             return
         with self.connection.cursor() as cursor:
-            cursor.execute(";\n".join(sql for sql, _ in pending))  # no parameters: each statement is rendered
+            try:
+                cursor.execute(";\n".join(sql for sql, _ in pending))  # no parameters: each one is rendered
+            except IntegrityError as exc:
+                for translate in self._refusals:
+                    if (refusal := translate(exc)) is not None:
+                        raise refusal from exc
+                raise
             for index, (_, then) in enumerate(pending):
                 if index:
                     cursor.nextset()

@@ -71,7 +71,7 @@ def account_get_or_create(*, merchant_id: int | None, currency: str, kind: Accou
 _ACCOUNT_COLUMNS = ("id", "merchant_id", "currency_id", "kind", "balance")  # in field order (Model.from_db)
 
 
-def _lock_sql(currency: str, owners: set[tuple[int | None, str]]) -> tuple[str, list]:
+def _lock_sql(currency: str, owners: set[tuple[int | None, str]], lock: bool = True) -> tuple[str, list]:
     for merchant_id, kind in owners:
         if (merchant_id is None) == (kind in MERCHANT_KINDS):
             raise LedgerError(f"account kind {kind} does not belong to {'a merchant' if merchant_id else 'the platform'}")
@@ -84,9 +84,9 @@ def _lock_sql(currency: str, owners: set[tuple[int | None, str]]) -> tuple[str, 
         else:
             pairs.append("(merchant_id = %s AND kind = %s)")
             params += [merchant_id, kind]
-    lock = " FOR UPDATE" if transaction.get_connection().features.has_select_for_update else ""
+    for_update = " FOR UPDATE" if lock and transaction.get_connection().features.has_select_for_update else ""
     return (f"SELECT {', '.join(_ACCOUNT_COLUMNS)} FROM {LedgerAccount._meta.db_table}"
-            f" WHERE currency_id = %s AND ({' OR '.join(pairs)}) ORDER BY id{lock}", params)
+            f" WHERE currency_id = %s AND ({' OR '.join(pairs)}) ORDER BY id{for_update}", params)
 
 
 def _accounts_from(rows: Rows, into: dict[tuple, LedgerAccount]) -> None:
@@ -96,18 +96,13 @@ def _accounts_from(rows: Rows, into: dict[tuple, LedgerAccount]) -> None:
         into[(account.merchant_id, account.kind)] = account
 
 
-def lock_posting_accounts(*, currency: str, owners: set[tuple[int | None, str]],
-                          batch: Batch | None = None) -> dict[tuple, LedgerAccount]:
+def lock_posting_accounts(*, currency: str, owners: set[tuple[int | None, str]]) -> dict[tuple, LedgerAccount]:
     """Lock the accounts of a posting in primary-key order (one query), creating any missing one on first use.
 
-    A fixed lock order means two postings never wait on each other in a cycle. With `batch`, the lock joins it
-    and the returned dict is filled when the batch runs (`post` creates and locks any account still missing).
+    A fixed lock order means two postings never wait on each other in a cycle.
     """
     sql, params = _lock_sql(currency, owners)
     locked: dict[tuple, LedgerAccount] = {}
-    if batch is not None:
-        batch.add(sql, params, lambda rows: _accounts_from(rows, locked))
-        return locked
     with transaction.get_connection().cursor() as cursor:
         cursor.execute(sql, params)
         _accounts_from(cursor.fetchall(), locked)
@@ -119,14 +114,25 @@ def lock_posting_accounts(*, currency: str, owners: set[tuple[int | None, str]],
     return locked
 
 
+def accounts_read(*, currency: str, owners: set[tuple[int | None, str]], batch: Batch) -> dict[tuple, LedgerAccount]:
+    """The accounts of a posting, not locked, read in `batch` (filled when it runs), for `post(accounts=...)`.
+    Their balances are not used: `post` locks the rows itself. A missing account makes `post` lock (and create)
+    at once instead of batching."""
+    sql, params = _lock_sql(currency, owners, lock=False)
+    found: dict[tuple, LedgerAccount] = {}
+    batch.add(sql, params, lambda rows: _accounts_from(rows, found))
+    return found
+
+
 def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: int | None = None,
-         memo: str = "", locked: dict[tuple, LedgerAccount] | None = None, posting_id: int | None = None,
+         memo: str = "", accounts: dict[tuple, LedgerAccount] | None = None, posting_id: int | None = None,
          batch: Batch | None = None) -> Posting:
     """Record one balanced posting and update the cached balances of its accounts.
 
-    `locked`: the legs' accounts, already locked in this transaction by `lock_posting_accounts`. `batch` (with a
-    `posting_id` reserved on PostgreSQL): the writes join it instead of running now; the balance check has been
-    made by then, and a duplicate (kind, cause) surfaces as the IntegrityError of the batch."""
+    For a caller that batches its statements (payout create, PostgreSQL): `accounts` read by `accounts_read`,
+    `posting_id` reserved, and `batch`. The lock (primary-key order) and the writes then join the batch, so the
+    accounts stay locked only for that one round trip and COMMIT; the balances are checked by the database's
+    non-negative CHECK, whose violation the batch raises as InsufficientFunds."""
     _require_transaction()
     if len(legs) < 2:
         raise UnbalancedPosting("a posting needs at least two legs")
@@ -137,35 +143,58 @@ def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: 
         raise UnbalancedPosting(f"legs of {kind}:{cause} sum to {sum(leg.amount for leg in legs)}, not 0")
 
     owners = {(leg.merchant_id, leg.kind) for leg in legs}
-    if locked is None or not owners <= locked.keys():
-        locked = lock_posting_accounts(currency=currency, owners=owners)
+    deferred = batch is not None and batch.deferred and accounts is not None and owners <= accounts.keys()
+    locked = accounts if deferred else lock_posting_accounts(currency=currency, owners=owners)
     deltas: dict[int, int] = {}
     for leg in legs:
         account = locked[(leg.merchant_id, leg.kind)]
         deltas[account.pk] = deltas.get(account.pk, 0) + leg.amount
-    for account in locked.values():
-        if account.merchant_id is not None and account.balance + deltas[account.pk] < 0:
-            raise InsufficientFunds(account, -deltas[account.pk])
+    refusal = _refusal(kind, cause, [account for account in locked.values() if deltas[account.pk] < 0], deltas)
+    if not deferred:
+        for account in locked.values():
+            if account.merchant_id is not None and account.balance + deltas[account.pk] < 0:
+                raise InsufficientFunds(account, -deltas[account.pk])
 
     posting = Posting(pk=posting_id, kind=kind, cause=cause, currency_id=currency, merchant_id=merchant_id, memo=memo,
                       created_at=timezone.now())
     entries = [Entry(account_id=locked[(leg.merchant_id, leg.kind)].pk, currency_id=currency, amount=leg.amount)
                for leg in legs]
+    if deferred:
+        batch.add(*_lock_sql(currency, owners))
+        batch.refuse(refusal)
+        _write_one_statement(posting, entries, deltas, batch)
+        return posting
     # A replay of (kind, cause) is refused by the unique constraint; callers hold the business row's lock, so
     # only a bug gets here twice, and the IntegrityError aborts the caller's whole transaction.
     try:
         if transaction.get_connection().vendor == "postgresql":
-            _write_one_statement(posting, entries, deltas, batch)
+            _write_one_statement(posting, entries, deltas, None)
         else:
             _write_orm(posting, entries, deltas)
     except IntegrityError as exc:
-        if getattr(getattr(exc.__cause__, "diag", None), "constraint_name", "") == "ledger_posting_unique_cause" \
-                or "ledger_posting.kind, ledger_posting.cause" in str(exc):
-            raise DuplicatePosting(f"{kind}:{cause} was already posted") from exc
+        if (refused := refusal(exc)) is not None:
+            raise refused from exc
         raise
     for account in locked.values():
         account.balance += deltas[account.pk]
     return posting
+
+
+def _refusal(kind: str, cause: str, debited: list[LedgerAccount], deltas: dict[int, int]):
+    """What a posting's IntegrityError means: a replayed (kind, cause), or (checked by the database, when the
+    posting was batched) a merchant account that would go negative."""
+
+    def translate(exc: IntegrityError) -> Exception | None:
+        constraint = getattr(getattr(exc.__cause__, "diag", None), "constraint_name", "") or ""
+        if constraint == "ledger_posting_unique_cause" or "ledger_posting.kind, ledger_posting.cause" in str(exc):
+            return DuplicatePosting(f"{kind}:{cause} was already posted")
+        if constraint == "ledger_merchant_balance_non_negative":
+            short = next((account for account in debited if account.merchant_id is not None), None)
+            if short is not None:
+                return InsufficientFunds(short, -deltas[short.pk])
+        return None
+
+    return translate
 
 
 # The posting, its entries and the balance changes in one round trip (PostgreSQL), while the accounts are
@@ -225,15 +254,15 @@ def _write_orm(posting: Posting, entries: list[Entry], deltas: dict[int, int], b
 
 
 def hold_place(*, merchant_id: int, currency: str, amount: int, cause: str, memo: str = "",
-               locked: dict[tuple, LedgerAccount] | None = None, ids: list[int | None] | None = None,
+               accounts: dict[tuple, LedgerAccount] | None = None, ids: list[int | None] | None = None,
                batch: Batch | None = None) -> Hold:
     """Move `amount` from available to frozen and record the hold; InsufficientFunds if available is short.
 
-    For a caller that batches its statements (payout create): `locked` from `hold_accounts_lock`, `ids` from
+    For a caller that batches its statements (payout create): `accounts` from `hold_accounts_read`, `ids` from
     `hold_ids_reserve`, and `batch` for the writes (see `post`)."""
     hold_id, posting_id = ids or (None, None)
     posting = post(
-        kind="hold.place", cause=cause, currency=currency, merchant_id=merchant_id, memo=memo, locked=locked,
+        kind="hold.place", cause=cause, currency=currency, merchant_id=merchant_id, memo=memo, accounts=accounts,
         posting_id=posting_id, batch=batch,
         legs=[Leg(AccountKind.AVAILABLE, -amount, merchant_id), Leg(AccountKind.FROZEN, amount, merchant_id)],
     )
@@ -241,10 +270,10 @@ def hold_place(*, merchant_id: int, currency: str, amount: int, cause: str, memo
                              placed_by_id=posting.pk), batch=batch)
 
 
-def hold_accounts_lock(*, merchant_id: int, currency: str, batch: Batch) -> dict[tuple, LedgerAccount]:
-    """The lock `hold_place` takes (the merchant's available and frozen accounts), joined to `batch`."""
-    return lock_posting_accounts(currency=currency, owners={(merchant_id, AccountKind.AVAILABLE),
-                                                            (merchant_id, AccountKind.FROZEN)}, batch=batch)
+def hold_accounts_read(*, merchant_id: int, currency: str, batch: Batch) -> dict[tuple, LedgerAccount]:
+    """The accounts `hold_place` moves money between (available, frozen), read in `batch`: see `accounts_read`."""
+    return accounts_read(currency=currency, owners={(merchant_id, AccountKind.AVAILABLE),
+                                                    (merchant_id, AccountKind.FROZEN)}, batch=batch)
 
 
 def hold_ids_reserve(batch: Batch) -> list[int | None]:

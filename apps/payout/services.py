@@ -116,12 +116,11 @@ def _payout_insert(*, merchant: Merchant, mch_order_no: str, product: Product, c
                     channel=channel, amount=amount, fee=fee, payee_name=payee_name, payee_account=payee_account,
                     bank_code=bank_code, attach=attach)
     # Reads, in one round trip on PostgreSQL (apps/common/db.Batch: in order, each statement with its own
-    # snapshot): the payee account lock, then the merchant's balance lock (creates of this merchant and
-    # currency queue here until COMMIT, so the balance check sees every earlier order), then the risk history
-    # (it sees every earlier create to this payee account), then the ids of the rows to write.
+    # snapshot): the payee account lock, then the risk history (it sees every earlier create to this payee
+    # account, which held that lock until COMMIT), the merchant's account ids and the ids of the rows to write.
     reads = Batch()
     _lock_payee_account(merchant_id=merchant.pk, payee_account=payee_account, batch=reads)
-    locked = ledger.hold_accounts_lock(merchant_id=merchant.pk, currency=currency.code, batch=reads)
+    accounts = ledger.hold_accounts_read(merchant_id=merchant.pk, currency=currency.code, batch=reads)
     history = payee_account_history(merchant_id=merchant.pk, currency=currency.code, payee_account=payee_account,
                                     batch=reads)
     hold_ids = ledger.hold_ids_reserve(reads)
@@ -135,11 +134,13 @@ def _payout_insert(*, merchant: Merchant, mch_order_no: str, product: Product, c
     payout.risk_reasons = reasons
     payout.status = Payout.Status.FROZEN if reasons else Payout.Status.APPROVED
 
-    # Writes, in a second round trip: the freeze (2003 if available is short: the whole transaction rolls back),
-    # the order and its audit row. In this order, so that on SQLite each row has the key the next one names.
+    # Writes, in a second round trip: the freeze (the merchant's balance lock, then the posting: creates of one
+    # merchant and currency queue on that lock only for this round trip and COMMIT; 2003 if available is short,
+    # and the whole transaction rolls back), the hold, the order and its audit row. In this order, so that on
+    # SQLite (each statement at once, the balance checked in Python) each row has the key the next one names.
     writes = Batch()
     payout.hold = ledger.hold_place(merchant_id=merchant.pk, currency=currency.code, amount=amount + fee,
-                                    cause=payout.platform_order_no, memo=f"payout {mch_order_no}", locked=locked,
+                                    cause=payout.platform_order_no, memo=f"payout {mch_order_no}", accounts=accounts,
                                     ids=hold_ids, batch=writes)
     model_insert(payout, batch=writes)
     audit.record(actor=None, actor_label=merchant.merchant_no, action="payout.create", obj=payout,
