@@ -125,6 +125,8 @@ def main() -> None:
     for sql in statements:
         print("   ", sql[:160])
     if profiler:
+        if os.environ.get("PROFILE_DUMP"):
+            profiler.dump_stats(os.environ["PROFILE_DUMP"])
         pstats.Stats(profiler).sort_stats(os.environ.get("PROFILE_SORT", "cumulative")).print_stats(args.cprofile)
 
 

@@ -253,6 +253,18 @@ def test_method_the_endpoint_does_not_take_is_1004_405_whatever_the_body(client,
     assert_error((response.status_code, response.json()), "1004", 405)
 
 
+@pytest.mark.parametrize("accept", ["text/html", "application/xml", "text/html;q=0.9, */*;q=0.1", "nonsense"])
+def test_any_accept_header_gets_the_json_envelope(client, merchant, accept):
+    response = client.post(BALANCE, data=json.dumps(merchant.signed_body({"currency": "PHP"})),
+                           content_type="application/json", HTTP_ACCEPT=accept)
+    assert response["Content-Type"] == "application/json"
+    assert_ok((response.status_code, response.json()))
+    forged = {**merchant.signed_body({"currency": "PHP"}), "sign": "Zm9yZ2Vk"}
+    refused = client.post(BALANCE, data=json.dumps(forged), content_type="application/json", HTTP_ACCEPT=accept)
+    assert refused["Content-Type"] == "application/json"
+    assert_error((refused.status_code, refused.json()), "1101", 401)
+
+
 # --- 9999: unhandled errors ---------------------------------------------------------------------------------------
 
 def test_unhandled_exception_is_9999_500_envelope_without_internals(client, merchant, monkeypatch):

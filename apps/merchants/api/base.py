@@ -4,12 +4,14 @@ from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.views import APIView
 
 from apps.common import signing
+from apps.common.api.negotiation import JSONOnlyNegotiation
 from apps.common.errors import ApiError, ErrorCode
 from apps.merchants.api.authentication import COMMON_FIELDS, SignedMerchant, SignedRequestAuthentication
 
 
 class SignedAPIView(APIView):
     authentication_classes = [SignedRequestAuthentication]
+    content_negotiation_class = JSONOnlyNegotiation
     permission_classes: list = []
     http_method_names = ["post"]
 
