@@ -16,7 +16,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.callbacks import services
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
+from apps.callbacks.transport import post_callback
 from apps.merchants.models import Merchant
 
 logger = logging.getLogger(__name__)
@@ -26,8 +28,6 @@ logger = logging.getLogger(__name__)
 def callback_attempt_claim_portable(*, event_id: int):
     """Lease a due PENDING event and write its attempt row; None when it is not due, done, leased, or refused a
     slot by the bulkhead (then it waits with `dispatched_at` unset)."""
-    from apps.callbacks import services
-
     now = timezone.now()
     event = (
         CallbackEvent.objects.select_for_update(of=("self",)).select_related("merchant")
@@ -63,8 +63,6 @@ def callback_attempt_claim_portable(*, event_id: int):
 def callback_attempt_record_portable(*, claim, http_status: int | None, reply: str, error: str, duration_ms: int,
                                      success: bool) -> CallbackEvent:
     """Store the outcome of a claimed attempt; schedule the next one from the end of this one, or go dead."""
-    from apps.callbacks import services
-
     now = timezone.now()
     event = CallbackEvent.objects.select_for_update().get(pk=claim.event_id)
     attempt_error = "" if success else (error or "failed")
@@ -96,12 +94,10 @@ def callback_attempt_record_portable(*, claim, http_status: int | None, reply: s
 def callback_deliver_portable(*, event_id: int) -> CallbackEvent | None:
     """One attempt at an event (no transaction open during the HTTP call), then hand a free slot to the merchant's
     next waiting event."""
-    from apps.callbacks import services
-
     claim = callback_attempt_claim_portable(event_id=event_id)
     if claim is None:
         return None
-    result = services.post_callback(claim.url, claim.body)
+    result = post_callback(claim.url, claim.body)
     if not result.success:
         logger.info("callback event %s attempt %s failed: %s", event_id, claim.number, result.error)
     event = callback_attempt_record_portable(claim=claim, http_status=result.http_status, reply=result.reply,

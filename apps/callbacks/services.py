@@ -270,12 +270,16 @@ WHERE id = %(event)s AND status = 'pending' AND (locked_until IS NULL OR locked_
 
 # The merchant's next event waiting for a task (`dispatched_at` NULL: parked at enqueue, refused by the bulkhead, or a
 # retry come due), oldest due first: the one a draining task claims next (callback_attempt_claim_next).
-_WAITING = f"""
+def _waiting_sql(merchant: str, other_than: str = "") -> str:
+    return f"""
 SELECT w.id FROM {_EVENT} w
-WHERE w.merchant_id = %(merchant)s AND w.status = 'pending' AND w.dispatched_at IS NULL
-  AND w.next_attempt_at <= %(now)s AND (w.locked_until IS NULL OR w.locked_until <= %(now)s)
+WHERE w.merchant_id = {merchant}{f" AND w.id <> {other_than}" if other_than else ""} AND w.status = 'pending'
+  AND w.dispatched_at IS NULL AND w.next_attempt_at <= %(now)s AND (w.locked_until IS NULL OR w.locked_until <= %(now)s)
 ORDER BY w.next_attempt_at, w.id LIMIT 1
 """
+
+
+_WAITING = _waiting_sql("%(merchant)s")
 
 # Claim-next, step 1: as _CLAIM_READ, for the merchant's next waiting event. The merchant row is returned (and locked)
 # even when nothing waits, so that the caller can look again holding the lock (see callback_attempt_claim_next).
@@ -393,11 +397,7 @@ UPDATE {_EVENT} e SET
                       WHEN %(success)s AND e.status <> 'delivered' THEN '' ELSE e.last_error END,
     next_attempt_at = CASE WHEN e.attempts_count = %(number)s THEN %(next_attempt_at)s ELSE e.next_attempt_at END
 WHERE e.id = %(event)s
-RETURNING {", ".join(f"e.{f.column}" for f in _EVENT_COLUMNS)},
-    (SELECT w.id FROM {_EVENT} w
-     WHERE w.merchant_id = e.merchant_id AND w.id <> e.id AND w.status = 'pending' AND w.dispatched_at IS NULL
-       AND w.next_attempt_at <= %(now)s AND (w.locked_until IS NULL OR w.locked_until <= %(now)s)
-     ORDER BY w.next_attempt_at, w.id LIMIT 1)
+RETURNING {", ".join(f"e.{f.column}" for f in _EVENT_COLUMNS)}, ({_waiting_sql("e.merchant_id", other_than="e.id")})
 """
 
 

@@ -28,6 +28,13 @@ _entries: dict[Hashable, tuple[int, object]] = {}
 _GENERATION_SQL = "SELECT value FROM common_referencegeneration WHERE id = 1"
 
 
+def _read_with(cursor) -> int | None:
+    with cursor:
+        cursor.execute(_GENERATION_SQL)
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
 def _generation_read() -> int | None:
     if connection.vendor != "postgresql":
         return None
@@ -37,18 +44,13 @@ def _generation_read() -> int | None:
         # would otherwise send its own `SELECT 1` first: read on the raw connection as that check does, and on
         # any database error close the connection so the ordinary read below reconnects.
         try:
-            with connection.connection.cursor() as cursor:
-                cursor.execute(_GENERATION_SQL)
-                row = cursor.fetchone()
+            generation = _read_with(connection.connection.cursor())
         except connection.Database.Error:
             connection.close()
         else:
             connection.health_check_done = True
-            return row[0] if row else None
-    with connection.cursor() as cursor:
-        cursor.execute(_GENERATION_SQL)
-        row = cursor.fetchone()
-    return row[0] if row else None
+            return generation
+    return _read_with(connection.cursor())
 
 
 def _generation() -> int | None:

@@ -117,10 +117,12 @@ def lock_posting_accounts(*, currency: str, owners: set[tuple[int | None, str]])
 def accounts_read(*, currency: str, owners: set[tuple[int | None, str]], batch: Batch) -> dict[tuple, LedgerAccount]:
     """The accounts of a posting, not locked, read in `batch` (filled when it runs), for `post(accounts=...)`.
     Their balances are not used: `post` locks the rows itself. A missing account makes `post` lock (and create)
-    at once instead of batching."""
-    sql, params = _lock_sql(currency, owners, lock=False)
+    at once instead of batching; so does a batch that runs each statement at once (SQLite), where this reads
+    nothing."""
     found: dict[tuple, LedgerAccount] = {}
-    batch.add(sql, params, lambda rows: _accounts_from(rows, found))
+    if batch.deferred:
+        sql, params = _lock_sql(currency, owners, lock=False)
+        batch.add(sql, params, lambda rows: _accounts_from(rows, found))
     return found
 
 
@@ -242,9 +244,9 @@ def _write_one_statement(posting: Posting, entries: list[Entry], deltas: dict[in
         written(cursor.fetchall())
 
 
-def _write_orm(posting: Posting, entries: list[Entry], deltas: dict[int, int], batch: Batch | None = None) -> None:
-    """The same writes through the ORM, for SQLite (the embedded development default); they run at once, even
-    when the caller batches (on SQLite a batch runs each statement as it is added anyway)."""
+def _write_orm(posting: Posting, entries: list[Entry], deltas: dict[int, int]) -> None:
+    """The same writes through the ORM, for SQLite (the embedded development default); they run at once (on SQLite
+    a caller's batch runs each statement as it is added anyway)."""
     posting.save(force_insert=True)
     for entry in entries:
         entry.posting = posting

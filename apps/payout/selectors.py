@@ -69,8 +69,8 @@ class PayeeAccountHistory:
 
 def payee_account_history(*, merchant_id: int, currency: str, payee_account: str,
                           batch: Batch) -> PayeeAccountHistory:
-    """Both risk reads in one statement, joined to `batch`. Payout create runs it right after locking the
-    merchant's balance, so two creates to one payee account count each other for the velocity rule."""
+    """Both risk reads in one statement, joined to `batch`. Payout create runs it right after taking the lock on
+    (merchant, payee account), so two creates to one payee account count each other for the velocity rule."""
     history = PayeeAccountHistory()
 
     def take(rows: Rows) -> None:

@@ -33,7 +33,8 @@ def ledger_writer(request, monkeypatch):
     """Every test here runs against both write paths of `post`: one SQL statement (PostgreSQL) and the ORM
     (what SQLite, the embedded development default, uses)."""
     if request.param == "orm":
-        monkeypatch.setattr(ledger_services, "_write_one_statement", ledger_services._write_orm)
+        monkeypatch.setattr(ledger_services, "_write_one_statement",
+                            lambda posting, entries, deltas, batch: ledger_services._write_orm(posting, entries, deltas))
     return request.param
 
 
