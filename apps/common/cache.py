@@ -9,13 +9,17 @@ database cache (the embedded default) the same operations go through Django's ca
 from functools import lru_cache
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from django.conf import settings
 from django.core.cache import cache
 
 
 @lru_cache(maxsize=8)
 def _client_for(location: str) -> redis.Redis:
-    return redis.Redis.from_url(location)
+    # The same connect and reply timeouts as the cache's own clients (settings.REDIS_CLIENT_OPTIONS), and no
+    # retry: a command that timed out has already held the request for the whole timeout.
+    return redis.Redis.from_url(location, **settings.REDIS_CLIENT_OPTIONS, retry=Retry(NoBackoff(), 0))
 
 
 def redis_client() -> redis.Redis | None:

@@ -81,10 +81,16 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Redis when REDIS_URL is given: Celery broker, nonce store (SET NX with TTL) and rate-limit counters.
 # Without it: a filesystem broker and the database cache, so nothing needs a server.
 REDIS_URL = env("REDIS_URL", default="")
+# A Redis that accepts connections but does not answer (stopped, swapping, a black-holed network path) must not
+# hold requests forever: every connect and every reply waits at most this long, and a request-path command is
+# tried twice at most (docs/faults.md, drill 5). Above the broker's 1 s BRPOP poll.
+REDIS_SOCKET_TIMEOUT = env.float("REDIS_SOCKET_TIMEOUT", default=2.0)
+REDIS_CLIENT_OPTIONS = {"socket_connect_timeout": REDIS_SOCKET_TIMEOUT, "socket_timeout": REDIS_SOCKET_TIMEOUT}
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "OPTIONS": REDIS_CLIENT_OPTIONS}}
     CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, **REDIS_CLIENT_OPTIONS}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "cache_table"}}
     _broker_dir = VAR_DIR / "broker"
@@ -103,6 +109,8 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A publish on the request path (after commit) tries twice, then gives up: every such task has a sweeper behind it.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "callbacks-sweep": {"task": "apps.callbacks.tasks.sweep_due_deliveries", "schedule": timedelta(seconds=5)},

@@ -128,6 +128,13 @@ class PrivateRedis:
             self.proc.kill(signal.SIGKILL)
             self.proc.popen.wait(timeout=10)
 
+    def freeze(self) -> None:
+        """Redis hangs (SIGSTOP): the kernel still accepts connections and takes commands, nothing is answered."""
+        self.proc.kill(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self.proc.kill(signal.SIGCONT)
+
     def ping(self) -> bool:
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
