@@ -72,6 +72,11 @@ DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'd
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Serialise writers instead of failing with "database is locked" when web and worker share the file.
     DATABASES["default"]["OPTIONS"] = {"transaction_mode": "IMMEDIATE", "timeout": 30}
+else:
+    # A database host that accepts no connection, or a black-holed path to it, fails a request in seconds instead
+    # of the operating system's minutes (docs/faults.md, drill 6).
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=5))
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
 # With persistent connections, check a reused connection once per request: one the server dropped (PostgreSQL
 # restart or failover, an idle timeout) is replaced instead of failing the request (docs/faults.md, drill 3).

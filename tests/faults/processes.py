@@ -165,12 +165,13 @@ class Processes:
         return "\n".join(p.tail(2000) for p in self.started if p.name != "redis")
 
 
-def database_url(*, application_name: str = "") -> str:
+def database_url(*, application_name: str = "", port: int | None = None) -> str:
     """The database pytest-django made for this run (test_<name>): subprocesses must use the very same one.
-    `application_name` tags the connections in pg_stat_activity."""
+    `application_name` tags the connections in pg_stat_activity; `port` reaches it through a TcpGate."""
     s = connection.settings_dict
     auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
-    url = f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+    host = "127.0.0.1" if port else s["HOST"] or "127.0.0.1"
+    url = f"postgres://{auth}@{host}:{port or s['PORT'] or 5432}/{s['NAME']}"
     return f"{url}?application_name={application_name}" if application_name else url
 
 
