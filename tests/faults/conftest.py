@@ -85,3 +85,18 @@ def assert_clean_error_envelope(status: int, body: dict, code: str, http_status:
 
 def elapsed_since(start: float) -> float:
     return round(time.monotonic() - start, 2)
+
+
+def timed(call):
+    """`call()`'s result and the seconds it took."""
+    start = time.monotonic()
+    return call(), elapsed_since(start)
+
+
+def pay_timed(order: dict, paid: set[str]) -> float:
+    """Pay a created order on its hosted page (answered with the 302 to the return page), add it to `paid`, and
+    return the seconds the payment took."""
+    response, seconds = timed(lambda: pay_through_page(order["pay_url"]))
+    assert response.status_code == 302, response.status_code
+    paid.add(order["platform_order_no"])
+    return seconds

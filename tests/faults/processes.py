@@ -191,6 +191,13 @@ class Platform:
         self.web: Proc | None = None
         self.workers: list[Proc] = []
 
+    def start_all(self) -> "Platform":
+        """Web, beat and one worker, as production runs them."""
+        self.start_web()
+        self.start_beat()
+        self.start_worker()
+        return self
+
     def start_web(self, *, workers: int = 2, extra_env: dict | None = None) -> Proc:
         self.web = self.procs.start("web", [
             sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{self.port}",

@@ -8,8 +8,6 @@ and nothing is written. When it is reachable again the same processes serve the 
 twice, none lost.
 """
 
-import time
-
 import pytest
 import requests
 from django.db import connection
@@ -19,7 +17,7 @@ from apps.ledger.models import Hold, LedgerAccount, Posting
 from apps.ledger.services import balance_adjust
 from apps.payout.models import Payout
 from tests.conftest import make_merchant
-from tests.faults.conftest import api_post, assert_clean_error_envelope, pay_create, pay_create_ok
+from tests.faults.conftest import api_post, assert_clean_error_envelope, pay_create, pay_create_ok, timed
 from tests.faults.processes import Platform, database_url, wait_until
 from tests.faults.tcp_gate import TcpGate
 
@@ -47,12 +45,6 @@ def _money_rows() -> tuple:
             dict(LedgerAccount.objects.values_list("pk", "balance")))
 
 
-def _timed(call):
-    started = time.monotonic()
-    result = call()
-    return result, round(time.monotonic() - started, 2)
-
-
 def test_database_gone_then_black_holed_fails_requests_cleanly_and_the_same_processes_recover(
         procs, private_redis, pg_gate, bootstrapped, rsa_keys):
     ctx = make_merchant(rsa_keys[0])
@@ -71,10 +63,10 @@ def test_database_gone_then_black_holed_fails_requests_cleanly_and_the_same_proc
         for call in (lambda: pay_create(platform.base, ctx, f"{failure}-pay"),
                      lambda: _payout(platform.base, ctx, f"{failure}-payout"),
                      lambda: api_post(platform.base, ctx, "balance", {"currency": "PHP"})):
-            (status, body), seconds = _timed(call)
+            (status, body), seconds = timed(call)
             assert_clean_error_envelope(status, body, "9999", 500)
             timings.append(seconds)
-        health, seconds = _timed(lambda: requests.get(f"{platform.base}/healthz", timeout=30))
+        health, seconds = timed(lambda: requests.get(f"{platform.base}/healthz", timeout=30))
         timings.append(seconds)
         assert health.status_code == 503 and health.json()["failing"] == ["database"], health.text
         assert max(timings) < REQUEST_BOUND[failure], (failure, timings)

@@ -22,7 +22,8 @@ from tests.faults.conftest import (
     assert_clean_error_envelope,
     pay_create,
     pay_create_ok,
-    pay_through_page,
+    pay_timed,
+    timed,
 )
 from tests.faults.processes import Platform, wait_until
 
@@ -33,28 +34,16 @@ pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 REQUEST_BOUND = 12.0
 
 
-def _timed(call):
-    started = time.monotonic()
-    result = call()
-    return result, round(time.monotonic() - started, 2)
-
-
 def test_hung_redis_bounds_every_request_and_recovers_without_a_restart(
         procs, private_redis, endpoints, bootstrapped, rsa_keys):
     ctx = make_merchant(rsa_keys[0], collection_callback_url=endpoints.behave("acme"))
-    platform = Platform(procs, private_redis, CALLBACK_REDISPATCH_SECONDS=5)
-    platform.start_web()
-    platform.start_beat()
-    platform.start_worker()
+    platform = Platform(procs, private_redis, CALLBACK_REDISPATCH_SECONDS=5).start_all()
 
     accepted = {f"UP-{i}": pay_create_ok(platform.base, ctx, f"UP-{i}") for i in range(3)}
     paid: set[str] = set()
 
     def pay(order: dict) -> float:
-        response, seconds = _timed(lambda: pay_through_page(order["pay_url"]))
-        assert response.status_code == 302, response.status_code
-        paid.add(order["platform_order_no"])
-        return seconds
+        return pay_timed(order, paid)
 
     pay(accepted["UP-0"])
     wait_until(lambda: endpoints.hits_for("acme"), timeout=15, what="callback before Redis hung")
@@ -64,14 +53,14 @@ def test_hung_redis_bounds_every_request_and_recovers_without_a_restart(
 
     # Creates: each answers within the bound, fails closed, leaves no row.
     for i in range(2):
-        (status, body), seconds = _timed(lambda n=f"HUNG-{i}": pay_create(platform.base, ctx, n))
+        (status, body), seconds = timed(lambda n=f"HUNG-{i}": pay_create(platform.base, ctx, n))
         assert seconds < REQUEST_BOUND, seconds
         assert_clean_error_envelope(status, body, "9999", 500)
     assert not CollectionOrder.objects.filter(mch_order_no__startswith="HUNG-").exists()
     # Payments commit and answer; the callback publish gives up after its two tries.
     pay_seconds = [pay(accepted[name]) for name in ("UP-1", "UP-2")]
     assert max(pay_seconds) < REQUEST_BOUND, pay_seconds
-    health, seconds = _timed(lambda: requests.get(f"{platform.base}/healthz", timeout=30))
+    health, seconds = timed(lambda: requests.get(f"{platform.base}/healthz", timeout=30))
     assert seconds < REQUEST_BOUND, seconds
     assert health.status_code == 503 and "broker" in health.json()["failing"], health.text
     print(f"Redis hung: pay/create failed closed, payments took {pay_seconds} s, healthz {seconds} s")

@@ -22,7 +22,8 @@ from tests.faults.conftest import (
     assert_clean_error_envelope,
     pay_create,
     pay_create_ok,
-    pay_through_page,
+    pay_timed,
+    timed,
 )
 from tests.faults.processes import Platform, wait_until
 
@@ -31,21 +32,12 @@ pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 REQUEST_BOUND = 10.0  # seconds: no request may hang on the dead Redis
 
 
-def _timed(call):
-    started = time.monotonic()
-    result = call()
-    return result, round(time.monotonic() - started, 2)
-
-
 def test_redis_outage_loses_no_order_and_every_callback_arrives_after_recovery(
         procs, private_redis, endpoints, bootstrapped, rsa_keys):
     ctx = make_merchant(rsa_keys[0], collection_callback_url=endpoints.behave("acme"))
     # The sweeper re-queues a due event only if nothing was queued for it for CALLBACK_REDISPATCH_SECONDS
     # (30 s by default); 5 s keeps the drill short and changes nothing else.
-    platform = Platform(procs, private_redis, CALLBACK_REDISPATCH_SECONDS=5)
-    platform.start_web()
-    platform.start_beat()
-    platform.start_worker()
+    platform = Platform(procs, private_redis, CALLBACK_REDISPATCH_SECONDS=5).start_all()
 
     accepted: dict[str, str] = {}  # mch_order_no -> platform_order_no, for every create answered with code 0
     paid: set[str] = set()
@@ -56,10 +48,7 @@ def test_redis_outage_loses_no_order_and_every_callback_arrives_after_recovery(
         return data
 
     def pay(order: dict) -> float:
-        response, seconds = _timed(lambda: pay_through_page(order["pay_url"]))
-        assert response.status_code == 302, response.status_code
-        paid.add(order["platform_order_no"])
-        return seconds
+        return pay_timed(order, paid)
 
     # Redis up: business as usual.
     before = [create_ok(f"UP-{i}") for i in range(4)]
@@ -73,14 +62,14 @@ def test_redis_outage_loses_no_order_and_every_callback_arrives_after_recovery(
     outage = {}
     for i in range(3):
         mch_order_no = f"DOWN-{i}"
-        (status, body), seconds = _timed(lambda n=mch_order_no: pay_create(platform.base, ctx, n))
+        (status, body), seconds = timed(lambda n=mch_order_no: pay_create(platform.base, ctx, n))
         outage[mch_order_no] = (status, body.get("code"), seconds)
         assert seconds < REQUEST_BOUND, (mch_order_no, seconds)
         if body.get("code") == "0":
             accepted[mch_order_no] = body["data"]["platform_order_no"]
         else:
             assert_clean_error_envelope(status, body, "9999", 500)
-    (status, body), _ = _timed(lambda: api_post(platform.base, ctx, "pay/query", {"mch_order_no": "UP-1"}))
+    (status, body), _ = timed(lambda: api_post(platform.base, ctx, "pay/query", {"mch_order_no": "UP-1"}))
     assert_clean_error_envelope(status, body, "9999", 500)
     # Payments (the upstream's notification path) need no Redis: they commit; the callback cannot be queued.
     pay_seconds = [pay(order) for order in before[1:]]
