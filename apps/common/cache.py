@@ -9,10 +9,10 @@ database cache (the embedded default) the same operations go through Django's ca
 from functools import lru_cache
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 from django.conf import settings
 from django.core.cache import cache
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 
 @lru_cache(maxsize=8)

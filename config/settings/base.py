@@ -87,8 +87,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Without it: a filesystem broker and the database cache, so nothing needs a server.
 REDIS_URL = env("REDIS_URL", default="")
 # A Redis that accepts connections but does not answer (stopped, swapping, a black-holed network path) must not
-# hold requests forever: every connect and every reply waits at most this long, and a request-path command is
-# tried twice at most (docs/faults.md, drill 5). Above the broker's 1 s BRPOP poll.
+# hold requests forever: every connect and every reply waits at most this long, a cache command is tried once and
+# a task publish twice (docs/faults.md, drill 5). Above the broker's 1 s BRPOP poll.
 REDIS_SOCKET_TIMEOUT = env.float("REDIS_SOCKET_TIMEOUT", default=2.0)
 REDIS_CLIENT_OPTIONS = {"socket_connect_timeout": REDIS_SOCKET_TIMEOUT, "socket_timeout": REDIS_SOCKET_TIMEOUT}
 if REDIS_URL:
