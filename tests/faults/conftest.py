@@ -8,6 +8,8 @@ import time
 import pytest
 import requests
 
+from apps.ledger.models import Hold, LedgerAccount, Posting
+from apps.payout.models import Payout
 from tests.faults.merchant_endpoint import MerchantEndpoints
 from tests.faults.processes import PrivateRedis, Processes
 from tests.helpers import MerchantCtx
@@ -63,6 +65,28 @@ def pay_create_ok(base: str, ctx: MerchantCtx, mch_order_no: str, amount: int = 
     status, body = pay_create(base, ctx, mch_order_no, amount)
     assert (status, body["code"]) == (200, "0"), body
     return body["data"]
+
+
+def payout_create(base: str, ctx: MerchantCtx, mch_order_no: str) -> tuple[int, dict]:
+    return api_post(base, ctx, "payout/create", {
+        "mch_order_no": mch_order_no, "product_code": "PHP_PAYOUT", "amount": 10000, "currency": "PHP",
+        "payee_name": "Juan dela Cruz", "payee_account": "0012345678", "bank_code": "BDO"})
+
+
+def payout_create_ok(base: str, ctx: MerchantCtx, mch_order_no: str) -> Payout:
+    """A payout answered with code 0, as stored: its hold freezes amount + fee."""
+    status, body = payout_create(base, ctx, mch_order_no)
+    assert (status, body["code"]) == (200, "0"), body
+    payout = Payout.objects.select_related("hold").get(mch_order_no=mch_order_no)
+    assert payout.hold.amount == payout.amount + payout.fee
+    return payout
+
+
+def money_rows() -> tuple:
+    """Payouts, holds and postings counted, and every account's balance: equal before and after means no money
+    row was written."""
+    return (Payout.objects.count(), Hold.objects.count(), Posting.objects.count(),
+            dict(LedgerAccount.objects.values_list("pk", "balance")))
 
 
 def pay_through_page(pay_url: str, timeout: float = 30) -> requests.Response:

@@ -13,11 +13,19 @@ import requests
 from django.db import connection
 
 from apps.collection.models import CollectionOrder
-from apps.ledger.models import Hold, LedgerAccount, Posting
+from apps.ledger.models import Hold
 from apps.ledger.services import balance_adjust
 from apps.payout.models import Payout
 from tests.conftest import make_merchant
-from tests.faults.conftest import api_post, assert_clean_error_envelope, pay_create, pay_create_ok, timed
+from tests.faults.conftest import (
+    api_post,
+    assert_clean_error_envelope,
+    money_rows,
+    pay_create,
+    pay_create_ok,
+    payout_create,
+    timed,
+)
 from tests.faults.processes import Platform, database_url, wait_until
 from tests.faults.tcp_gate import TcpGate
 
@@ -34,17 +42,6 @@ def pg_gate():
     gate.close()
 
 
-def _payout(base, ctx, mch_order_no: str) -> tuple[int, dict]:
-    return api_post(base, ctx, "payout/create", {
-        "mch_order_no": mch_order_no, "product_code": "PHP_PAYOUT", "amount": 10000, "currency": "PHP",
-        "payee_name": "Juan dela Cruz", "payee_account": "0012345678", "bank_code": "BDO"})
-
-
-def _money_rows() -> tuple:
-    return (CollectionOrder.objects.count(), Payout.objects.count(), Hold.objects.count(), Posting.objects.count(),
-            dict(LedgerAccount.objects.values_list("pk", "balance")))
-
-
 def test_database_gone_then_black_holed_fails_requests_cleanly_and_the_same_processes_recover(
         procs, private_redis, pg_gate, bootstrapped, rsa_keys):
     ctx = make_merchant(rsa_keys[0])
@@ -53,15 +50,15 @@ def test_database_gone_then_black_holed_fails_requests_cleanly_and_the_same_proc
     platform.start_web(workers=1, extra_env={
         "DATABASE_URL": database_url(application_name="faults-web", port=pg_gate.port)})
     pay_create_ok(platform.base, ctx, "UP-0")
-    assert _payout(platform.base, ctx, "PAYOUT-UP-0")[1]["code"] == "0"
+    assert payout_create(platform.base, ctx, "PAYOUT-UP-0")[1]["code"] == "0"
 
     observed = {}
     for failure in ("cut", "hang"):
-        before = _money_rows()
+        before = money_rows(), CollectionOrder.objects.count()
         getattr(pg_gate, failure)()
         timings = []
         for call in (lambda: pay_create(platform.base, ctx, f"{failure}-pay"),
-                     lambda: _payout(platform.base, ctx, f"{failure}-payout"),
+                     lambda: payout_create(platform.base, ctx, f"{failure}-payout"),
                      lambda: api_post(platform.base, ctx, "balance", {"currency": "PHP"})):
             (status, body), seconds = timed(call)
             assert_clean_error_envelope(status, body, "9999", 500)
@@ -70,13 +67,13 @@ def test_database_gone_then_black_holed_fails_requests_cleanly_and_the_same_proc
         timings.append(seconds)
         assert health.status_code == 503 and health.json()["failing"] == ["database"], health.text
         assert max(timings) < REQUEST_BOUND[failure], (failure, timings)
-        assert _money_rows() == before  # nothing written while the database was out of reach
+        assert (money_rows(), CollectionOrder.objects.count()) == before  # nothing written while the database was out of reach
         observed[failure] = timings
 
         pg_gate.open()
         wait_until(lambda n=f"{failure}-back": pay_create(platform.base, ctx, n)[1]["code"] == "0", timeout=20,
                    what=f"a create succeeding after the database came back ({failure})")
-        status, body = _payout(platform.base, ctx, f"PAYOUT-{failure}-back")
+        status, body = payout_create(platform.base, ctx, f"PAYOUT-{failure}-back")
         assert (status, body["code"]) == (200, "0"), body
     print(f"requests (pay/create, payout/create, balance, healthz) while the database was gone: {observed['cut']} s,"
           f" black-holed: {observed['hang']} s")

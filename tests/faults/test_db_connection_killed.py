@@ -19,24 +19,10 @@ from apps.ledger.models import Hold, LedgerAccount, Posting
 from apps.ledger.services import balance_adjust
 from apps.payout.models import Payout
 from tests.conftest import make_merchant
-from tests.faults.conftest import api_post, assert_clean_error_envelope
+from tests.faults.conftest import assert_clean_error_envelope, money_rows, payout_create, payout_create_ok
 from tests.faults.processes import Platform, database_url, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
-
-
-def _payout(base, ctx, mch_order_no: str) -> tuple[int, dict]:
-    return api_post(base, ctx, "payout/create", {
-        "mch_order_no": mch_order_no, "product_code": "PHP_PAYOUT", "amount": 10000, "currency": "PHP",
-        "payee_name": "Juan dela Cruz", "payee_account": "0012345678", "bank_code": "BDO"})
-
-
-def _payout_ok(base, ctx, mch_order_no: str) -> Payout:
-    status, body = _payout(base, ctx, mch_order_no)
-    assert (status, body["code"]) == (200, "0"), body
-    payout = Payout.objects.select_related("hold").get(mch_order_no=mch_order_no)
-    assert payout.hold.amount == payout.amount + payout.fee
-    return payout
 
 
 def _web_backends(admin: psycopg.Connection) -> list[tuple]:
@@ -44,11 +30,6 @@ def _web_backends(admin: psycopg.Connection) -> list[tuple]:
     return admin.execute(
         "SELECT pid, state, wait_event_type, query FROM pg_stat_activity WHERE datname = current_database() "
         "AND application_name = 'faults-web'").fetchall()
-
-
-def _money_rows() -> tuple:
-    return (Payout.objects.count(), Hold.objects.count(), Posting.objects.count(),
-            dict(LedgerAccount.objects.values_list("pk", "balance")))
 
 
 @pytest.mark.parametrize("conn_max_age", [0, 600], ids=["fresh-connections", "persistent-connections"])
@@ -59,15 +40,15 @@ def test_a_backend_killed_mid_request_leaves_no_partial_rows_and_the_next_reques
     available = LedgerAccount.objects.get(merchant_id=ctx.merchant.pk, currency_id="PHP", kind="available")
     platform = Platform(procs, private_redis, CONN_MAX_AGE=conn_max_age)
     platform.start_web(workers=1)
-    _payout_ok(platform.base, ctx, "WARM-UP")  # the server process has done a request (and may keep its connection)
+    payout_create_ok(platform.base, ctx, "WARM-UP")  # the server process has done a request (and may keep its connection)
 
     with psycopg.connect(database_url(), autocommit=True) as admin, psycopg.connect(database_url()) as locker:
-        before = _money_rows()
+        before = money_rows()
 
         # Hold the merchant's available row: the request's freeze (SELECT ... FOR UPDATE) waits behind it.
         locker.execute("SELECT id FROM ledger_ledgeraccount WHERE id = %s FOR UPDATE", [available.pk])
         result = {}
-        request = threading.Thread(target=lambda: result.update(reply=_payout(platform.base, ctx, "DOOMED")))
+        request = threading.Thread(target=lambda: result.update(reply=payout_create(platform.base, ctx, "DOOMED")))
         request.start()
         try:
             blocked = wait_until(lambda: [b for b in _web_backends(admin) if b[2] == "Lock"],
@@ -80,12 +61,12 @@ def test_a_backend_killed_mid_request_leaves_no_partial_rows_and_the_next_reques
         assert not request.is_alive()
         status, body = result["reply"]
         assert_clean_error_envelope(status, body, "9999", 500)
-        assert _money_rows() == before  # nothing of the killed transaction survived
+        assert money_rows() == before  # nothing of the killed transaction survived
         assert not Payout.objects.filter(mch_order_no="DOOMED").exists()
 
         # The next request, on the same (only) server process, succeeds; so does the merchant's retry.
-        _payout_ok(platform.base, ctx, "NEXT")
-        _payout_ok(platform.base, ctx, "DOOMED")
+        payout_create_ok(platform.base, ctx, "NEXT")
+        payout_create_ok(platform.base, ctx, "DOOMED")
 
         if conn_max_age:
             # An idle persistent connection killed between requests: the next request must still succeed.
@@ -93,7 +74,7 @@ def test_a_backend_killed_mid_request_leaves_no_partial_rows_and_the_next_reques
                               timeout=5, what="the server's idle persistent connection")
             for pid, *_ in idle:
                 admin.execute("SELECT pg_terminate_backend(%s)", [pid])
-            _payout_ok(platform.base, ctx, "AFTER-IDLE-KILL")
+            payout_create_ok(platform.base, ctx, "AFTER-IDLE-KILL")
 
     # Every order has its hold and its posting; the holds add up to what is frozen.
     assert Payout.objects.filter(hold__isnull=True).count() == 0

@@ -20,6 +20,7 @@ from apps.ledger.models import Posting
 from tests.conftest import make_merchant
 from tests.faults.conftest import (
     assert_clean_error_envelope,
+    elapsed_since,
     pay_create,
     pay_create_ok,
     pay_timed,
@@ -74,7 +75,7 @@ def test_hung_redis_bounds_every_request_and_recovers_without_a_restart(
     pay(pay_create_ok(platform.base, ctx, "AFTER-0"))
     wait_until(lambda: CallbackEvent.objects.filter(status=CallbackEvent.Status.DELIVERED).count() == len(paid),
                timeout=45, interval=0.5, what=f"all {len(paid)} callbacks delivered after Redis answered again")
-    print(f"all {len(paid)} callbacks delivered {time.monotonic() - thawed_at:.1f} s after Redis answered again")
+    print(f"all {len(paid)} callbacks delivered {elapsed_since(thawed_at)} s after Redis answered again")
 
     assert set(CollectionOrder.objects.values_list("mch_order_no", flat=True)) == {*accepted, "PROBE", "AFTER-0"}
     assert {h.body["platform_order_no"] for h in endpoints.hits_for("acme")} == paid

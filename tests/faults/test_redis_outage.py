@@ -20,6 +20,7 @@ from tests.conftest import make_merchant
 from tests.faults.conftest import (
     api_post,
     assert_clean_error_envelope,
+    elapsed_since,
     pay_create,
     pay_create_ok,
     pay_timed,
@@ -88,7 +89,7 @@ def test_redis_outage_loses_no_order_and_every_callback_arrives_after_recovery(
     pay(create_ok("AFTER-0"))
     wait_until(lambda: CallbackEvent.objects.filter(status=CallbackEvent.Status.DELIVERED).count() == len(paid),
                timeout=45, interval=0.5, what=f"all {len(paid)} callbacks delivered after recovery")
-    print(f"all {len(paid)} callbacks delivered {time.monotonic() - recovered_at:.1f} s after Redis restarted")
+    print(f"all {len(paid)} callbacks delivered {elapsed_since(recovered_at)} s after Redis restarted")
 
     # No order lost, none invented: the database holds exactly the accepted creates.
     stored = dict(CollectionOrder.objects.values_list("mch_order_no", "platform_order_no"))
