@@ -35,14 +35,15 @@ class CollectionOrder(models.Model):
         SUCCESS = "SUCCESS", "Success"
         EXPIRED = "EXPIRED", "Expired"
 
-    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="collection_orders")
-    platform_order_no = models.CharField(max_length=64, unique=True, default=new_platform_order_no, editable=False)
+    # No index of its own: collection_mch_order_no_unique starts with merchant (AuditLog.Meta).
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="collection_orders", db_index=False)
+    platform_order_no = models.CharField(max_length=64, default=new_platform_order_no, editable=False)  # unique below
     mch_order_no = models.CharField(max_length=64)
     product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="collection_orders")
     # Copied from the product at create time: later product edits never change an existing order's money.
     settlement = models.CharField(max_length=2, choices=Product.Settlement.choices)
     channel = models.ForeignKey(Channel, on_delete=models.PROTECT, related_name="collection_orders")
-    currency = models.ForeignKey(Currency, on_delete=models.PROTECT)
+    currency = models.ForeignKey(Currency, on_delete=models.PROTECT, db_index=False)
     amount = models.BigIntegerField(help_text="Minor units.")
     fee = models.BigIntegerField(help_text="Minor units; product fee computed at create time.")
     subject = models.CharField(max_length=256, blank=True)
@@ -51,12 +52,12 @@ class CollectionOrder(models.Model):
     expire_seconds = models.PositiveIntegerField(default=DEFAULT_EXPIRE_SECONDS)
     # Not `protected=True`: django-fsm's refresh_from_db workaround flips that flag class-wide, which races in
     # threaded workers. Status changes only through the transitions below, called by apps.collection.services.
-    status = FSMField(max_length=16, choices=Status.choices, default=Status.CREATED, db_index=True)
+    status = FSMField(max_length=16, choices=Status.choices, default=Status.CREATED)  # indexed below
     expire_at = models.DateTimeField(db_index=True)
     paid_at = models.DateTimeField(null=True, blank=True, db_index=True)
     # D1 only: when the settling credit was moved to available (exactly once, contract §4).
     settled_at = models.DateTimeField(null=True, blank=True)
-    pay_token = models.CharField(max_length=64, unique=True, default=new_pay_token, editable=False)
+    pay_token = models.CharField(max_length=64, default=new_pay_token, editable=False)  # unique above
     upstream_reference = models.CharField(max_length=128, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -64,6 +65,8 @@ class CollectionOrder(models.Model):
     class Meta:
         ordering = ["-id"]
         constraints = [
+            models.UniqueConstraint(fields=["platform_order_no"], name="collection_platform_order_no_unique"),
+            models.UniqueConstraint(fields=["pay_token"], name="collection_pay_token_unique"),
             models.UniqueConstraint(fields=["merchant", "mch_order_no"], name="collection_mch_order_no_unique"),
             models.CheckConstraint(condition=Q(amount__gt=0) & Q(fee__gte=0) & Q(fee__lt=models.F("amount")),
                                    name="collection_amount_exceeds_fee"),
@@ -74,6 +77,7 @@ class CollectionOrder(models.Model):
                                    name="collection_settled_only_d1_success"),
         ]
         indexes = [
+            models.Index(fields=["status"], name="collection_status_idx"),
             # The D1 release scan: successful D1 orders not yet released.
             models.Index(fields=["paid_at"], condition=Q(settlement="D1", status="SUCCESS", settled_at__isnull=True),
                          name="collection_d1_unreleased"),

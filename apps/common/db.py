@@ -1,12 +1,21 @@
 """The hottest write paths' database helpers: one INSERT built once per model, and statements batched into one
 round trip.
 
-`Batch`: on PostgreSQL the statements added to it are rendered with their parameters (client-side binding, as
-Django's backend does by default) and sent as one multi-statement query when it runs: one round trip instead of
-one each. PostgreSQL runs them in order, each with its own snapshot (READ COMMITTED), so a statement sees what
-the statements before it did and waited for (a row lock taken by the first is held when the second reads). On
-other databases (SQLite, the embedded default) each statement runs when it is added. Either way a statement's
-rows are handed to its callback once it has run; an error aborts the caller's transaction as usual.
+`Batch`: on PostgreSQL the statements added to it are sent as one multi-statement query when it runs: one round
+trip instead of one each. PostgreSQL runs them in order, each with its own snapshot (READ COMMITTED), so a
+statement sees what the statements before it did and waited for (a row lock taken by the first is held when the
+second reads). On other databases (SQLite, the embedded default) each statement runs when it is added. Either way
+a statement's rows are handed to its callback once it has run; an error aborts the caller's transaction as usual.
+
+Each batched statement is a prepared statement of the connection's session, sent as `EXECUTE name(arguments)`
+with its arguments rendered client-side: PostgreSQL parses and plans it once per connection instead of on every
+request (parsing and planning were ~40 % of the PostgreSQL CPU of a payout create; docs/performance.md). The
+first batch on a connection that uses a statement prepares it in the same round trip, with a `DO` block that
+prepares it only if the session has not got it (a PREPARE survives the rollback of its transaction, so after a
+failed batch this process cannot know which ran). Session-level prepared statements need a session per
+connection: behind PgBouncer, session pooling, not transaction pooling. With server-side binding
+(`OPTIONS["server_side_binding"]`) psycopg manages prepared statements of its own, and batches send their
+statements as they are.
 
 
 `Model.save()` rebuilds and recompiles the INSERT on every call, which on pay/create and payout/create cost more
@@ -16,11 +25,15 @@ pre_save/post_save (created=True) as save() does when anything listens. Not for 
 (multi-table inheritance).
 """
 
+import hashlib
+import re
+import weakref
 from collections.abc import Callable
 from functools import lru_cache
 
 from django.db import IntegrityError, connections, transaction
 from django.db.models import Model, signals
+from psycopg.pq import ExecStatus
 
 
 @lru_cache(maxsize=32)
@@ -29,7 +42,8 @@ def _insert_sql(model: type[Model], alias: str, with_pk: bool) -> tuple[str, tup
     meta = model._meta
     fields = tuple(field for field in meta.local_concrete_fields if with_pk or field is not meta.auto_field)
     quote = connection.ops.quote_name
-    returning = connection.features.can_return_columns_from_insert
+    # A row given its key needs nothing back (one result set fewer to read on the batched path).
+    returning = connection.features.can_return_columns_from_insert and not with_pk
     sql = (f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(field.column) for field in fields)}) "
            f"VALUES ({', '.join(['%s'] * len(fields))})"
            + (f" RETURNING {quote(meta.pk.column)}" if returning else ""))
@@ -37,6 +51,51 @@ def _insert_sql(model: type[Model], alias: str, with_pk: bool) -> tuple[str, tup
 
 
 Rows = list[tuple]
+
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%s|%%")
+PREPARED_PER_CONNECTION = 256  # past this a statement is sent as it is (the batched statements are a fixed few)
+
+
+class _Session:
+    """What batches know of one psycopg connection's session: the statements prepared there, and a client-side
+    binding cursor that renders statements (it never executes). A connection is used by one thread at a time."""
+
+    def __init__(self, raw) -> None:
+        from psycopg import ClientCursor
+
+        self.renderer = ClientCursor(raw)
+        self.prepared: set[str] = set()
+        # psycopg prepares statements of its own only with server-side binding (Django's OPTIONS
+        # server_side_binding), and then sends DEALLOCATE ALL after a rollback, which would drop these too.
+        self.prepares = raw.prepare_threshold is None
+
+
+# By psycopg connection: a new connection (after a close or a failed health check) starts a new session.
+_SESSIONS: "weakref.WeakKeyDictionary[object, _Session]" = weakref.WeakKeyDictionary()
+
+
+@lru_cache(maxsize=PREPARED_PER_CONNECTION)
+def _prepared_form(sql: str) -> tuple[str, str, str, tuple]:
+    """A statement with psycopg placeholders (%s or %(name)s) as (name, PREPARE body with $n, EXECUTE template
+    with one %s per argument, the order of the arguments: positions or names)."""
+    order: list = []
+    numbers: dict[str, int] = {}
+
+    def number(match: re.Match) -> str:
+        if match.group(0) == "%%":
+            return "%"
+        if match.group(1) is None:
+            order.append(len(order))
+            return f"${len(order)}"
+        if match.group(1) not in numbers:
+            order.append(match.group(1))
+            numbers[match.group(1)] = len(order)
+        return f"${numbers[match.group(1)]}"
+
+    body = _PLACEHOLDER.sub(number, sql)
+    name = "batch_" + hashlib.sha1(sql.encode()).hexdigest()[:24]
+    execute = f"EXECUTE {name}" + (f"({', '.join(['%s'] * len(order))})" if order else "")
+    return name, body, execute, tuple(order)
 
 
 class Batch:
@@ -46,7 +105,8 @@ class Batch:
         self.connection = transaction.get_connection()
         self.deferred = self.connection.vendor == "postgresql"
         self._pending: list[tuple[str, Callable[[Rows], None] | None]] = []
-        self._renderer = None  # a client-side-binding cursor of the connection, for rendering statements
+        self._session: _Session | None = None
+        self._preparing: dict[str, str] = {}  # name -> the DO block that prepares it, sent first
         self._refusals: list[Callable[[IntegrityError], Exception | None]] = []
 
     def refuse(self, translate: Callable[[IntegrityError], Exception | None]) -> None:
@@ -56,12 +116,11 @@ class Batch:
 
     def add(self, sql: str, params, then: Callable[[Rows], None] | None = None) -> None:
         if self.deferred:
-            if self._renderer is None:
-                from psycopg import ClientCursor
-
+            if self._session is None:
                 self.connection.ensure_connection()
-                self._renderer = ClientCursor(self.connection.connection)
-            self._pending.append((self._renderer.mogrify(sql, params), then))
+                raw = self.connection.connection
+                self._session = _SESSIONS.get(raw) or _SESSIONS.setdefault(raw, _Session(raw))
+            self._pending.append((self._render(sql, params), then))
             return
         with self.connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -69,8 +128,30 @@ class Batch:
         if then is not None:
             then(rows)
 
-    def run(self) -> None:
-        pending, self._pending = self._pending, []
+    def _render(self, sql: str, params) -> str:
+        """`EXECUTE name(arguments)` of the statement prepared in this session (preparing it first, in this batch,
+        if this process has not seen it run there); the statement itself once the session holds too many."""
+        name, body, execute, order = _prepared_form(sql)
+        session = self._session
+        if name not in session.prepared:
+            if not session.prepares or len(session.prepared) >= PREPARED_PER_CONNECTION:
+                return session.renderer.mogrify(sql, params)
+            if name not in self._preparing:
+                self._preparing[name] = session.renderer.mogrify(
+                    "DO $prepare$ BEGIN IF NOT EXISTS (SELECT FROM pg_prepared_statements WHERE name = %s) THEN "
+                    "EXECUTE %s; END IF; END $prepare$", [name, f"PREPARE {name} AS {body}"])
+        arguments = [params[key] for key in order] if isinstance(params, dict) else params
+        return session.renderer.mogrify(execute, arguments)
+
+    def run(self, *, commit: bool = False) -> None:
+        """Send the batch. `commit`: this is the last batch of the outermost transaction (a durable atomic block),
+        so its COMMIT travels with it instead of in a round trip of its own; Django's COMMIT at the block's end
+        then finds no transaction open and sends nothing. Elsewhere (a nested block, SQLite) it changes nothing."""
+        preparing, self._preparing = self._preparing, {}
+        pending = [(sql, None) for sql in preparing.values()] + self._pending
+        self._pending = []
+        if pending and commit and self._outermost_transaction():
+            pending.append(("COMMIT", None))
         if not pending:
             return
         with self.connection.cursor() as cursor:
@@ -81,11 +162,19 @@ class Batch:
                     if (refusal := translate(exc)) is not None:
                         raise refusal from exc
                 raise
-            for index, (_, then) in enumerate(pending):
-                if index:
-                    cursor.nextset()
-                if then is not None:
-                    then(cursor.fetchall() if cursor.description else [])
+            self._session.prepared.update(preparing)  # only now: a failed batch may have stopped before them
+            results = cursor.cursor  # the rows are read from psycopg's cursor, with one error wrapper for all
+            with self.connection.wrap_database_errors:
+                for index, (_, then) in enumerate(pending):
+                    if index:
+                        results.nextset()
+                    if then is not None:
+                        then(results.fetchall() if results.pgresult.status == ExecStatus.TUPLES_OK else [])
+
+    def _outermost_transaction(self) -> bool:
+        connection = self.connection
+        return (connection.in_atomic_block and len(connection.atomic_blocks) == 1 and not connection.savepoint_ids
+                and not connection.needs_rollback)
 
 
 def ids_reserve(batch: Batch, *models: type[Model]) -> list[int | None]:
@@ -121,11 +210,12 @@ def model_insert(instance: Model, batch: Batch | None = None) -> Model:
             signals.post_save.send(sender=model, instance=instance, created=True, update_fields=None, raw=False,
                                    using=connection.alias)
 
-    if batch is not None and returning:
-        batch.add(sql, params, inserted)
+    given = instance.pk
+    if batch is not None and (returning or given is not None):
+        batch.add(sql, params, inserted if returning else lambda rows: inserted([(given,)]))
         return instance
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        pk = cursor.fetchone()[0] if returning else cursor.lastrowid
+        pk = cursor.fetchone()[0] if returning else (given if given is not None else cursor.lastrowid)
     inserted([(pk,)])
     return instance

@@ -8,16 +8,22 @@ class AuditLog(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
     actor_label = models.CharField(max_length=128, help_text="Who acted: a username, 'cli' or 'system'.")
-    action = models.CharField(max_length=64, db_index=True)
+    action = models.CharField(max_length=64)
     object_type = models.CharField(max_length=64)
-    object_id = models.CharField(max_length=64, db_index=True)
+    object_id = models.CharField(max_length=64)
     old = models.JSONField(default=dict, blank=True)
     new = models.JSONField(default=dict, blank=True)
     reason = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["object_type", "object_id"])]
+        # Plain B-tree indexes only where a query filters or sorts (the admin's action filter, an object's trail,
+        # the newest first), and no `varchar_pattern_ops` copies: every one is written by each signed write that
+        # audits. The hot write tables follow the same rule: no index on a currency foreign key (currencies are
+        # few and never deleted), none on merchant where a composite index starts with it, unique text columns
+        # as UniqueConstraint (Django adds a LIKE copy for `unique=True`). docs/performance.md has the cost.
+        indexes = [models.Index(fields=["object_type", "object_id"]),
+                   models.Index(fields=["action"], name="audit_action_idx")]
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_label} {self.action} {self.object_type}:{self.object_id}"

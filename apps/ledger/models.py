@@ -60,7 +60,7 @@ class Posting(models.Model):
     kind = models.CharField(max_length=64)
     cause = models.CharField(max_length=128, help_text="What caused it: an order number, an adjustment reference.")
     merchant = models.ForeignKey(Merchant, null=True, blank=True, on_delete=models.PROTECT, related_name="postings")
-    currency = models.ForeignKey(Currency, on_delete=models.PROTECT)
+    currency = models.ForeignKey(Currency, on_delete=models.PROTECT, db_index=False)
     memo = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
@@ -75,7 +75,7 @@ class Posting(models.Model):
 class Entry(models.Model):
     posting = models.ForeignKey(Posting, on_delete=models.PROTECT, related_name="entries")
     account = models.ForeignKey(LedgerAccount, on_delete=models.PROTECT, related_name="entries")
-    currency = models.ForeignKey(Currency, on_delete=models.PROTECT)
+    currency = models.ForeignKey(Currency, on_delete=models.PROTECT, db_index=False)
     amount = models.BigIntegerField(help_text="Signed, minor units: positive raises the account's balance.")
 
     class Meta:
@@ -96,9 +96,9 @@ class Hold(models.Model):
         SETTLED = "settled", "Settled"
 
     merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="holds")
-    currency = models.ForeignKey(Currency, on_delete=models.PROTECT)
+    currency = models.ForeignKey(Currency, on_delete=models.PROTECT, db_index=False)
     amount = models.BigIntegerField()
-    cause = models.CharField(max_length=128, unique=True)
+    cause = models.CharField(max_length=128)  # unique: ledger_hold_unique_cause
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.HELD)
     placed_by = models.OneToOneField(Posting, on_delete=models.PROTECT, related_name="placed_hold")
     resolved_by = models.OneToOneField(Posting, null=True, blank=True, on_delete=models.PROTECT,
@@ -109,6 +109,7 @@ class Hold(models.Model):
     class Meta:
         ordering = ["id"]
         constraints = [
+            models.UniqueConstraint(fields=["cause"], name="ledger_hold_unique_cause"),
             models.CheckConstraint(condition=Q(amount__gt=0), name="ledger_hold_amount_positive"),
             models.CheckConstraint(
                 condition=(Q(status="held") & Q(resolved_by__isnull=True) & Q(resolved_at__isnull=True))

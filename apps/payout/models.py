@@ -37,11 +37,12 @@ class Payout(models.Model):
 
     TERMINAL = (Status.SUCCESS, Status.FAILED, Status.REJECTED)
 
-    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="payouts")
-    platform_order_no = models.CharField(max_length=64, unique=True, default=new_platform_order_no, editable=False)
+    # No index of its own: payout_mch_order_no_unique and payout_velocity_idx start with merchant (AuditLog.Meta).
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="payouts", db_index=False)
+    platform_order_no = models.CharField(max_length=64, default=new_platform_order_no, editable=False)  # unique below
     mch_order_no = models.CharField(max_length=64)
     product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="payouts")
-    currency = models.ForeignKey(Currency, on_delete=models.PROTECT, related_name="payouts")
+    currency = models.ForeignKey(Currency, on_delete=models.PROTECT, related_name="payouts", db_index=False)
     channel = models.ForeignKey(Channel, on_delete=models.PROTECT, related_name="payouts",
                                 help_text="The payout channel that served the currency when the order was created.")
     amount = models.BigIntegerField(help_text="Minor units.")
@@ -87,6 +88,7 @@ class Payout(models.Model):
             models.Index(fields=["status", "created_at"], name="payout_status_created_idx"),
         ]
         constraints = [
+            models.UniqueConstraint(fields=["platform_order_no"], name="payout_platform_order_no_unique"),
             models.UniqueConstraint(fields=["merchant", "mch_order_no"], name="payout_mch_order_no_unique"),
             models.CheckConstraint(condition=Q(amount__gt=0) & Q(fee__gte=0), name="payout_amounts_valid"),
             models.CheckConstraint(

@@ -8,6 +8,7 @@ callback outbox and the audit row. Celery dispatch and adapter calls happen afte
 import logging
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -23,6 +24,7 @@ from apps.channels.routing import Route, order_route
 from apps.channels.selectors import bank_code_active
 from apps.common import audit
 from apps.common.cache import cache_add_flag
+from apps.common.coalesce import Coalesced
 from apps.common.db import Batch, ids_reserve, model_insert
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.orders import order_create_or_replay, replay_or_conflict
@@ -134,9 +136,9 @@ def _payout_insert(*, merchant: Merchant, mch_order_no: str, product: Product, c
     payout.risk_reasons = reasons
     payout.status = Payout.Status.FROZEN if reasons else Payout.Status.APPROVED
 
-    # Writes, in a second round trip: the freeze (the merchant's balance lock, then the posting: creates of one
-    # merchant and currency queue on that lock only for this round trip and COMMIT; 2003 if available is short,
-    # and the whole transaction rolls back), the hold, the order and its audit row. In this order, so that on
+    # Writes and COMMIT, in a second round trip: the freeze (the merchant's balance lock, then the posting: creates
+    # of one merchant and currency queue on that lock only while the server runs this one query; 2003 if available
+    # is short, and the whole transaction rolls back), the hold, the order and its audit row. In this order, so that on
     # SQLite (each statement at once, the balance checked in Python) each row has the key the next one names.
     writes = Batch()
     payout.hold = ledger.hold_place(merchant_id=merchant.pk, currency=currency.code, amount=amount + fee,
@@ -147,11 +149,11 @@ def _payout_insert(*, merchant: Merchant, mch_order_no: str, product: Product, c
                  new={"status": payout.status, "amount": amount, "fee": fee, "currency": currency.code,
                       "payee_account": payout.masked_payee_account, "bank_code": bank_code,
                       "risk_reasons": reasons}, batch=writes)
-    writes.run()
+    writes.run(commit=True)
     logger.info("payout %s created %s: %s %s to %s", payout.platform_order_no, payout.status, amount, currency.code,
                 payout.masked_payee_account)
     if payout.status == Payout.Status.APPROVED:
-        transaction.on_commit(payout_submissions_wake)
+        transaction.on_commit(payout_submissions_wake_soon.request)
     return payout
 
 
@@ -215,7 +217,7 @@ SUBMISSIONS_WAKE_TTL = 30
 
 
 def payout_submissions_wake() -> None:
-    """After a create commits an APPROVED payout: queue one scan of APPROVED payouts, unless one is queued already.
+    """Queue one scan of APPROVED payouts, unless one is queued already.
 
     A burst of creates costs one broker message, not one each (the message was a fifth of payout/create's CPU).
     Nothing is missed: the scan clears the key *before* it reads, so a create that found the key set committed
@@ -228,6 +230,13 @@ def payout_submissions_wake() -> None:
             submit_approved_payouts.delay()
     except Exception:  # noqa: BLE001 - cache or broker down: the sweeper submits the order
         logger.warning("payout submission scan not queued; the sweeper will submit")
+
+
+# After a create commits an APPROVED payout. The creates of one process within PAYOUT_SUBMISSIONS_WAKE_DELAY share
+# one wake (one Redis round trip instead of one each); every create is still followed by a wake that starts after
+# its commit, so the scan sees it. A process killed before its timer fires leaves its orders to the sweeper.
+payout_submissions_wake_soon = Coalesced(payout_submissions_wake,
+                                         delay=lambda: settings.PAYOUT_SUBMISSIONS_WAKE_DELAY)
 
 
 def payout_submit_dispatch(*, payout_id: int) -> None:

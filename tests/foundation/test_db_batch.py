@@ -88,3 +88,82 @@ def test_a_read_after_a_lock_in_one_batch_sees_what_the_lock_holder_committed(me
         batch.run()
     thread.join(10)
     assert seen == [[(1,)]]
+
+
+def committed_elsewhere(label: str) -> bool:
+    """Whether another connection sees the audit row: it was committed."""
+    import psycopg
+
+    settings = connection.settings_dict
+    with psycopg.connect(host=settings["HOST"] or "127.0.0.1", port=settings["PORT"] or 5432,
+                         user=settings["USER"], dbname=settings["NAME"]) as other:
+        return other.execute("SELECT count(*) FROM common_auditlog WHERE actor_label = %s", [label]).fetchone()[0] > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_last_batch_of_a_durable_block_carries_its_commit_and_django_sends_no_other():
+    from psycopg.pq import TransactionStatus
+
+    hooks = []
+    with transaction.atomic(durable=True):
+        transaction.on_commit(lambda: hooks.append(committed_elsewhere("carried")))
+        batch = Batch()
+        model_insert(audit_row("carried"), batch=batch)
+        batch.add("SELECT 1", [])
+        batch.run(commit=True)
+        assert committed_elsewhere("carried")  # committed by the batch itself
+        # no transaction left open: psycopg's commit() at the block's end sends nothing
+        assert connection.connection.info.transaction_status == TransactionStatus.IDLE
+    assert hooks == [True]  # on_commit callbacks still run once the block ends
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_inside_a_nested_block_does_not_commit_the_outer_transaction():
+    with pytest.raises(RuntimeError), transaction.atomic():
+        with transaction.atomic():
+            batch = Batch()
+            model_insert(audit_row("nested"), batch=batch)
+            batch.run(commit=True)
+        assert not committed_elsewhere("nested")
+        raise RuntimeError("the outer block rolls back")
+    assert not AuditLog.objects.filter(actor_label="nested").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_batch_with_its_commit_rolls_everything_back_and_the_connection_carries_on():
+    model_insert(audit_row("first"))
+    clash = AuditLog.objects.get(actor_label="first")
+    with pytest.raises(IntegrityError), transaction.atomic(durable=True):
+        model_insert(audit_row("before the batch"))
+        batch = Batch()
+        model_insert(AuditLog(pk=clash.pk, actor_label="clash", action="a", object_type="x", object_id="1"),
+                     batch=batch)
+        batch.run(commit=True)
+    assert not AuditLog.objects.filter(actor_label__in=["before the batch", "clash"]).exists()
+    model_insert(audit_row("after"))
+    assert committed_elsewhere("after")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_statements_are_prepared_once_per_session_and_again_on_a_new_connection():
+    def prepared() -> set[str]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT name FROM pg_prepared_statements WHERE name LIKE 'batch_%%'")
+            return {name for (name,) in cursor.fetchall()}
+
+    def count(label: str) -> list:
+        seen = []
+        with transaction.atomic():
+            batch = Batch()
+            batch.add("SELECT count(*) FROM common_auditlog WHERE actor_label = %(label)s OR action = %(label)s",
+                      {"label": label}, seen.append)
+            batch.run()
+        return seen
+
+    connection.close()
+    assert count("x") == [[(0,)]] and len(prepared()) == 1
+    model_insert(audit_row("y"))
+    assert count("y") == [[(1,)]] and len(prepared()) == 1  # the same statement, executed again
+    connection.close()  # a new session has none: this process prepares it there again
+    assert prepared() == set()
+    assert count("y") == [[(1,)]] and len(prepared()) == 1
