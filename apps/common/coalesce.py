@@ -10,6 +10,8 @@ import logging
 import threading
 from collections.abc import Callable
 
+from django.db import connections
+
 logger = logging.getLogger(__name__)
 
 
@@ -39,3 +41,5 @@ class Coalesced:
             self._fn()
         except Exception:  # noqa: BLE001 - a timer thread has no caller to raise to
             logger.exception("coalesced call %s failed", getattr(self._fn, "__qualname__", self._fn))
+        finally:
+            connections.close_all()  # this thread's own (a database cache opens one); the thread ends here

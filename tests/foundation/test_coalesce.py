@@ -4,6 +4,8 @@ without a call that starts after it."""
 import threading
 import time
 
+import pytest
+
 from apps.common.coalesce import Coalesced
 
 
@@ -76,3 +78,22 @@ def test_no_delay_calls_at_once_on_the_requesting_thread():
     wake = Coalesced(lambda: threads.append(threading.current_thread()), delay=lambda: 0)
     wake.request()
     assert threads == [threading.current_thread()]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_timer_thread_closes_the_database_connection_its_call_opened():
+    from django.db import connections
+
+    from apps.common.models import AuditLog
+
+    used = []
+
+    def wake_with_a_query():
+        AuditLog.objects.count()  # a database cache (make run's default) opens a connection on this thread
+        used.append(connections["default"])
+
+    wake = Coalesced(wake_with_a_query, delay=lambda: 0.05)
+    wake.request()
+    wait_for(lambda: used)
+    wait_for(lambda: used[0].connection is None)  # closed when the call ended, not left to the garbage collector
+    assert used[0] is not connections["default"]  # it was the timer thread's own
