@@ -159,8 +159,7 @@ def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: 
 
     posting = Posting(pk=posting_id, kind=kind, cause=cause, currency_id=currency, merchant_id=merchant_id, memo=memo,
                       created_at=timezone.now())
-    entries = [Entry(account_id=locked[(leg.merchant_id, leg.kind)].pk, currency_id=currency, amount=leg.amount)
-               for leg in legs]
+    entries = [(locked[(leg.merchant_id, leg.kind)].pk, leg.amount) for leg in legs]  # (account id, amount)
     if deferred:
         batch.add(*_lock_sql(currency, owners))
         batch.refuse(refusal)
@@ -223,7 +222,7 @@ SELECT id FROM posting
 """
 
 
-def _write_one_statement(posting: Posting, entries: list[Entry], deltas: dict[int, int],
+def _write_one_statement(posting: Posting, entries: list[tuple[int, int]], deltas: dict[int, int],
                          batch: Batch | None) -> None:
     def written(rows: Rows) -> None:
         posting.pk = rows[0][0]
@@ -232,8 +231,8 @@ def _write_one_statement(posting: Posting, entries: list[Entry], deltas: dict[in
     params = {
         "id": posting.pk, "kind": posting.kind, "cause": posting.cause, "merchant_id": posting.merchant_id,
         "currency": posting.currency_id, "memo": posting.memo, "now": posting.created_at,
-        "entry_accounts": [entry.account_id for entry in entries],
-        "entry_amounts": [entry.amount for entry in entries],
+        "entry_accounts": [account_id for account_id, _ in entries],
+        "entry_amounts": [amount for _, amount in entries],
         "delta_accounts": list(deltas), "delta_amounts": list(deltas.values()),
     }
     if batch is not None:
@@ -244,13 +243,12 @@ def _write_one_statement(posting: Posting, entries: list[Entry], deltas: dict[in
         written(cursor.fetchall())
 
 
-def _write_orm(posting: Posting, entries: list[Entry], deltas: dict[int, int]) -> None:
+def _write_orm(posting: Posting, entries: list[tuple[int, int]], deltas: dict[int, int]) -> None:
     """The same writes through the ORM, for SQLite (the embedded development default); they run at once (on SQLite
     a caller's batch runs each statement as it is added anyway)."""
     posting.save(force_insert=True)
-    for entry in entries:
-        entry.posting = posting
-    Entry.objects.bulk_create(entries)
+    Entry.objects.bulk_create(Entry(posting=posting, account_id=account_id, currency_id=posting.currency_id,
+                                    amount=amount) for account_id, amount in entries)
     for account_id, delta in deltas.items():
         LedgerAccount.objects.filter(pk=account_id).update(balance=F("balance") + delta, updated_at=posting.created_at)
 
