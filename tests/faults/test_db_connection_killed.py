@@ -53,7 +53,10 @@ def test_a_backend_killed_mid_request_leaves_no_partial_rows_and_the_next_reques
         try:
             blocked = wait_until(lambda: [b for b in _web_backends(admin) if b[2] == "Lock"],
                                  timeout=15, what="the request blocked on the ledger row lock")
-            assert len(blocked) == 1 and "ledger_ledgeraccount" in blocked[0][3], blocked
+            # Blocked behind the row lock held here (the statement itself is an EXECUTE of a prepared statement).
+            assert len(blocked) == 1, blocked
+            assert admin.execute("SELECT pg_blocking_pids(%s)", [blocked[0][0]]).fetchone()[0] == [
+                locker.info.backend_pid], blocked
             assert admin.execute("SELECT pg_terminate_backend(%s)", [blocked[0][0]]).fetchone()[0]
         finally:
             locker.rollback()
