@@ -35,7 +35,7 @@ class CollectionOrder(models.Model):
         SUCCESS = "SUCCESS", "Success"
         EXPIRED = "EXPIRED", "Expired"
 
-    # No index of its own: collection_mch_order_no_unique starts with merchant (AuditLog.Meta).
+    # No index of its own: collection_mch_order_no_unique starts with merchant (docs/ledger.md, Indexes).
     merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="collection_orders", db_index=False)
     platform_order_no = models.CharField(max_length=64, default=new_platform_order_no, editable=False)  # unique below
     mch_order_no = models.CharField(max_length=64)

@@ -17,11 +17,8 @@ class AuditLog(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        # Plain B-tree indexes only where a query filters or sorts (the admin's action filter, an object's trail,
-        # the newest first), and no `varchar_pattern_ops` copies: every one is written by each signed write that
-        # audits. The hot write tables follow the same rule: no index on a currency foreign key (currencies are
-        # few and never deleted), none on merchant where a composite index starts with it, unique text columns
-        # as UniqueConstraint (Django adds a LIKE copy for `unique=True`). docs/performance.md has the cost.
+        # Only what a query uses (the admin's action filter, an object's trail, the newest first): every signed
+        # write that audits writes each index (docs/ledger.md, Indexes on the hot write tables).
         indexes = [models.Index(fields=["object_type", "object_id"]),
                    models.Index(fields=["action"], name="audit_action_idx")]
 

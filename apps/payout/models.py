@@ -37,7 +37,7 @@ class Payout(models.Model):
 
     TERMINAL = (Status.SUCCESS, Status.FAILED, Status.REJECTED)
 
-    # No index of its own: payout_mch_order_no_unique and payout_velocity_idx start with merchant (AuditLog.Meta).
+    # No index of its own: payout_mch_order_no_unique and payout_velocity_idx start with it (docs/ledger.md, Indexes).
     merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="payouts", db_index=False)
     platform_order_no = models.CharField(max_length=64, default=new_platform_order_no, editable=False)  # unique below
     mch_order_no = models.CharField(max_length=64)
