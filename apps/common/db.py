@@ -144,9 +144,10 @@ class Batch:
         return session.renderer.mogrify(execute, arguments)
 
     def run(self, *, commit: bool = False) -> None:
-        """Send the batch. `commit`: this is the last batch of the caller's transaction; when that transaction is
-        the outermost atomic block (no savepoint, not marked for rollback), its COMMIT travels with it instead of in a round trip of its own; Django's COMMIT at the block's end
-        then finds no transaction open and sends nothing. Elsewhere (a nested block, SQLite) it changes nothing."""
+        """Send the batch. `commit`: this is the last batch of the caller's transaction. When that transaction is
+        the outermost atomic block (no savepoint, not marked for rollback), its COMMIT travels with this batch
+        instead of in a round trip of its own, and Django's COMMIT at the block's end finds no transaction open and
+        sends nothing. Elsewhere (a nested block, SQLite) it changes nothing."""
         preparing, self._preparing = self._preparing, {}
         pending = [(sql, None) for sql in preparing.values()] + self._pending
         self._pending = []
