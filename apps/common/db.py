@@ -105,6 +105,7 @@ class Batch:
         self.connection = transaction.get_connection()
         self.deferred = self.connection.vendor == "postgresql"
         self._pending: list[tuple[str, Callable[[Rows], None] | None]] = []
+        self._locking: list[tuple[str, Callable[[Rows], None] | None]] = []  # sent after _pending
         self._session: _Session | None = None
         self._preparing: dict[str, str] = {}  # name -> the DO block that prepares it, sent first
         self._refusals: list[Callable[[IntegrityError], Exception | None]] = []
@@ -114,13 +115,17 @@ class Batch:
         refusal), unless it returns None. Which statement failed is not known, only the constraint."""
         self._refusals.append(translate)
 
-    def add(self, sql: str, params, then: Callable[[Rows], None] | None = None) -> None:
+    def add(self, sql: str, params, then: Callable[[Rows], None] | None = None, *, locking: bool = False) -> None:
+        """`locking`: the statement takes (or needs) row locks that other transactions queue on, such as a
+        merchant's balance rows. On PostgreSQL the locking statements run after all the others of the batch, in the
+        order they were added, so that those locks are held for as short a time as possible (only while they run
+        and COMMIT, with `run(commit=True)`). So nothing added to the batch without `locking` may depend on them."""
         if self.deferred:
             if self._session is None:
                 self.connection.ensure_connection()
                 raw = self.connection.connection
                 self._session = _SESSIONS.get(raw) or _SESSIONS.setdefault(raw, _Session(raw))
-            self._pending.append((self._render(sql, params), then))
+            (self._locking if locking else self._pending).append((self._render(sql, params), then))
             return
         with self.connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -149,8 +154,8 @@ class Batch:
         instead of in a round trip of its own, and Django's COMMIT at the block's end finds no transaction open and
         sends nothing. Elsewhere (a nested block, SQLite) it changes nothing."""
         preparing, self._preparing = self._preparing, {}
-        pending = [(sql, None) for sql in preparing.values()] + self._pending
-        self._pending = []
+        pending = [(sql, None) for sql in preparing.values()] + self._pending + self._locking
+        self._pending, self._locking = [], []
         if pending and commit and self._outermost_transaction():
             pending.append(("COMMIT", None))
         if not pending:

@@ -25,8 +25,10 @@ PLATFORM_KINDS = (AccountKind.PAYIN_CLEARING, AccountKind.PAYOUT_CLEARING, Accou
 
 
 class LedgerAccount(models.Model):
-    merchant = models.ForeignKey(Merchant, null=True, blank=True, on_delete=models.PROTECT, related_name="accounts")
-    currency = models.ForeignKey(Currency, on_delete=models.PROTECT)
+    # No index of their own (docs/ledger.md, "Indexes"): the unique constraints below start with them.
+    merchant = models.ForeignKey(Merchant, null=True, blank=True, on_delete=models.PROTECT, related_name="accounts",
+                                 db_index=False)
+    currency = models.ForeignKey(Currency, on_delete=models.PROTECT, db_index=False)
     kind = models.CharField(max_length=32, choices=AccountKind.choices)
     # Cached sum of this account's entries, updated in the transaction that inserts them.
     balance = models.BigIntegerField(default=0)

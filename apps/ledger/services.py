@@ -6,6 +6,7 @@ Callers run inside their own `transaction.atomic(durable=True)` service, lock th
 
 import uuid
 from dataclasses import dataclass
+from functools import lru_cache
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -84,9 +85,14 @@ def _lock_sql(currency: str, owners: set[tuple[int | None, str]], lock: bool = T
         else:
             pairs.append("(merchant_id = %s AND kind = %s)")
             params += [merchant_id, kind]
-    for_update = " FOR UPDATE" if lock and transaction.get_connection().features.has_select_for_update else ""
+    if not lock:  # a plain read: no order to keep, and no sort to tempt a plan through the primary key
+        order = ""
+    elif transaction.get_connection().features.has_select_for_update:
+        order = " ORDER BY id FOR UPDATE"
+    else:
+        order = " ORDER BY id"
     return (f"SELECT {', '.join(_ACCOUNT_COLUMNS)} FROM {LedgerAccount._meta.db_table}"
-            f" WHERE currency_id = %s AND ({' OR '.join(pairs)}) ORDER BY id{for_update}", params)
+            f" WHERE currency_id = %s AND ({' OR '.join(pairs)}){order}", params)
 
 
 def _accounts_from(rows: Rows, into: dict[tuple, LedgerAccount]) -> None:
@@ -116,14 +122,22 @@ def lock_posting_accounts(*, currency: str, owners: set[tuple[int | None, str]])
 
 def accounts_read(*, currency: str, owners: set[tuple[int | None, str]], batch: Batch) -> dict[tuple, LedgerAccount]:
     """The accounts of a posting, not locked, read in `batch` (filled when it runs), for `post(accounts=...)`.
-    Their balances are not used: `post` locks the rows itself. A missing account makes `post` lock (and create)
-    at once instead of batching; so does a batch that runs each statement at once (SQLite), where this reads
-    nothing."""
+    Their balances are not used: `post` locks the rows itself, by primary key. A missing account makes `post` lock
+    (and create) at once instead of batching; so does a batch that runs each statement at once (SQLite), where this
+    reads nothing."""
     found: dict[tuple, LedgerAccount] = {}
     if batch.deferred:
         sql, params = _lock_sql(currency, owners, lock=False)
         batch.add(sql, params, lambda rows: _accounts_from(rows, found))
     return found
+
+
+@lru_cache(maxsize=8)
+def _lock_by_id_sql(count: int) -> str:
+    """Lock `count` accounts known by primary key, in primary-key order (the batched posting's lock): a prepared
+    statement whose plan is the primary key's, whatever the table's size."""
+    return (f"SELECT id FROM {LedgerAccount._meta.db_table} WHERE id IN ({', '.join(['%s'] * count)})"
+            f" ORDER BY id FOR UPDATE")
 
 
 def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: int | None = None,
@@ -132,9 +146,10 @@ def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: 
     """Record one balanced posting and update the cached balances of its accounts.
 
     For a caller that batches its statements (payout create, PostgreSQL): `accounts` read by `accounts_read`,
-    `posting_id` reserved, and `batch`. The lock (primary-key order) and the writes then join the batch, so the
-    accounts stay locked only for that one round trip and COMMIT; the balances are checked by the database's
-    non-negative CHECK, whose violation the batch raises as InsufficientFunds."""
+    `posting_id` reserved, and `batch`. The lock (by primary key, in its order) and the posting join the batch as
+    its last statements (`locking`), after the rows the caller writes beside it, so the accounts stay locked only
+    while those two run and COMMIT; the balances are checked by the database's non-negative CHECK, whose violation
+    the batch raises as InsufficientFunds."""
     _require_transaction()
     if len(legs) < 2:
         raise UnbalancedPosting("a posting needs at least two legs")
@@ -161,7 +176,8 @@ def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: 
                       created_at=timezone.now())
     entries = [(locked[(leg.merchant_id, leg.kind)].pk, leg.amount) for leg in legs]  # (account id, amount)
     if deferred:
-        batch.add(*_lock_sql(currency, owners))
+        # Last in the batch (`locking`): the rows the caller writes beside the posting go first.
+        batch.add(_lock_by_id_sql(len(deltas)), sorted(deltas), locking=True)
         batch.refuse(refusal)
         _write_one_statement(posting, entries, deltas, batch)
         return posting
@@ -201,7 +217,17 @@ def _refusal(kind: str, cause: str, debited: list[LedgerAccount], deltas: dict[i
 # The posting, its entries and the balance changes in one round trip (PostgreSQL), while the accounts are
 # locked: on the hottest path (one merchant's payouts queue on its available row) every round trip under the
 # lock counts. The database still checks everything: the zero-sum trigger at commit, the non-negative CHECK.
-_POST_SQL = f"""
+# Each balance is updated by its primary key in a statement of its own (one per account): a batched posting is a
+# prepared statement, and a join to a list of ids could keep, for the session, a plan made while the accounts
+# table was small (a scan of every account).
+@lru_cache(maxsize=8)
+def _post_sql(accounts: int) -> str:
+    balances = ",\n".join(
+        f"""balance_{n} AS (
+    UPDATE {LedgerAccount._meta.db_table} SET balance = balance + %(delta_{n})s, updated_at = %(now)s
+     WHERE id = %(account_{n})s
+)""" for n in range(accounts))
+    return f"""
 WITH posting AS (
     INSERT INTO {Posting._meta.db_table} (id, kind, cause, merchant_id, currency_id, memo, created_at)
     VALUES (COALESCE(%(id)s, nextval(pg_get_serial_sequence('{Posting._meta.db_table}', 'id'))),
@@ -212,12 +238,8 @@ WITH posting AS (
       FROM posting, unnest(%(entry_accounts)s::bigint[], %(entry_amounts)s::bigint[]) WITH ORDINALITY
            AS leg(account_id, amount, n)
      ORDER BY leg.n
-), balances AS (
-    UPDATE {LedgerAccount._meta.db_table} AS account
-       SET balance = account.balance + delta.amount, updated_at = %(now)s
-      FROM unnest(%(delta_accounts)s::bigint[], %(delta_amounts)s::bigint[]) AS delta(account_id, amount)
-     WHERE account.id = delta.account_id
-)
+),
+{balances}
 SELECT id FROM posting
 """
 
@@ -233,13 +255,15 @@ def _write_one_statement(posting: Posting, entries: list[tuple[int, int]], delta
         "currency": posting.currency_id, "memo": posting.memo, "now": posting.created_at,
         "entry_accounts": [account_id for account_id, _ in entries],
         "entry_amounts": [amount for _, amount in entries],
-        "delta_accounts": list(deltas), "delta_amounts": list(deltas.values()),
     }
+    for n, (account_id, delta) in enumerate(sorted(deltas.items())):
+        params[f"account_{n}"], params[f"delta_{n}"] = account_id, delta
+    sql = _post_sql(len(deltas))
     if batch is not None:
-        batch.add(_POST_SQL, params, written)
+        batch.add(sql, params, written, locking=True)
         return
     with transaction.get_connection().cursor() as cursor:
-        cursor.execute(_POST_SQL, params)
+        cursor.execute(sql, params)
         written(cursor.fetchall())
 
 

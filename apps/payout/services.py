@@ -136,10 +136,11 @@ def _payout_insert(*, merchant: Merchant, mch_order_no: str, product: Product, c
     payout.risk_reasons = reasons
     payout.status = Payout.Status.FROZEN if reasons else Payout.Status.APPROVED
 
-    # Writes and COMMIT, in a second round trip: the freeze (the merchant's balance lock, then the posting: creates
-    # of one merchant and currency queue on that lock only while the server runs this one query; 2003 if available
-    # is short, and the whole transaction rolls back), the hold, the order and its audit row. In this order, so that on
-    # SQLite (each statement at once, the balance checked in Python) each row has the key the next one names.
+    # Writes and COMMIT, in a second round trip: the hold, the order and its audit row, then the freeze (the
+    # merchant's balance lock and the posting, added as `locking` statements, so they run last: creates of one
+    # merchant and currency queue on that lock only while the server runs those two and COMMIT; 2003 if available
+    # is short, and the whole transaction rolls back). Added in this order so that on SQLite (each statement at
+    # once, the balance checked in Python) each row has the key the next one names.
     writes = Batch()
     payout.hold = ledger.hold_place(merchant_id=merchant.pk, currency=currency.code, amount=amount + fee,
                                     cause=payout.platform_order_no, memo=f"payout {mch_order_no}", accounts=accounts,

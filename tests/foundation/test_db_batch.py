@@ -167,3 +167,18 @@ def test_statements_are_prepared_once_per_session_and_again_on_a_new_connection(
     connection.close()  # a new session has none: this process prepares it there again
     assert prepared() == set()
     assert count("y") == [[(1,)]] and len(prepared()) == 1
+
+
+@pytest.mark.django_db
+def test_locking_statements_run_after_the_others_of_their_batch_in_the_order_added(django_assert_num_queries):
+    order = []
+    with transaction.atomic(), django_assert_num_queries(1):
+        batch = Batch()
+        batch.add("SELECT 'lock'", [], lambda rows: order.append(rows[0][0]), locking=True)
+        batch.add("SELECT 'first'", [], lambda rows: order.append(rows[0][0]))
+        batch.add("SELECT 'write under the lock'", [], lambda rows: order.append(rows[0][0]), locking=True)
+        model_insert(audit_row("beside"), batch=batch)
+        batch.add("SELECT count(*)::text FROM common_auditlog WHERE actor_label = 'beside'", [],
+                  lambda rows: order.append(rows[0][0]))
+        batch.run()
+    assert order == ["first", "1", "lock", "write under the lock"]
