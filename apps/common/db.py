@@ -62,8 +62,13 @@ class _Session:
 
     def __init__(self, raw) -> None:
         from psycopg import ClientCursor
+        from psycopg.adapt import Transformer
 
         self.renderer = ClientCursor(raw)
+        # An EXECUTE's arguments are literals quoted by psycopg's own adapters for this connection (what mogrify
+        # does, without parsing a query for each statement).
+        self.literal = Transformer(raw).as_literal
+        self.encoding = raw.info.encoding
         self.prepared: set[str] = set()
         # psycopg prepares statements of its own only with server-side binding (Django's OPTIONS
         # server_side_binding), and then sends DEALLOCATE ALL after a rollback, which would drop these too.
@@ -75,9 +80,9 @@ _SESSIONS: "weakref.WeakKeyDictionary[object, _Session]" = weakref.WeakKeyDictio
 
 
 @lru_cache(maxsize=PREPARED_PER_CONNECTION)
-def _prepared_form(sql: str) -> tuple[str, str, str, tuple]:
-    """A statement with psycopg placeholders (%s or %(name)s) as (name, PREPARE body with $n, EXECUTE template
-    with one %s per argument, the order of the arguments: positions or names)."""
+def _prepared_form(sql: str) -> tuple[str, str, tuple]:
+    """A statement with psycopg placeholders (%s or %(name)s) as (name, PREPARE body with $n, the order of the
+    arguments: positions or names)."""
     order: list = []
     numbers: dict[str, int] = {}
 
@@ -94,8 +99,7 @@ def _prepared_form(sql: str) -> tuple[str, str, str, tuple]:
 
     body = _PLACEHOLDER.sub(number, sql)
     name = "batch_" + hashlib.sha1(sql.encode()).hexdigest()[:24]
-    execute = f"EXECUTE {name}" + (f"({', '.join(['%s'] * len(order))})" if order else "")
-    return name, body, execute, tuple(order)
+    return name, body, tuple(order)
 
 
 class Batch:
@@ -136,7 +140,7 @@ class Batch:
     def _render(self, sql: str, params) -> str:
         """`EXECUTE name(arguments)` of the statement prepared in this session (preparing it first, in this batch,
         if this process has not seen it run there); the statement itself once the session holds too many."""
-        name, body, execute, order = _prepared_form(sql)
+        name, body, order = _prepared_form(sql)
         session = self._session
         if name not in session.prepared:
             if not session.prepares or len(session.prepared) >= PREPARED_PER_CONNECTION:
@@ -145,8 +149,11 @@ class Batch:
                 self._preparing[name] = session.renderer.mogrify(
                     "DO $prepare$ BEGIN IF NOT EXISTS (SELECT FROM pg_prepared_statements WHERE name = %s) THEN "
                     "EXECUTE %s; END IF; END $prepare$", [name, f"PREPARE {name} AS {body}"])
-        arguments = [params[key] for key in order] if isinstance(params, dict) else params
-        return session.renderer.mogrify(execute, arguments)
+        if not order:
+            return f"EXECUTE {name}"
+        literal, encoding = session.literal, session.encoding
+        arguments = (params[key] for key in order) if isinstance(params, dict) else params
+        return f"EXECUTE {name}({', '.join(literal(argument).decode(encoding) for argument in arguments)})"
 
     def run(self, *, commit: bool = False) -> None:
         """Send the batch. `commit`: this is the last batch of the caller's transaction. When that transaction is
