@@ -3,9 +3,12 @@ ride on it.
 
 The guarantee: every `request()` is followed by a call of `fn` that *starts after it*. A request that finds a
 timer pending is covered by that timer (it has not started `fn` yet); one that comes while `fn` runs starts a new
-timer. A process that exits before its timer fires loses that call: use it only where a sweeper catches up.
+timer. A process that exits normally (a graceful shutdown: gunicorn's SIGTERM, the end of a command) makes the
+pending call before it exits; one that is killed before its timer fires loses that call: use it only where a
+sweeper catches up.
 """
 
+import atexit
 import logging
 import threading
 from collections.abc import Callable
@@ -21,6 +24,7 @@ class Coalesced:
         self._delay = delay  # read at each request, so settings overridden in tests apply
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
+        atexit.register(self._fire_pending)  # the timer thread is a daemon: it would die with the process
 
     def request(self) -> None:
         delay = self._delay()
@@ -33,6 +37,15 @@ class Coalesced:
             self._timer = threading.Timer(delay, self._fire)
             self._timer.daemon = True
             self._timer.start()
+
+    def _fire_pending(self) -> None:
+        """At exit: make the call a pending timer would have made (none if its call has started already)."""
+        with self._lock:
+            timer = self._timer
+            if timer is None:
+                return
+            timer.cancel()
+        self._fire()
 
     def _fire(self) -> None:
         with self._lock:

@@ -97,3 +97,24 @@ def test_the_timer_thread_closes_the_database_connection_its_call_opened():
     wait_for(lambda: used)
     wait_for(lambda: used[0].connection is None)  # closed when the call ended, not left to the garbage collector
     assert used[0] is not connections["default"]  # it was the timer thread's own
+
+
+def test_a_process_that_exits_normally_makes_the_pending_call_before_it_goes(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    marker = tmp_path / "called"
+    script = (
+        "import django, os\n"
+        "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'config.settings.test')\n"
+        "django.setup()\n"
+        "from pathlib import Path\n"
+        "from apps.common.coalesce import Coalesced\n"
+        f"wake = Coalesced(lambda: Path({str(marker)!r}).write_text('woken'), delay=lambda: 60)\n"
+        "wake.request()\n"  # the process ends long before the timer's 60 s
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert marker.read_text() == "woken"
