@@ -7,6 +7,7 @@ Callers run inside their own `transaction.atomic(durable=True)` service, lock th
 import uuid
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -36,8 +37,19 @@ class HoldAlreadyResolved(LedgerError):
     pass
 
 
+class PostingAccount(NamedTuple):
+    """An account as a posting reads it: a row, not a model instance (a posting only needs these, and builds a few
+    on every balance movement). Fields in `_ACCOUNT_COLUMNS` order."""
+
+    pk: int
+    merchant_id: int | None
+    currency_id: str
+    kind: str
+    balance: int
+
+
 class InsufficientFunds(DomainError):
-    def __init__(self, account: LedgerAccount, needed: int):
+    def __init__(self, account: PostingAccount, needed: int):
         self.account = account
         self.needed = needed
         super().__init__(ErrorCode.INSUFFICIENT_BALANCE,
@@ -69,7 +81,7 @@ def account_get_or_create(*, merchant_id: int | None, currency: str, kind: Accou
     return account
 
 
-_ACCOUNT_COLUMNS = ("id", "merchant_id", "currency_id", "kind", "balance")  # in field order (Model.from_db)
+_ACCOUNT_COLUMNS = ("id", "merchant_id", "currency_id", "kind", "balance")  # PostingAccount's fields, in order
 
 
 def _lock_sql(currency: str, owners: set[tuple[int | None, str]], lock: bool = True) -> tuple[str, list]:
@@ -95,20 +107,19 @@ def _lock_sql(currency: str, owners: set[tuple[int | None, str]], lock: bool = T
             f" WHERE currency_id = %s AND ({' OR '.join(pairs)}){order}", params)
 
 
-def _accounts_from(rows: Rows, into: dict[tuple, LedgerAccount]) -> None:
-    alias = transaction.get_connection().alias
+def _accounts_from(rows: Rows, into: dict[tuple, PostingAccount]) -> None:
     for row in rows:
-        account = LedgerAccount.from_db(alias, _ACCOUNT_COLUMNS, row)
+        account = PostingAccount(*row)
         into[(account.merchant_id, account.kind)] = account
 
 
-def lock_posting_accounts(*, currency: str, owners: set[tuple[int | None, str]]) -> dict[tuple, LedgerAccount]:
+def lock_posting_accounts(*, currency: str, owners: set[tuple[int | None, str]]) -> dict[tuple, PostingAccount]:
     """Lock the accounts of a posting in primary-key order (one query), creating any missing one on first use.
 
     A fixed lock order means two postings never wait on each other in a cycle.
     """
     sql, params = _lock_sql(currency, owners)
-    locked: dict[tuple, LedgerAccount] = {}
+    locked: dict[tuple, PostingAccount] = {}
     with transaction.get_connection().cursor() as cursor:
         cursor.execute(sql, params)
         _accounts_from(cursor.fetchall(), locked)
@@ -120,12 +131,12 @@ def lock_posting_accounts(*, currency: str, owners: set[tuple[int | None, str]])
     return locked
 
 
-def accounts_read(*, currency: str, owners: set[tuple[int | None, str]], batch: Batch) -> dict[tuple, LedgerAccount]:
+def accounts_read(*, currency: str, owners: set[tuple[int | None, str]], batch: Batch) -> dict[tuple, PostingAccount]:
     """The accounts of a posting, not locked, read in `batch` (filled when it runs), for `post(accounts=...)`.
     Their balances are not used: `post` locks the rows itself, by primary key. A missing account makes `post` lock
     (and create) at once instead of batching; so does a batch that runs each statement at once (SQLite), where this
     reads nothing."""
-    found: dict[tuple, LedgerAccount] = {}
+    found: dict[tuple, PostingAccount] = {}
     if batch.deferred:
         sql, params = _lock_sql(currency, owners, lock=False)
         batch.add(sql, params, lambda rows: _accounts_from(rows, found))
@@ -141,7 +152,7 @@ def _lock_by_id_sql(count: int) -> str:
 
 
 def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: int | None = None,
-         memo: str = "", accounts: dict[tuple, LedgerAccount] | None = None, posting_id: int | None = None,
+         memo: str = "", accounts: dict[tuple, PostingAccount] | None = None, posting_id: int | None = None,
          batch: Batch | None = None) -> Posting:
     """Record one balanced posting and update the cached balances of its accounts.
 
@@ -192,12 +203,10 @@ def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: 
         if (refused := refusal(exc)) is not None:
             raise refused from exc
         raise
-    for account in locked.values():
-        account.balance += deltas[account.pk]
     return posting
 
 
-def _refusal(kind: str, cause: str, debited: list[LedgerAccount], deltas: dict[int, int]):
+def _refusal(kind: str, cause: str, debited: list[PostingAccount], deltas: dict[int, int]):
     """What a posting's IntegrityError means: a replayed (kind, cause), or (checked by the database, when the
     posting was batched) a merchant account that would go negative."""
 
@@ -278,7 +287,7 @@ def _write_orm(posting: Posting, entries: list[tuple[int, int]], deltas: dict[in
 
 
 def hold_place(*, merchant_id: int, currency: str, amount: int, cause: str, memo: str = "",
-               accounts: dict[tuple, LedgerAccount] | None = None, ids: list[int | None] | None = None,
+               accounts: dict[tuple, PostingAccount] | None = None, ids: list[int | None] | None = None,
                batch: Batch | None = None) -> Hold:
     """Move `amount` from available to frozen and record the hold; InsufficientFunds if available is short.
 
@@ -294,7 +303,7 @@ def hold_place(*, merchant_id: int, currency: str, amount: int, cause: str, memo
                              placed_by_id=posting.pk), batch=batch)
 
 
-def hold_accounts_read(*, merchant_id: int, currency: str, batch: Batch) -> dict[tuple, LedgerAccount]:
+def hold_accounts_read(*, merchant_id: int, currency: str, batch: Batch) -> dict[tuple, PostingAccount]:
     """The accounts `hold_place` moves money between (available, frozen), read in `batch`: see `accounts_read`."""
     return accounts_read(currency=currency, owners={(merchant_id, AccountKind.AVAILABLE),
                                                     (merchant_id, AccountKind.FROZEN)}, batch=batch)
