@@ -57,7 +57,7 @@ class CollectionOrder(models.Model):
     paid_at = models.DateTimeField(null=True, blank=True, db_index=True)
     # D1 only: when the settling credit was moved to available (exactly once, contract §4).
     settled_at = models.DateTimeField(null=True, blank=True)
-    pay_token = models.CharField(max_length=64, default=new_pay_token, editable=False)  # unique above
+    pay_token = models.CharField(max_length=64, default=new_pay_token, editable=False)  # unique below
     upstream_reference = models.CharField(max_length=128, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -25,7 +25,7 @@ PLATFORM_KINDS = (AccountKind.PAYIN_CLEARING, AccountKind.PAYOUT_CLEARING, Accou
 
 
 class LedgerAccount(models.Model):
-    # No index of their own (docs/ledger.md, "Indexes"): the unique constraints below start with them.
+    # No index of their own (docs/ledger.md, Indexes): the unique constraints below start with them.
     merchant = models.ForeignKey(Merchant, null=True, blank=True, on_delete=models.PROTECT, related_name="accounts",
                                  db_index=False)
     currency = models.ForeignKey(Currency, on_delete=models.PROTECT, db_index=False)

@@ -14,7 +14,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from apps.common import audit
-from apps.common.db import Batch, Rows, ids_reserve, model_insert
+from apps.common.db import Batch, Rows, model_insert
 from apps.common.errors import DomainError, ErrorCode
 from apps.ledger.models import MERCHANT_KINDS, AccountKind, Entry, Hold, LedgerAccount, Posting
 from apps.ledger.selectors import merchant_balances
@@ -70,9 +70,14 @@ def _require_transaction() -> None:
         raise LedgerError("ledger postings must run inside a transaction")
 
 
-def account_get_or_create(*, merchant_id: int | None, currency: str, kind: AccountKind) -> LedgerAccount:
+def _check_owner(merchant_id: int | None, kind: str) -> None:
+    """Merchant kinds belong to a merchant, platform kinds to no merchant."""
     if (merchant_id is None) == (kind in MERCHANT_KINDS):
         raise LedgerError(f"account kind {kind} does not belong to {'a merchant' if merchant_id else 'the platform'}")
+
+
+def account_get_or_create(*, merchant_id: int | None, currency: str, kind: AccountKind) -> LedgerAccount:
+    _check_owner(merchant_id, kind)
     try:
         with transaction.atomic():
             account, _ = LedgerAccount.objects.get_or_create(merchant_id=merchant_id, currency_id=currency, kind=kind)
@@ -84,10 +89,10 @@ def account_get_or_create(*, merchant_id: int | None, currency: str, kind: Accou
 _ACCOUNT_COLUMNS = ("id", "merchant_id", "currency_id", "kind", "balance")  # PostingAccount's fields, in order
 
 
-def _lock_sql(currency: str, owners: set[tuple[int | None, str]], lock: bool = True) -> tuple[str, list]:
+def _accounts_sql(currency: str, owners: set[tuple[int | None, str]], *, lock: bool) -> tuple[str, list]:
+    """The accounts of `owners` in `currency`: locked in primary-key order (`lock`), or read as they are."""
     for merchant_id, kind in owners:
-        if (merchant_id is None) == (kind in MERCHANT_KINDS):
-            raise LedgerError(f"account kind {kind} does not belong to {'a merchant' if merchant_id else 'the platform'}")
+        _check_owner(merchant_id, kind)
     # Written out rather than built from Q objects: this runs on every balance movement, under contention.
     pairs, params = [], [currency]
     for merchant_id, kind in sorted(owners, key=lambda owner: (owner[0] or 0, owner[1])):
@@ -118,7 +123,7 @@ def lock_posting_accounts(*, currency: str, owners: set[tuple[int | None, str]])
 
     A fixed lock order means two postings never wait on each other in a cycle.
     """
-    sql, params = _lock_sql(currency, owners)
+    sql, params = _accounts_sql(currency, owners, lock=True)
     locked: dict[tuple, PostingAccount] = {}
     with transaction.get_connection().cursor() as cursor:
         cursor.execute(sql, params)
@@ -138,7 +143,7 @@ def accounts_read(*, currency: str, owners: set[tuple[int | None, str]], batch: 
     reads nothing."""
     found: dict[tuple, PostingAccount] = {}
     if batch.deferred:
-        sql, params = _lock_sql(currency, owners, lock=False)
+        sql, params = _accounts_sql(currency, owners, lock=False)
         batch.add(sql, params, lambda rows: _accounts_from(rows, found))
     return found
 
@@ -291,8 +296,8 @@ def hold_place(*, merchant_id: int, currency: str, amount: int, cause: str, memo
                batch: Batch | None = None) -> Hold:
     """Move `amount` from available to frozen and record the hold; InsufficientFunds if available is short.
 
-    For a caller that batches its statements (payout create): `accounts` from `hold_accounts_read`, `ids` from
-    `hold_ids_reserve`, and `batch` for the writes (see `post`)."""
+    For a caller that batches its statements (payout create): `accounts` from `hold_accounts_read`, `ids` of
+    `HOLD_ROWS` from `ids_reserve`, and `batch` for the writes (see `post`)."""
     hold_id, posting_id = ids or (None, None)
     posting = post(
         kind="hold.place", cause=cause, currency=currency, merchant_id=merchant_id, memo=memo, accounts=accounts,
@@ -309,9 +314,9 @@ def hold_accounts_read(*, merchant_id: int, currency: str, batch: Batch) -> dict
                                                     (merchant_id, AccountKind.FROZEN)}, batch=batch)
 
 
-def hold_ids_reserve(batch: Batch) -> list[int | None]:
-    """The ids of a hold and its posting, reserved in `batch` (PostgreSQL; None elsewhere): see `ids_reserve`."""
-    return ids_reserve(batch, Hold, Posting)
+# The rows `hold_place` writes, in the order of its `ids`: a caller that batches reserves their keys with its own
+# in one statement, `ids_reserve(batch, *HOLD_ROWS, ...)`.
+HOLD_ROWS = (Hold, Posting)
 
 
 def _lock_held(hold_id: int) -> Hold:

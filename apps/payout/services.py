@@ -125,10 +125,9 @@ def _payout_insert(*, merchant: Merchant, mch_order_no: str, product: Product, c
     accounts = ledger.hold_accounts_read(merchant_id=merchant.pk, currency=currency.code, batch=reads)
     history = payee_account_history(merchant_id=merchant.pk, currency=currency.code, payee_account=payee_account,
                                     batch=reads)
-    hold_ids = ledger.hold_ids_reserve(reads)
-    payout_ids = ids_reserve(reads, Payout)
+    ids = ids_reserve(reads, *ledger.HOLD_ROWS, Payout)
     reads.run()
-    payout.pk = payout_ids[0]
+    *hold_ids, payout.pk = ids
 
     reasons = payout_risk_reasons(currency=currency, amount=amount, review_threshold=review_threshold,
                                   history=history)
