@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.callbacks.models import CallbackEvent
-from apps.callbacks.services import callback_enqueue, collection_success_payload
+from apps.callbacks.enqueue import callback_enqueue, collection_success_payload
 from apps.channels.models import Channel
 from apps.channels.routing import order_route
 from apps.collection.models import DEFAULT_EXPIRE_SECONDS, CollectionOrder

@@ -13,11 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.callbacks.models import CallbackEvent
-from apps.callbacks.services import (
-    callback_enqueue,
-    payout_reversed_payload,
-    payout_terminal_payload,
-)
+from apps.callbacks.enqueue import callback_enqueue, payout_reversed_payload, payout_terminal_payload
 from apps.channels.models import Channel
 from apps.channels.registry import payout_adapter
 from apps.channels.routing import Route, order_route
