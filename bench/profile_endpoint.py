@@ -50,8 +50,8 @@ def main() -> None:
         "REDIS_URL": "redis://127.0.0.1:6379/5", "SECRET_KEY": secrets.token_urlsafe(50),
         "PLATFORM_KEY_ENCRYPTION_KEY": Fernet.generate_key().decode(), "ALLOWED_HOSTS": "127.0.0.1",
         "API_ROOT": "http://127.0.0.1:8000", "CONN_MAX_AGE": "600", "LOG_LEVEL": "WARNING",
-        "RATE_LIMIT_PER_SECOND": "1000000", "BENCHMARK_REFERENCE_ENDPOINT": "true",
-        "BENCHMARK_REFERENCE_PUBLIC_KEY": str(Path(tempfile.mkdtemp()) / "reference_public.pem"),
+        "RATE_LIMIT_PER_SECOND": "1000000",
+        "BENCH_REFERENCE_PUBLIC_KEY": str(Path(tempfile.mkdtemp()) / "reference_public.pem"),
     })
     from bench.run import recreate_database
 
@@ -76,7 +76,7 @@ def main() -> None:
     created = merchant_create(name="Profile", public_key_pem=signing.public_key_to_pem(private_key.public_key()),
                               currencies=["PHP"])
     merchant_no, app_id = created.merchant.merchant_no, created.app.app_id
-    Path(os.environ["BENCHMARK_REFERENCE_PUBLIC_KEY"]).write_text(signing.public_key_to_pem(private_key.public_key()))
+    Path(os.environ["BENCH_REFERENCE_PUBLIC_KEY"]).write_text(signing.public_key_to_pem(private_key.public_key()))
     balance_adjust(merchant_no=merchant_no, currency="PHP", amount=10**13, reason="profile top-up")
 
     path, business = SCENARIOS[args.endpoint]

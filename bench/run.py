@@ -68,8 +68,7 @@ class Bench:
             "CONN_MAX_AGE": "600",
             "LOG_LEVEL": "WARNING",
             "RATE_LIMIT_PER_SECOND": "1000000",
-            "BENCHMARK_REFERENCE_ENDPOINT": "true",
-            "BENCHMARK_REFERENCE_PUBLIC_KEY": str(self.workdir / "merchant_public.pem"),
+            "BENCH_REFERENCE_PUBLIC_KEY": str(self.workdir / "merchant_public.pem"),
             "STATIC_ROOT": str(self.workdir / "static"),
         }
         self.procs: list[subprocess.Popen] = []

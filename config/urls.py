@@ -1,4 +1,3 @@
-from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path, re_path
 
@@ -23,11 +22,6 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
 ]
-
-if settings.BENCHMARK_REFERENCE_ENDPOINT:
-    from apps.common.bench import reference
-
-    urlpatterns.append(path("bench/reference", reference))
 
 handler404 = "config.views.not_found"
 handler500 = "config.views.server_error"

@@ -199,10 +199,6 @@ CALLBACK_DRAIN_MAX_SECONDS = env.float("CALLBACK_DRAIN_MAX_SECONDS", default=5.0
 SANDBOX_PAYOUT_SETTLE_SECONDS = env.float("SANDBOX_PAYOUT_SETTLE_SECONDS", default=1.0)
 SANDBOX_PAYOUT_RETURN_SECONDS = env.float("SANDBOX_PAYOUT_RETURN_SECONDS", default=3.0)
 
-# make bench only: routes /bench/reference (verify one signature, insert one row) as the stack's ceiling.
-BENCHMARK_REFERENCE_ENDPOINT = env.bool("BENCHMARK_REFERENCE_ENDPOINT", default=False)
-BENCHMARK_REFERENCE_PUBLIC_KEY = env("BENCHMARK_REFERENCE_PUBLIC_KEY", default="")
-
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -1,6 +1,12 @@
-"""make bench: production settings, except that the benchmark's callback receiver on 127.0.0.1 is allowed."""
+"""make bench: production settings, except that the benchmark's callback receiver on 127.0.0.1 is allowed, and the
+benchmark's reference view is routed (bench/urls.py)."""
 
 from .production import *  # noqa: F403
+from .production import env
 
 CALLBACK_ALLOW_PRIVATE_HOSTS = True
 SECURE_SSL_REDIRECT = False
+
+ROOT_URLCONF = "bench.urls"
+# The merchants' public key (PEM file) the reference view verifies signatures with; bench/run.py writes it.
+BENCH_REFERENCE_PUBLIC_KEY = env("BENCH_REFERENCE_PUBLIC_KEY", default="")

@@ -1,7 +1,7 @@
 """The benchmark's reference view (make bench): the stack's ceiling for a signed write.
 
-It does the least a signed write can: parse the JSON body, verify one RSA2 signature, insert one row.
-Routed only when settings.BENCHMARK_REFERENCE_ENDPOINT is true (never in a normal deployment).
+It does the least a signed write can: parse the JSON body, verify one RSA2 signature, insert one row. Routed by
+bench/urls.py, the URL configuration of config.settings.bench only (never in a normal deployment).
 """
 
 from functools import lru_cache
@@ -18,7 +18,7 @@ from apps.common.models import AuditLog
 
 @lru_cache(maxsize=1)
 def _public_key():
-    with open(settings.BENCHMARK_REFERENCE_PUBLIC_KEY, encoding="ascii") as handle:
+    with open(settings.BENCH_REFERENCE_PUBLIC_KEY, encoding="ascii") as handle:
         return signing.load_public_key(handle.read())
 
 
