@@ -3,7 +3,7 @@ SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null || echo uv)
 export UV_LINK_MODE ?= copy
 
-.PHONY: run test install uv migrate bootstrap browsers bench faults redis-server lint
+.PHONY: run serve test install uv migrate bootstrap browsers bench faults redis-server lint
 
 uv:
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
@@ -19,9 +19,14 @@ migrate: install
 bootstrap: migrate
 	uv run python manage.py bootstrap
 
-# Serves the platform with its Celery worker and beat on http://127.0.0.1:8000.
-# No settings: embedded SQLite + filesystem broker. DATABASE_URL / REDIS_URL: PostgreSQL / Redis.
-run: bootstrap
+# Serves the platform with its Celery worker and beat on http://127.0.0.1:8000. No DATABASE_URL: an embedded
+# PostgreSQL in var/postgres (config/embedded_postgres.py), started first, stopped when this stops (Ctrl-C, SIGTERM);
+# `uv run python manage.py ...` in a second terminal reaches it. No REDIS_URL: a filesystem broker in var/broker.
+run: install
+	uv run python -m config.embedded_postgres $(MAKE) --no-print-directory serve
+
+# The part of `run` that needs the database; on its own only with DATABASE_URL or a running `make run`.
+serve: bootstrap
 	uv run honcho start -f Procfile
 
 # Debian's chromium drives the hosted-page and admin browser tests (playwright cannot download browsers here).

@@ -67,16 +67,15 @@ TEMPLATES = [
     },
 ]
 
-# Embedded default: SQLite in var/ (make run with no settings). DATABASE_URL switches to PostgreSQL.
-DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Serialise writers instead of failing with "database is locked" when web and worker share the file.
-    DATABASES["default"]["OPTIONS"] = {"transaction_mode": "IMMEDIATE", "timeout": 30}
-else:
-    # A database host that accepts no connection, or a black-holed path to it, fails a request in seconds instead
-    # of the operating system's minutes (docs/faults.md, drill 6).
-    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
-        "connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=5))
+# PostgreSQL, the only database: DATABASE_URL is required (production and tests set it; local settings default it
+# to the embedded server of `make run`).
+DATABASES = {"default": env.db("DATABASE_URL")}
+if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    raise environ.ImproperlyConfigured(f"DATABASE_URL must be a postgres:// URL, not {DATABASES['default']['ENGINE']}")
+# A database host that accepts no connection, or a black-holed path to it, fails a request in seconds instead of the
+# operating system's minutes (docs/faults.md, drill 6).
+DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+    "connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=5))
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
 # With persistent connections, check a reused connection once per request: one the server dropped (PostgreSQL
 # restart or failover, an idle timeout) is replaced instead of failing the request (docs/faults.md, drill 3).

@@ -1,7 +1,17 @@
-"""Development: `make run`. Embedded SQLite and filesystem broker unless DATABASE_URL / REDIS_URL are set."""
+"""Development: `make run`. The embedded PostgreSQL and a filesystem broker unless DATABASE_URL / REDIS_URL are set."""
 
-from .base import *  # noqa: F403
-from .base import env
+import os
+
+from config.embedded_postgres import database_url
+
+# No DATABASE_URL: the embedded server `make run` started (config/embedded_postgres.py). It listens on a Unix socket
+# whose place it records in var/postgres/postmaster.pid, read here, so `manage.py` in a second terminal reaches the
+# same database with nothing set.
+if not os.environ.get("DATABASE_URL"):
+    os.environ["DATABASE_URL"] = database_url()
+
+from .base import *  # noqa: E402, F403
+from .base import env  # noqa: E402
 
 DEBUG = env.bool("DEBUG", default=True)
 # Local receivers on 127.0.0.1 must work in development (contract §6).
