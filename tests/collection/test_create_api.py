@@ -91,6 +91,29 @@ def test_create_accepts_bounds_of_formats(client, merchant):
     assert (status, body["code"]) == (200, "0")
 
 
+# Contract §1's formats hold on the value as sent: nothing is trimmed, and "$" before a final newline is no end.
+@pytest.mark.parametrize("field, value", [
+    ("mch_order_no", "ORD-WS\n"), ("mch_order_no", " ORD-WS "), ("mch_order_no", "ORD-WS "), ("mch_order_no", "\tORD-WS"),
+    ("mch_order_no", "ORD-WS\r\n"),
+    ("currency", "PHP\n"), ("currency", " PHP"), ("currency", "PHP "),
+    ("product_code", "PHP_COLLECT_D1\n"), ("product_code", " PHP_COLLECT_D1"),
+    ("return_url", "https://shop.example/back\n"), ("return_url", " https://shop.example/back"),
+])
+def test_create_with_surrounding_whitespace_or_final_newline_returns_1000(client, merchant, field, value):
+    status, body = create(client, merchant, **{field: value})
+    assert (status, body["code"], body["data"]) == (400, "1000", None), body
+    assert field in body["msg"]
+    assert not CollectionOrder.objects.exists()
+
+
+def test_mch_order_no_with_a_final_newline_is_not_a_replay_of_the_bare_one(client, merchant):
+    first = create(client, merchant, mch_order_no="NL-1")[1]["data"]
+    status, body = create(client, merchant, mch_order_no="NL-1\n")
+    assert (status, body["code"]) == (400, "1000"), body
+    assert list(CollectionOrder.objects.values_list("platform_order_no", "mch_order_no")) == [
+        (first["platform_order_no"], "NL-1")]
+
+
 def test_format_error_comes_before_duplicate_check(client, merchant):
     create(client, merchant, mch_order_no="DUP-F")
     status, body = create(client, merchant, mch_order_no="DUP-F", expire_seconds=10)

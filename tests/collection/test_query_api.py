@@ -54,6 +54,18 @@ def test_query_with_number_out_of_format_returns_1000(client, merchant, params):
     assert (status, body["code"]) == (400, "1000")
 
 
+@pytest.mark.parametrize("number, variant", [
+    ("mch_order_no", "{}\n"), ("mch_order_no", " {} "), ("mch_order_no", "{} "),
+    ("platform_order_no", "{}\n"), ("platform_order_no", " {}"), ("platform_order_no", "{}\t"),
+])
+def test_query_with_number_padded_by_whitespace_or_newline_returns_1000_not_the_order(client, merchant, number,
+                                                                                          variant):
+    created = create(client, merchant, mch_order_no="Q-WS")[1]["data"]
+    status, body = signed_post(client, merchant, QUERY, {number: variant.format(created[number])})
+    assert (status, body["code"], body["data"]) == (400, "1000", None), body
+    assert number in body["msg"]
+
+
 def test_query_of_unknown_order_returns_2002(client, merchant):
     for params in ({"mch_order_no": "NEVER"}, {"platform_order_no": "C2020NOPE"}):
         status, body = signed_post(client, merchant, QUERY, params)

@@ -99,6 +99,17 @@ def test_ill_typed_or_ill_formed_common_field_is_1000(client, merchant, field, v
     assert field in envelope["msg"] or "number" in envelope["msg"].lower()
 
 
+@pytest.mark.parametrize("field", ["merchant_no", "app_id", "nonce"])
+@pytest.mark.parametrize("pad", ["{}\n", " {}", "{} ", "{}\r\n"])
+def test_common_field_padded_by_whitespace_or_final_newline_is_1000_not_trimmed(client, merchant, field, pad):
+    # A correct signature over the padded value: the format check, not the signature, refuses it.
+    body = merchant.signed_body({})
+    body[field] = pad.format(body[field])
+    status, envelope = post_json(client, BALANCE, resign(merchant, body))
+    assert_error((status, envelope), "1000", 400)
+    assert field in envelope["msg"]
+
+
 @pytest.mark.parametrize("nonce", ["A" * 8, "z" * 64, "a-b_C-9_"])
 def test_nonce_of_8_to_64_allowed_characters_is_accepted(client, merchant, nonce):
     assert_ok(signed_post(client, merchant, BALANCE, {}, nonce=nonce))
@@ -331,3 +342,12 @@ def test_request_serializers_bind_their_own_field_copies_and_keep_errors_apart()
     assert not bad.is_valid() and good.is_valid(), good.errors
     assert set(bad.errors) == {"mch_order_no", "amount"}
     assert good.validated_data["amount"] == 100
+
+
+# --- balance: currency is checked as sent (contract §1) ------------------------------------------------------------
+
+@pytest.mark.parametrize("currency", ["PHP\n", " PHP", "PHP ", "\tUSD", "USD\r\n"])
+def test_balance_currency_padded_by_whitespace_or_final_newline_is_1000_not_trimmed(client, merchant, currency):
+    status, body = signed_post(client, merchant, BALANCE, {"currency": currency})
+    assert_error((status, body), "1000", 400)
+    assert "currency" in body["msg"]

@@ -7,7 +7,7 @@ from apps.currencies.models import Currency
 from apps.ledger.models import Hold, Posting
 from apps.merchants.models import MerchantProduct
 from apps.payout.models import Payout
-from tests.payout.conftest import PHP_FEE, balances, create, create_ok, fund, payout_params, query
+from tests.payout.conftest import PHP_FEE, balances, create, create_ok, fund, money_snapshot, payout_params, query
 
 pytestmark = pytest.mark.django_db
 
@@ -47,6 +47,27 @@ def assert_refused(result, http: int, code: str, field: str | None = None):
 def test_payout_create_with_field_out_of_format_returns_1000(client, funded, overrides, field):
     assert_refused(create(client, funded, **overrides), 400, "1000", field)
     assert not Payout.objects.exists()
+
+
+# Contract §1's formats hold on the value as sent: nothing is trimmed, and "$" before a final newline is no end.
+@pytest.mark.parametrize("field, value", [
+    ("mch_order_no", "PO-WS\n"), ("mch_order_no", " PO-WS "), ("mch_order_no", "PO-WS "), ("mch_order_no", "\tPO-WS"),
+    ("payee_account", "0012345678\n"), ("payee_account", " 0012345678"), ("payee_account", "0012345678 "),
+    ("bank_code", "BDO\n"), ("bank_code", " BDO"), ("bank_code", "BDO "), ("bank_code", "B" * 33),
+    ("currency", "PHP\n"), ("currency", " PHP"), ("currency", "PHP "),
+    ("product_code", "PHP_PAYOUT\n"), ("product_code", " PHP_PAYOUT"),
+])
+def test_payout_create_with_surrounding_whitespace_or_final_newline_returns_1000(client, funded, field, value):
+    before = money_snapshot(funded)
+    assert_refused(create(client, funded, **{field: value}), 400, "1000", field)
+    assert not Payout.objects.exists() and not Hold.objects.exists()
+    assert money_snapshot(funded) == before
+
+
+def test_payout_mch_order_no_with_a_final_newline_is_not_a_replay_of_the_bare_one(client, funded):
+    payout = create_ok(client, funded, mch_order_no="NL-1")
+    assert_refused(create(client, funded, mch_order_no="NL-1\n"), 400, "1000", "mch_order_no")
+    assert list(Payout.objects.values_list("pk", "mch_order_no")) == [(payout.pk, "NL-1")]
 
 
 def test_payout_create_at_format_limits_is_accepted(client, funded):
@@ -245,6 +266,16 @@ def test_query_without_a_number_returns_1000(client, funded):
 
 def test_query_with_malformed_number_returns_1000(client, funded):
     assert_refused(query(client, funded, platform_order_no="PO-with-dash"), 400, "1000")
+
+
+@pytest.mark.parametrize("number, variant", [
+    ("mch_order_no", "{}\n"), ("mch_order_no", " {} "), ("mch_order_no", "{} "),
+    ("platform_order_no", "{}\n"), ("platform_order_no", " {}"), ("platform_order_no", "{}\t"),
+])
+def test_query_with_number_padded_by_whitespace_or_newline_returns_1000_not_the_order(client, funded, number,
+                                                                                          variant):
+    payout = create_ok(client, funded, mch_order_no="Q-WS")
+    assert_refused(query(client, funded, **{number: variant.format(getattr(payout, number))}), 400, "1000", number)
 
 
 def test_query_of_unknown_or_other_merchants_order_returns_2002(client, funded, other_merchant):

@@ -5,7 +5,7 @@ from urllib.parse import urlsplit
 from rest_framework import serializers
 
 from apps.collection.models import DEFAULT_EXPIRE_SECONDS, MAX_EXPIRE_SECONDS, MIN_EXPIRE_SECONDS
-from apps.common.api.fields import AmountField, OrderNoField, StrictCharField, StrictIntegerField
+from apps.common.api.fields import AmountField, CodeField, OrderNoField, StrictCharField, StrictIntegerField
 from apps.common.api.serializers import RequestSerializer
 
 
@@ -29,10 +29,10 @@ class ReturnUrlField(StrictCharField):
 
 class PayCreateRequestSerializer(RequestSerializer):
     mch_order_no = OrderNoField()
-    product_code = StrictCharField(max_length=64)
+    product_code = CodeField(max_length=64)
     amount = AmountField()
-    # Any string: one the merchant has not enabled is 1001 (interface §4.3), not a format error.
-    currency = StrictCharField(max_length=16)
+    # Any well-formed code: one the merchant has not enabled ("php" included) is 1001 (interface §4.3).
+    currency = CodeField(max_length=16)
     subject = StrictCharField(max_length=256, required=False, default="", trim_whitespace=False)
     return_url = ReturnUrlField(required=False, default="")
     expire_seconds = StrictIntegerField(min_value=MIN_EXPIRE_SECONDS, max_value=MAX_EXPIRE_SECONDS, required=False,

@@ -17,8 +17,9 @@ from apps.merchants.models import App, Merchant, MerchantKey
 from apps.merchants.selectors import merchant_key_for_request, public_key_object
 
 COMMON_FIELDS = ("merchant_no", "app_id", "key_version", "timestamp", "nonce", "sign_type", "sign")
-NONCE_RE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
-IDENTIFIER_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# Matched with fullmatch: the value as sent, so "M10000001\n" is 1000, not an unknown merchant (contract §1, §2).
+NONCE_RE = re.compile(r"[A-Za-z0-9_-]{8,64}")
+IDENTIFIER_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass
@@ -37,7 +38,7 @@ def _require_string(body: dict, field: str, pattern: re.Pattern | None = None) -
         raise ApiError(ErrorCode.INVALID_REQUEST, f"{field} is required.")
     if not isinstance(value, str):
         raise ApiError(ErrorCode.INVALID_REQUEST, f"{field} must be a string.")
-    if pattern and not pattern.match(value):
+    if pattern and not pattern.fullmatch(value):
         raise ApiError(ErrorCode.INVALID_REQUEST, f"{field} has an invalid format.")
     return value
 
@@ -122,7 +123,7 @@ class SignedRequestAuthentication(BaseAuthentication):
         key_version = _require_integer(body, "key_version")
         timestamp = _require_integer(body, "timestamp")
         nonce = _require_string(body, "nonce")
-        if not NONCE_RE.match(nonce):
+        if not NONCE_RE.fullmatch(nonce):
             raise ApiError(ErrorCode.INVALID_REQUEST, "nonce must be 8-64 characters of A-Z a-z 0-9 _ -.")
 
         key = merchant_key_for_request(merchant_no=merchant_no, app_id=app_id, key_version=key_version)

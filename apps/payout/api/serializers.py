@@ -2,22 +2,19 @@
 
 from rest_framework import serializers
 
-from apps.common.api.fields import AmountField, OrderNoField, StrictCharField, StrictRegexField
+from apps.common.api.fields import AmountField, CodeField, OrderNoField, PayeeAccountField, StrictCharField
 from apps.common.api.serializers import RequestSerializer
-
-PAYEE_ACCOUNT_REGEX = r"^[A-Za-z0-9]{1,64}$"
 
 
 class PayoutCreateRequestSerializer(RequestSerializer):
     mch_order_no = OrderNoField()
-    # Any string: an unknown product is 1002, an unknown currency 1001, an unknown bank code 2006 (not 1000).
-    product_code = StrictCharField(max_length=64)
+    # Any well-formed code: an unknown product is 1002, an unknown currency 1001, an unknown bank code 2006.
+    product_code = CodeField(max_length=64)
     amount = AmountField()
-    currency = StrictCharField(max_length=16)
+    currency = CodeField(max_length=16)
     payee_name = StrictCharField(max_length=128, trim_whitespace=False)
-    payee_account = StrictRegexField(PAYEE_ACCOUNT_REGEX, max_length=64,
-                                     error_messages={"invalid": "must be 1-64 characters of A-Z a-z 0-9."})
-    bank_code = StrictCharField()
+    payee_account = PayeeAccountField()
+    bank_code = CodeField(max_length=32)  # BankCode.code's length
     # Echoed back verbatim by payout/query: whitespace is kept.
     attach = StrictCharField(max_length=512, required=False, default="", trim_whitespace=False)
 
