@@ -58,12 +58,25 @@ def _ledger_invariants_hold(request):
         return
     request.getfixturevalue("_django_db_helper")  # set up before, so torn down after, this check
     yield
-    if request.node.get_closest_marker("ledger_tampered"):
-        return
+    ledger_check(request.node)
+
+
+def ledger_check(item) -> None:
+    """Every ledger invariant holds after the test; on a test marked `ledger_tampered`, the ledger must be broken
+    (so a tampering test that tampers nothing fails)."""
     from apps.ledger.selectors import ledger_verify
 
     report = ledger_verify()
+    if ledger_tampered(item):
+        assert report["ok"] is False, "marked ledger_tampered, but every ledger invariant still holds"
+        return
     assert report["ok"], report["failures"]
+
+
+def ledger_tampered(item) -> bool:
+    """The marker on the test function itself only: a module's `pytestmark` or a class's marker does not excuse
+    every test under it from the ledger check (get_closest_marker would pick those up)."""
+    return any(mark.name == "ledger_tampered" for mark in item.own_markers)
 
 
 @pytest.fixture
