@@ -34,7 +34,7 @@ browsers:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 # The whole suite on the local PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379).
-test: install browsers redis-server
+test: install browsers redis-server pgbouncer
 	uv run pytest
 
 # Fault drills (docs/faults.md): real gunicorn, Celery worker and beat on PostgreSQL, a private redis-server per
@@ -46,8 +46,12 @@ faults: install redis-server
 redis-server:
 	@command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
 
+# Debian's PgBouncer, in transaction pooling in tests/pgbouncer and make bench (in /usr/sbin: not on every PATH).
+pgbouncer:
+	@command -v pgbouncer >/dev/null 2>&1 || test -x /usr/sbin/pgbouncer || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; }
+
 # Throughput and latency of the signed endpoints under wrk (not part of make test). See docs/performance.md.
-bench: install
+bench: install pgbouncer
 	@command -v wrk >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
 	uv run python bench/run.py
 

@@ -80,6 +80,14 @@ DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=
 # With persistent connections, check a reused connection once per request: one the server dropped (PostgreSQL
 # restart or failover, an idle timeout) is replaced instead of failing the request (docs/faults.md, drill 3).
 DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+# Behind PgBouncer in transaction pooling (DATABASE_POOLER=pgbouncer-transaction) consecutive transactions of one
+# connection may run on different server sessions, so nothing may outlive a transaction: no server-side cursors
+# (Django's docs, "Transaction pooling and server-side cursors"); psycopg's prepared statements stay off (Django's
+# default). Empty: a direct connection, or a pooler in session pooling.
+DATABASE_POOLER = env("DATABASE_POOLER", default="")
+if DATABASE_POOLER not in ("", "pgbouncer-transaction"):
+    raise environ.ImproperlyConfigured(f"DATABASE_POOLER must be empty or pgbouncer-transaction, not {DATABASE_POOLER}")
+DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = DATABASE_POOLER == "pgbouncer-transaction"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Redis when REDIS_URL is given: Celery broker, nonce store (SET NX with TTL) and rate-limit counters.
