@@ -2,20 +2,25 @@
 processes whose every connection goes through PgBouncer, a merchant's signed requests over HTTP, the sandbox channel,
 callbacks to a real receiver, balances, and the ledger's invariants checked through PgBouncer too."""
 
+import io
 import json
 import subprocess
 import sys
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 
 from apps.collection.models import CollectionOrder
+from apps.payout.models import Payout
 from tests.callbacks.merchant_side import merchant_verifies
 from tests.conftest import make_merchant
-from tests.faults.conftest import api_post, pay_create_ok, pay_through_page
+from tests.faults.conftest import api_post, pay_create_ok, pay_through_page, payout_create_ok
 from tests.pgbouncer.conftest import WEB, WORKER
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+PAYOUTS = 5  # the velocity rule reviews a sixth payout to one payee account within 24 h
 
 
 def balance(platform, ctx) -> dict:
@@ -58,5 +63,24 @@ def test_collection_through_pgbouncer_is_paid_called_back_and_credited(
     paid = CollectionOrder.objects.get(platform_order_no=order["platform_order_no"])
     assert paid.status == CollectionOrder.Status.SUCCESS
     assert balance(platform, ctx) == {"currency": "PHP", "available": paid.net_amount, "settling": 0}
+    assert verify_ledger_through(pgbouncer, platform)["ok"]
+    assert_carried_by_pgbouncer(pgbouncer, before)
+
+
+def test_payouts_through_pgbouncer_succeed_call_back_and_debit(
+        platform, pgbouncer, callback_receiver, bootstrapped, rsa_keys):
+    ctx = make_merchant(rsa_keys[0], payout_callback_url=callback_receiver.url)
+    call_command("adjust_balance", ctx.merchant_no, "PHP", "1000000", "--reason", "payout float", stdout=io.StringIO())
+    before = pgbouncer.stats()
+
+    # Several, one after the other: each gunicorn worker's connection runs some of them, on different sessions.
+    payouts = [payout_create_ok(platform.base, ctx, f"PGB-PO-{i}") for i in range(PAYOUTS)]
+
+    callbacks = {c.body["platform_order_no"]: c.body for c in callback_receiver.wait_for(PAYOUTS, timeout=60)}
+    assert set(callbacks) == {payout.platform_order_no for payout in payouts}
+    assert all(c["status"] == "SUCCESS" and merchant_verifies(c) for c in callbacks.values()), callbacks
+    assert set(Payout.objects.values_list("status", flat=True)) == {Payout.Status.SUCCESS}
+    spent = sum(payout.amount + payout.fee for payout in payouts)
+    assert balance(platform, ctx) == {"currency": "PHP", "available": 1000000 - spent, "settling": 0}
     assert verify_ledger_through(pgbouncer, platform)["ok"]
     assert_carried_by_pgbouncer(pgbouncer, before)
