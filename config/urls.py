@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from apps.common.api.exceptions import api_not_found
-from apps.common.views import healthz
+from config.views import healthz
 from apps.currencies.api.views import CurrencyListView
 
 api_v1 = [

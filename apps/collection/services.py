@@ -6,7 +6,6 @@ commit by apps.callbacks.
 """
 
 import logging
-from contextlib import nullcontext
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
@@ -16,14 +15,12 @@ from django.utils import timezone
 
 from apps.callbacks.models import CallbackEvent
 from apps.callbacks.enqueue import callback_enqueue, collection_success_payload
-from apps.channels.models import Channel
 from apps.channels.routing import order_route
 from apps.collection.models import DEFAULT_EXPIRE_SECONDS, CollectionOrder
 from apps.collection.selectors import (
     collection_order_for_merchant,
     collection_orders_due_for_release,
 )
-from apps.common.db import model_insert
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.orders import order_create_or_replay, replay_or_conflict
 from apps.ledger import services as ledger
@@ -48,45 +45,33 @@ def _replay(order: CollectionOrder, request: dict) -> CollectionOrder:
     return replay_or_conflict(order, stored=stored, request=request)
 
 
-def _check_route(*, merchant: Merchant, currency: str, product_code: str, amount: int) -> tuple[Channel, Product]:
-    route = order_route(merchant_id=merchant.pk, kind=Product.Kind.COLLECTION, currency=currency,
-                        product_code=product_code, amount=amount)
-    fee = route.product.fee_for(amount)
-    if fee >= amount:
-        # Decision (docs/collections.md): a pay-in that would credit the merchant nothing is refused.
-        raise DomainError(ErrorCode.AMOUNT_OUT_OF_RANGE, f"amount must exceed the product fee of {fee}.")
-    return route.channel, route.product
-
-
-def _collection_insert(*, merchant: Merchant, channel: Channel, product: Product, request: dict) -> CollectionOrder:
-    """One INSERT and nothing else (no money moves at create): autocommit makes it atomic on its own, so no
-    explicit transaction (BEGIN and COMMIT would be two more round trips on the hottest write path). Inside a
-    caller's transaction it takes a savepoint, so a unique conflict leaves that transaction usable."""
-    now = timezone.now()
-    scope = transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext()
-    with scope:
-        return model_insert(CollectionOrder(
-            merchant=merchant, mch_order_no=request["mch_order_no"], product=product, settlement=product.settlement,
-            channel=channel, currency_id=request["currency"], amount=request["amount"],
-            fee=product.fee_for(request["amount"]), subject=request["subject"], return_url=request["return_url"],
-            attach=request["attach"], expire_seconds=request["expire_seconds"],
-            expire_at=now + timedelta(seconds=request["expire_seconds"]),
-        ))
-
-
 def collection_create(*, merchant: Merchant, mch_order_no: str, product_code: str, amount: int, currency: str,
                       subject: str = "", return_url: str = "", expire_seconds: int = DEFAULT_EXPIRE_SECONDS,
                       attach: str = "") -> CollectionOrder:
     """A new CREATED order, or the existing one replayed when mch_order_no comes again with identical parameters."""
-    request = {"mch_order_no": mch_order_no, "product_code": product_code, "amount": amount, "currency": currency,
-               "subject": subject, "return_url": return_url, "expire_seconds": expire_seconds, "attach": attach}
+    request = {"product_code": product_code, "amount": amount, "currency": currency, "subject": subject,
+               "return_url": return_url, "expire_seconds": expire_seconds, "attach": attach}
+
+    def create() -> CollectionOrder:
+        route = order_route(merchant_id=merchant.pk, kind=Product.Kind.COLLECTION, currency=currency,
+                            product_code=product_code, amount=amount)
+        fee = route.product.fee_for(amount)
+        if fee >= amount:
+            # Decision (docs/collections.md): a pay-in that would credit the merchant nothing is refused.
+            raise DomainError(ErrorCode.AMOUNT_OUT_OF_RANGE, f"amount must exceed the product fee of {fee}.")
+        # No money moves at create: one INSERT, in a transaction of its own so that a unique conflict (the same
+        # mch_order_no committed concurrently) leaves the connection usable for the replay.
+        with transaction.atomic():
+            return CollectionOrder.objects.create(
+                merchant=merchant, mch_order_no=mch_order_no, product=route.product,
+                settlement=route.product.settlement, channel=route.channel, currency_id=currency, amount=amount,
+                fee=fee, subject=subject, return_url=return_url, attach=attach, expire_seconds=expire_seconds,
+                expire_at=timezone.now() + timedelta(seconds=expire_seconds),
+            )
+
     return order_create_or_replay(
         lookup=lambda: collection_order_for_merchant(merchant_id=merchant.pk, mch_order_no=mch_order_no),
-        replay=lambda existing: _replay(existing, request),
-        check=lambda: _check_route(merchant=merchant, currency=currency, product_code=product_code, amount=amount),
-        insert=lambda route: _collection_insert(merchant=merchant, channel=route[0], product=route[1],
-                                                request=request),
-    )
+        replay=lambda existing: _replay(existing, request), create=create)
 
 
 # ---------------------------------------------------------------------------------------------- paid

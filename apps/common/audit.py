@@ -2,21 +2,19 @@
 
 from typing import Any
 
-from apps.common.db import Batch, model_insert
 from apps.common.models import AuditLog
 
 
 def record(*, actor, action: str, obj, old: dict[str, Any] | None = None, new: dict[str, Any] | None = None,
-           reason: str = "", actor_label: str | None = None, batch: Batch | None = None) -> AuditLog:
+           reason: str = "", actor_label: str | None = None) -> AuditLog:
     user = actor if getattr(actor, "pk", None) else None
-    label = actor_label or (user.get_username() if user else "system")
-    return model_insert(AuditLog(
+    return AuditLog.objects.create(
         actor=user,
-        actor_label=label,
+        actor_label=actor_label or (user.get_username() if user else "system"),
         action=action,
         object_type=obj._meta.label_lower,
         object_id=str(obj.pk),
         old=old or {},
         new=new or {},
         reason=reason,
-    ), batch=batch)
+    )

@@ -1,14 +1,11 @@
 """Rules shared by collection and payout orders: merchant-scoped lookup and idempotent create (contract §3)."""
 
 from collections.abc import Callable
-from typing import TypeVar
 
 from django.db import IntegrityError
 from django.db.models import Model, QuerySet
 
 from apps.common.errors import DomainError, ErrorCode
-
-Checked = TypeVar("Checked")
 
 
 def order_lookup(orders: QuerySet, *, platform_order_no: str | None = None,
@@ -31,17 +28,17 @@ def replay_or_conflict(order: Model, *, stored: dict, request: dict) -> Model:
 
 
 def order_create_or_replay(*, lookup: Callable[[], Model | None], replay: Callable[[Model], Model],
-                           check: Callable[[], Checked], insert: Callable[[Checked], Model]) -> Model:
-    """Contract §2: an mch_order_no already used is answered (replay or 2001) before any business check.
-
-    The usual case, a new mch_order_no, does not pay for looking first: the existing order is looked up only
-    when a check fails (1001, 1002, 1003, 2006, 2003) or the insert hits the (merchant, mch_order_no) unique
-    constraint (a replay, or a concurrent create that committed first). `insert` must leave the connection
-    usable after an IntegrityError (autocommit, its own transaction, or a savepoint)."""
+                           create: Callable[[], Model]) -> Model:
+    """Contract §2: an mch_order_no already used is answered first (identical parameters replay the order,
+    different ones are 2001), before any business check. `create` checks and inserts in its own transaction; if
+    a concurrent create with the same mch_order_no commits first, its unique constraint sends this one to the
+    replay as well."""
+    existing = lookup()
+    if existing is not None:
+        return replay(existing)
     try:
-        checked = check()
-        return insert(checked)
-    except (DomainError, IntegrityError):
+        return create()
+    except IntegrityError:
         existing = lookup()
         if existing is None:
             raise

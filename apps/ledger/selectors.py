@@ -1,4 +1,3 @@
-from django.db import connection
 from django.db.models import Count, F, Q, Sum
 
 from apps.ledger.models import AccountKind, Entry, Hold, LedgerAccount, Posting
@@ -64,7 +63,6 @@ def ledger_verify() -> dict:
             "accounts": LedgerAccount.objects.count(),
             "postings": Posting.objects.count(),
             "entries": Entry.objects.count(),
-            "database": connection.vendor,
         },
         "failures": failures,
     }

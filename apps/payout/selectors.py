@@ -1,13 +1,11 @@
 """Reads of payout orders: merchant-scoped lookups, the API/CLI representation, risk rules, the sweeper's lists."""
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection
+from django.db.models import Q
 from django.utils import timezone
 
-from apps.common.db import Batch, Rows
 from apps.common.models import AuditLog
 from apps.common.orders import order_lookup
 from apps.currencies.formatting import format_minor
@@ -59,51 +57,27 @@ def payout_query_data(payout: Payout) -> dict:
     return data
 
 
-@dataclass
-class PayeeAccountHistory:
-    """What the risk rules read about a payee account; filled when the batch that reads it runs."""
+def payout_risk_reasons(*, merchant_id: int, currency, amount: int, review_threshold: int,
+                        payee_account: str) -> list[str]:
+    """Why a new payout must wait for a reviewer (contract §5); empty means it is APPROVED at once.
 
-    listed_reason: str | None = None  # of an active deny-list entry for the account
-    earlier: int = 0  # the merchant's payouts to it within 24 h
-
-
-def payee_account_history(*, merchant_id: int, currency: str, payee_account: str,
-                          batch: Batch) -> PayeeAccountHistory:
-    """Both risk reads in one statement, joined to `batch`. Payout create runs it right after taking the lock on
-    (merchant, payee account), so two creates to one payee account count each other for the velocity rule."""
-    history = PayeeAccountHistory()
-
-    def take(rows: Rows) -> None:
-        history.listed_reason, history.earlier = rows[0]
-
-    since = timezone.now() - timedelta(hours=24)
-    batch.add(_PAYEE_ACCOUNT_HISTORY_SQL, [payee_account, True, currency, merchant_id, payee_account,
-                                           connection.ops.adapt_datetimefield_value(since)], take)
-    return history
-
-
-def payout_risk_reasons(*, currency, amount: int, review_threshold: int, history: PayeeAccountHistory) -> list[str]:
-    """Why a new payout must wait for a reviewer (contract §5); empty means it is APPROVED at once."""
+    Payout create calls it holding the (merchant, payee account) lock, so two creates to one payee account count
+    each other for the velocity rule."""
     reasons = []
     if amount >= review_threshold:
         reasons.append(f"Amount {format_minor(amount, currency)} is at or above the merchant's review threshold "
                        f"{format_minor(review_threshold, currency)}.")
-    if history.listed_reason is not None:
-        reasons.append(f"Payee account is on the deny list: {history.listed_reason}")
+    listed = (DenyListedAccount.objects.filter(Q(currency__isnull=True) | Q(currency=currency),
+                                               payee_account=payee_account, is_active=True)
+              .order_by("pk").values_list("reason", flat=True).first())
+    if listed is not None:
+        reasons.append(f"Payee account is on the deny list: {listed}")
     limit = settings.PAYOUT_VELOCITY_LIMIT
-    if history.earlier >= limit:
-        reasons.append(f"Payout number {history.earlier + 1} to this payee account within 24 h (more than {limit}).")
+    earlier = Payout.objects.filter(merchant_id=merchant_id, payee_account=payee_account,
+                                    created_at__gte=timezone.now() - timedelta(hours=24)).count()
+    if earlier >= limit:
+        reasons.append(f"Payout number {earlier + 1} to this payee account within 24 h (more than {limit}).")
     return reasons
-
-
-# Both risk reads in one round trip, written out: it runs inside every payout create transaction.
-_PAYEE_ACCOUNT_HISTORY_SQL = f"""
-SELECT (SELECT reason FROM {DenyListedAccount._meta.db_table}
-         WHERE payee_account = %s AND is_active = %s AND (currency_id IS NULL OR currency_id = %s)
-         ORDER BY id LIMIT 1),
-       (SELECT COUNT(*) FROM {Payout._meta.db_table}
-         WHERE merchant_id = %s AND payee_account = %s AND created_at >= %s)
-"""
 
 
 def payout_decisions(payout: Payout) -> list[AuditLog]:

@@ -8,27 +8,22 @@ callback outbox and the audit row. Celery dispatch and adapter calls happen afte
 import logging
 from datetime import timedelta
 
-from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.callbacks.models import CallbackEvent
 from apps.callbacks.enqueue import callback_enqueue, payout_reversed_payload, payout_terminal_payload
-from apps.channels.models import Channel
 from apps.channels.registry import payout_adapter
 from apps.channels.routing import Route, order_route
 from apps.channels.selectors import bank_code_active
 from apps.common import audit
-from apps.common.cache import cache_add_flag
-from apps.common.coalesce import Coalesced
-from apps.common.db import Batch, ids_reserve, model_insert
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.orders import order_create_or_replay, replay_or_conflict
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
 from apps.merchants.models import Merchant, Product
 from apps.payout.models import Payout, mask_account
-from apps.payout.selectors import payee_account_history, payout_for_merchant, payout_risk_reasons
+from apps.payout.selectors import payout_for_merchant, payout_risk_reasons
 
 logger = logging.getLogger(__name__)
 
@@ -71,24 +66,18 @@ def payout_create(*, merchant: Merchant, mch_order_no: str, product_code: str, a
     request = {"product_code": product_code, "amount": amount, "currency": currency, "payee_name": payee_name,
                "payee_account": payee_account, "bank_code": bank_code, "attach": attach}
 
-    def check() -> Route:
+    def create() -> Payout:
         route = order_route(merchant_id=merchant.pk, kind=Product.Kind.PAYOUT, currency=currency,
                             product_code=product_code, amount=amount)
         if bank_code_active(currency=currency, code=bank_code) is None:
             raise DomainError(ErrorCode.UNKNOWN_BANK_CODE,
                               f"bank_code {bank_code} is not in the {currency} bank code table.")
-        return route
-
-    def insert(route: Route) -> Payout:
-        # 2003 comes from the freeze inside; a unique conflict rolls the whole transaction (and freeze) back.
-        return _payout_insert(merchant=merchant, mch_order_no=mch_order_no, product=route.product,
-                              channel=route.channel, currency=route.merchant_currency.currency,
-                              review_threshold=route.merchant_currency.payout_review_threshold, amount=amount,
+        return _payout_insert(merchant=merchant, route=route, mch_order_no=mch_order_no, amount=amount,
                               payee_name=payee_name, payee_account=payee_account, bank_code=bank_code, attach=attach)
 
     return order_create_or_replay(
         lookup=lambda: payout_for_merchant(merchant_id=merchant.pk, mch_order_no=mch_order_no),
-        replay=lambda existing: _replay(existing, request), check=check, insert=insert)
+        replay=lambda existing: _replay(existing, request), create=create)
 
 
 def _replay(existing: Payout, request: dict) -> Payout:
@@ -98,58 +87,41 @@ def _replay(existing: Payout, request: dict) -> Payout:
     return replay_or_conflict(existing, stored=stored, request=request)
 
 
-def _lock_payee_account(*, merchant_id: int, payee_account: str, batch: Batch) -> None:
-    """A transaction-scoped advisory lock on (merchant, payee account) on PostgreSQL; SQLite has one writer."""
-    if batch.deferred:
-        batch.add("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                  [f"payout-payee:{merchant_id}:{payee_account}"])
+# The velocity rule counts the merchant's payouts to a payee account; two creates to the same account must not
+# both count before either commits. No row stands for a payee account, so the lock is a transaction-scoped
+# advisory lock on (merchant, payee account): released at COMMIT, and safe behind PgBouncer's transaction pooling.
+_LOCK_PAYEE_ACCOUNT = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
+
+
+def _lock_payee_account(*, merchant_id: int, payee_account: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(_LOCK_PAYEE_ACCOUNT, [f"payout-payee:{merchant_id}:{payee_account}"])
 
 
 @transaction.atomic(durable=True)
-def _payout_insert(*, merchant: Merchant, mch_order_no: str, product: Product, channel: Channel, currency,
-                   review_threshold: int, amount: int, payee_name: str, payee_account: str, bank_code: str,
-                   attach: str) -> Payout:
-    fee = product.fee_for(amount)
-    payout = Payout(merchant=merchant, mch_order_no=mch_order_no, product=product, currency=currency,
-                    channel=channel, amount=amount, fee=fee, payee_name=payee_name, payee_account=payee_account,
-                    bank_code=bank_code, attach=attach)
-    # Reads, in one round trip on PostgreSQL (apps/common/db.Batch: in order, each statement with its own
-    # snapshot): the payee account lock, then the risk history (it sees every earlier create to this payee
-    # account, which held that lock until COMMIT), the merchant's account ids and the ids of the rows to write.
-    reads = Batch()
-    _lock_payee_account(merchant_id=merchant.pk, payee_account=payee_account, batch=reads)
-    accounts = ledger.hold_accounts_read(merchant_id=merchant.pk, currency=currency.code, batch=reads)
-    history = payee_account_history(merchant_id=merchant.pk, currency=currency.code, payee_account=payee_account,
-                                    batch=reads)
-    ids = ids_reserve(reads, *ledger.HOLD_ROWS, Payout)
-    reads.run()
-    *hold_ids, payout.pk = ids
-
-    reasons = payout_risk_reasons(currency=currency, amount=amount, review_threshold=review_threshold,
-                                  history=history)
-    payout.review_required = bool(reasons)
-    payout.risk_reasons = reasons
-    payout.status = Payout.Status.FROZEN if reasons else Payout.Status.APPROVED
-
-    # Writes and COMMIT, in a second round trip: the hold, the order and its audit row, then the freeze (the
-    # merchant's balance lock and the posting, added as `locking` statements, so they run last: creates of one
-    # merchant and currency queue on that lock only while the server runs those two and COMMIT; 2003 if available
-    # is short, and the whole transaction rolls back). Added in this order so that on SQLite (each statement at
-    # once, the balance checked in Python) each row has the key the next one names.
-    writes = Batch()
+def _payout_insert(*, merchant: Merchant, route: Route, mch_order_no: str, amount: int, payee_name: str,
+                   payee_account: str, bank_code: str, attach: str) -> Payout:
+    """Risk rules, the freeze of amount + fee (2003 when available is short) and the order, in one transaction."""
+    currency = route.merchant_currency.currency
+    _lock_payee_account(merchant_id=merchant.pk, payee_account=payee_account)
+    reasons = payout_risk_reasons(merchant_id=merchant.pk, currency=currency, amount=amount,
+                                  review_threshold=route.merchant_currency.payout_review_threshold,
+                                  payee_account=payee_account)
+    fee = route.product.fee_for(amount)
+    payout = Payout(merchant=merchant, mch_order_no=mch_order_no, product=route.product, currency=currency,
+                    channel=route.channel, amount=amount, fee=fee, payee_name=payee_name, payee_account=payee_account,
+                    bank_code=bank_code, attach=attach, review_required=bool(reasons), risk_reasons=reasons,
+                    status=Payout.Status.FROZEN if reasons else Payout.Status.APPROVED)
     payout.hold = ledger.hold_place(merchant_id=merchant.pk, currency=currency.code, amount=amount + fee,
-                                    cause=payout.platform_order_no, memo=f"payout {mch_order_no}", accounts=accounts,
-                                    ids=hold_ids, batch=writes)
-    model_insert(payout, batch=writes)
+                                    cause=payout.platform_order_no, memo=f"payout {mch_order_no}")
+    payout.save(force_insert=True)
     audit.record(actor=None, actor_label=merchant.merchant_no, action="payout.create", obj=payout,
                  new={"status": payout.status, "amount": amount, "fee": fee, "currency": currency.code,
-                      "payee_account": payout.masked_payee_account, "bank_code": bank_code,
-                      "risk_reasons": reasons}, batch=writes)
-    writes.run(commit=True)
+                      "payee_account": payout.masked_payee_account, "bank_code": bank_code, "risk_reasons": reasons})
+    if payout.status == Payout.Status.APPROVED:
+        transaction.on_commit(lambda: payout_submit_dispatch(payout_id=payout.pk))
     logger.info("payout %s created %s: %s %s to %s", payout.platform_order_no, payout.status, amount, currency.code,
                 payout.masked_payee_account)
-    if payout.status == Payout.Status.APPROVED:
-        transaction.on_commit(payout_submissions_wake_soon.request)
     return payout
 
 
@@ -205,34 +177,6 @@ def payout_reject(*, payout_id: int, reviewer, reason: str, via: str = "admin") 
 
 
 # --- disbursement ---------------------------------------------------------------------------------------
-
-
-# Set while a submit_approved_payouts task is queued and has not started its scan (see payout_submissions_wake).
-SUBMISSIONS_WAKE_KEY = "payout:submissions-wake"
-SUBMISSIONS_WAKE_TTL = 30
-
-
-def payout_submissions_wake() -> None:
-    """Queue one scan of APPROVED payouts, unless one is queued already.
-
-    A burst of creates costs one broker message, not one each (the message was a fifth of payout/create's CPU).
-    Nothing is missed: the scan clears the key *before* it reads, so a create that found the key set committed
-    before that read and is seen by it. A lost message or a Redis outage leaves the order to the sweeper, as
-    before."""
-    from apps.payout.tasks import submit_approved_payouts
-
-    try:
-        if cache_add_flag(SUBMISSIONS_WAKE_KEY, timeout=SUBMISSIONS_WAKE_TTL):
-            submit_approved_payouts.delay()
-    except Exception:  # noqa: BLE001 - cache or broker down: the sweeper submits the order
-        logger.warning("payout submission scan not queued; the sweeper will submit")
-
-
-# After a create commits an APPROVED payout. The creates of one process within PAYOUT_SUBMISSIONS_WAKE_DELAY share
-# one wake (one Redis round trip instead of one each); every create is still followed by a wake that starts after
-# its commit, so the scan sees it. A process killed before its timer fires leaves its orders to the sweeper.
-payout_submissions_wake_soon = Coalesced(payout_submissions_wake,
-                                         delay=lambda: settings.PAYOUT_SUBMISSIONS_WAKE_DELAY)
 
 
 def payout_submit_dispatch(*, payout_id: int) -> None:

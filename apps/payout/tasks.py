@@ -4,12 +4,11 @@ import logging
 from datetime import timedelta
 
 from celery import shared_task
-from django.core.cache import cache
 from django.utils import timezone
 
 from apps.common.models import Heartbeat
 from apps.payout import services
-from apps.payout.selectors import SWEEP_LIMIT, payouts_approved_unsubmitted, payouts_processing_unsent
+from apps.payout.selectors import payouts_approved_unsubmitted, payouts_processing_unsent
 
 logger = logging.getLogger(__name__)
 
@@ -21,18 +20,6 @@ SUBMIT_GRACE = timedelta(seconds=10)
 def submit_payout(payout_id: int) -> None:
     """APPROVED → PROCESSING and hand the order to its channel; a no-op for an order already past that."""
     services.payout_submit(payout_id=payout_id)
-
-
-@shared_task(acks_late=True)
-def submit_approved_payouts() -> int:
-    """Queued by payout_submissions_wake after creates: one submission task per APPROVED payout (any age)."""
-    cache.delete(services.SUBMISSIONS_WAKE_KEY)  # before reading: a create that sees no key queues another scan
-    approved = payouts_approved_unsubmitted(older_than=timedelta(0))
-    for payout_id in approved:
-        services.payout_submit_dispatch(payout_id=payout_id)
-    if len(approved) == SWEEP_LIMIT:  # more may be waiting: scan again rather than wait for the sweeper
-        services.payout_submissions_wake()
-    return len(approved)
 
 
 @shared_task(acks_late=True)

@@ -181,9 +181,6 @@ PLATFORM_KEY_ENCRYPTION_KEY = env("PLATFORM_KEY_ENCRYPTION_KEY", default="")
 SETTLEMENT_TIME_ZONE = env("SETTLEMENT_TIME_ZONE", default="Asia/Manila")
 # Contract §5: risk rule "more than N payouts to one payee account within 24 h".
 PAYOUT_VELOCITY_LIMIT = env.int("PAYOUT_VELOCITY_LIMIT", default=5)
-# Seconds one process gathers the APPROVED payouts it created before it wakes the submission scan (one Redis
-# round trip per burst instead of one per payout); 0 wakes at once, on the committing thread.
-PAYOUT_SUBMISSIONS_WAKE_DELAY = env.float("PAYOUT_SUBMISSIONS_WAKE_DELAY", default=0.2)
 
 # Contract §6: callbacks.
 CALLBACK_TIMEOUT_SECONDS = env.float("CALLBACK_TIMEOUT_SECONDS", default=10.0)

@@ -13,6 +13,4 @@ CALLBACK_ALLOW_PRIVATE_HOSTS = env.bool("CALLBACK_ALLOW_PRIVATE_HOSTS", default=
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = False
 SANDBOX_PAYOUT_SETTLE_SECONDS = 0.2
-# In-process tests wake on the committing thread (tests/foundation/test_coalesce.py tests the timer itself).
-PAYOUT_SUBMISSIONS_WAKE_DELAY = env.float("PAYOUT_SUBMISSIONS_WAKE_DELAY", default=0)
 SANDBOX_PAYOUT_RETURN_SECONDS = 0.5

@@ -42,7 +42,7 @@ def test_healthz_is_503_naming_the_broker_when_it_does_not_answer(client, db, br
 def test_healthz_is_503_naming_the_database_when_it_does_not_answer(client, db, monkeypatch):
     from django.db import OperationalError
 
-    from apps.common import views
+    from config import views
 
     def cursor():
         raise OperationalError("connection refused")

@@ -186,9 +186,6 @@ class Platform:
         self.env.update({
             "DJANGO_SETTINGS_MODULE": "config.settings.test", "DATABASE_URL": database_url(),
             "REDIS_URL": redis.url, "API_ROOT": self.base, "LOG_LEVEL": "INFO", "PYTHONUNBUFFERED": "1",
-            # The production default (the test settings wake on the committing thread): a web process wakes the
-            # payout submission scan from its timer thread.
-            "PAYOUT_SUBMISSIONS_WAKE_DELAY": "0.2",
         })
         self.env.update({k: str(v) for k, v in settings_env.items()})
         self.web: Proc | None = None

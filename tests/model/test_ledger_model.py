@@ -744,7 +744,6 @@ def quiet_dispatch(monkeypatch):
 
     monkeypatch.setattr("apps.callbacks.services.callback_dispatch", lambda *, event_id: True)
     monkeypatch.setattr("apps.payout.services.payout_submit_dispatch", lambda *, payout_id: None)
-    monkeypatch.setattr("apps.payout.services.payout_submissions_wake_soon.request", lambda: None)
     monkeypatch.setattr(SandboxPayoutAdapter, "start_disbursement",
                         lambda self, *, payout: f"MODEL-{payout.platform_order_no}")
 

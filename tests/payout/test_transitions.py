@@ -308,44 +308,32 @@ def test_processing_payout_never_acknowledged_is_sent_again_after_a_minute(funde
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_burst_of_creates_queues_one_scan_which_submits_every_approved_payout(funded, adapter_calls, monkeypatch):
-    from django.core.cache import cache
-
+def test_each_approved_create_is_submitted_after_commit_and_a_frozen_one_waits(funded, adapter_calls, monkeypatch):
     from apps.payout import tasks
 
-    scans, submissions = [], []
-    monkeypatch.setattr(tasks.submit_approved_payouts, "delay", lambda: scans.append(1))
+    submissions = []
     monkeypatch.setattr(tasks.submit_payout, "delay", submissions.append)
-    cache.delete(services.SUBMISSIONS_WAKE_KEY)
     created = [new_payout(funded) for _ in range(3)]
     frozen = payout_in(funded, "FROZEN")
-    assert len(scans) == 1  # one broker message for the burst, not one per order
-
-    assert tasks.submit_approved_payouts() == 3  # what the worker runs for that message
     assert sorted(submissions) == sorted(p.pk for p in created)  # the FROZEN one waits for its reviewer
     assert frozen.pk not in submissions
     for payout in created:
         tasks.submit_payout(payout.pk)
     assert {Payout.objects.get(pk=p.pk).status for p in created} == {"PROCESSING"}
 
-    new_payout(funded)  # the scan cleared the key before reading: the next create queues a new scan
-    assert len(scans) == 2
-
 
 @pytest.mark.django_db(transaction=True)
-def test_a_create_whose_scan_is_lost_is_submitted_by_the_sweeper(funded, adapter_calls, monkeypatch):
+def test_a_create_whose_submission_message_is_lost_is_submitted_by_the_sweeper(funded, adapter_calls, monkeypatch):
     from datetime import timedelta
 
-    from django.core.cache import cache
     from django.utils import timezone
 
     from apps.payout import tasks
 
-    monkeypatch.setattr(tasks.submit_approved_payouts, "delay", lambda: None)  # the message never arrives
+    monkeypatch.setattr(tasks.submit_payout, "delay", lambda payout_id: None)  # the message never arrives
+    lost = new_payout(funded)
     dispatched = []
     monkeypatch.setattr(tasks.submit_payout, "delay", dispatched.append)
-    cache.delete(services.SUBMISSIONS_WAKE_KEY)
-    lost = new_payout(funded)
     Payout.objects.filter(pk=lost.pk).update(updated_at=timezone.now() - timedelta(seconds=30))
     assert tasks.sweep_stuck_payouts() == 1
     assert dispatched == [lost.pk]

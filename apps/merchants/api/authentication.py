@@ -2,16 +2,13 @@
 
 import re
 import time
-from functools import lru_cache
 from dataclasses import dataclass
 
-import redis
 from django.conf import settings
 from django.core.cache import cache
 from rest_framework.authentication import BaseAuthentication
 
 from apps.common import signing
-from apps.common.cache import redis_client
 from apps.common.errors import ApiError, ErrorCode
 from apps.merchants.models import App, Merchant, MerchantKey
 from apps.merchants.selectors import merchant_key_for_request, public_key_object
@@ -75,38 +72,11 @@ def _rate_key(merchant_id: int) -> str:
     return f"rate:{merchant_id}:{int(time.time())}"
 
 
-# Redis: count the request in its one-second window, then claim the nonce only if the request is admitted,
-# in one round trip. Returns 0 admitted, 1 over the rate limit, 2 nonce already used.
-_ADMIT_LUA = """
-local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('EXPIRE', KEYS[1], 5) end
-if n > tonumber(ARGV[1]) then return 1 end
-if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[2]) then return 0 end
-return 2
-"""
-
-
-@lru_cache(maxsize=8)
-def _admit_script_for(client: redis.Redis):
-    return client.register_script(_ADMIT_LUA)
-
-
-def _admit_script():
-    """The Lua script on the cache's Redis (the process's one client); None when the cache is not Redis."""
-    client = redis_client()
-    return None if client is None else _admit_script_for(client)
-
-
 def request_admit(*, merchant_id: int, nonce: str) -> ErrorCode | None:
-    """Spend one unit of the merchant's rate budget, then the nonce (SET NX with TTL); the error if refused."""
-    script = _admit_script()
-    if script is None:  # embedded default (database cache): two steps
-        if not rate_limit_allows(merchant_id=merchant_id):
-            return ErrorCode.RATE_LIMITED
-        return None if nonce_claim(merchant_id=merchant_id, nonce=nonce) else ErrorCode.NONCE_REUSED
-    keys = [cache.make_key(_rate_key(merchant_id)), cache.make_key(_nonce_key(merchant_id, nonce))]
-    outcome = script(keys=keys, args=[settings.RATE_LIMIT_PER_SECOND, settings.NONCE_TTL_SECONDS])
-    return {0: None, 1: ErrorCode.RATE_LIMITED, 2: ErrorCode.NONCE_REUSED}[int(outcome)]
+    """Spend one unit of the merchant's rate budget, then the nonce (cache add with TTL); the error if refused."""
+    if not rate_limit_allows(merchant_id=merchant_id):
+        return ErrorCode.RATE_LIMITED
+    return None if nonce_claim(merchant_id=merchant_id, nonce=nonce) else ErrorCode.NONCE_REUSED
 
 
 class SignedRequestAuthentication(BaseAuthentication):
