@@ -68,7 +68,8 @@ def main(command: list[str]) -> int:
               flush=True)
         _create_database()
         child = subprocess.Popen(command, process_group=0)
-        return child.wait()
+        code = child.wait()
+        return code if code >= 0 else 128 - code  # killed by a signal: the shell's 128 + its number
     finally:
         if (PGDATA / "postmaster.pid").exists():
             pg_ctl(["-w", "-m", "fast", "stop"], pgdata=PGDATA, user=SYSTEM_USER)
