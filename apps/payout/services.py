@@ -138,11 +138,22 @@ def _check_reviewer(payout: Payout, reviewer) -> None:
                                   f"and may not review its payouts.")
 
 
+def _refuse_unless_frozen(payout: Payout) -> None:
+    """For a caller that must know it made the decision itself (review_payout, contract §8): checked under the
+    row lock, so a decision made concurrently (an admin at the same moment) is refused, not replayed."""
+    if payout.status != Payout.Status.FROZEN:
+        raise PayoutActionRefused(f"payout {payout} is {payout.status}, not FROZEN; nothing changed.")
+
+
 @transaction.atomic(durable=True)
-def payout_approve(*, payout_id: int, reviewer, reason: str = "", via: str = "admin") -> Payout:
-    """FROZEN → APPROVED by a risk reviewer; the order is then submitted to the channel (after commit)."""
+def payout_approve(*, payout_id: int, reviewer, reason: str = "", via: str = "admin",
+                   replay: bool = True) -> Payout:
+    """FROZEN → APPROVED by a risk reviewer; the order is then submitted to the channel (after commit).
+    `replay=False`: an order already decided is refused instead of returned as it is."""
     payout = lock_payout(payout_id=payout_id)
     _check_reviewer(payout, reviewer)
+    if not replay:
+        _refuse_unless_frozen(payout)
     if payout.reviewed_at and payout.status != Payout.Status.REJECTED:
         return payout  # approved before (it may have moved on since): the same decision twice moves nothing
     if payout.status != Payout.Status.FROZEN:
@@ -156,10 +167,13 @@ def payout_approve(*, payout_id: int, reviewer, reason: str = "", via: str = "ad
 
 
 @transaction.atomic(durable=True)
-def payout_reject(*, payout_id: int, reviewer, reason: str, via: str = "admin") -> Payout:
-    """FROZEN → REJECTED by a risk reviewer (reason required, sent as fail_reason): the freeze goes back."""
+def payout_reject(*, payout_id: int, reviewer, reason: str, via: str = "admin", replay: bool = True) -> Payout:
+    """FROZEN → REJECTED by a risk reviewer (reason required, sent as fail_reason): the freeze goes back.
+    `replay=False`: an order already decided is refused instead of returned as it is."""
     payout = lock_payout(payout_id=payout_id)
     _check_reviewer(payout, reviewer)
+    if not replay:
+        _refuse_unless_frozen(payout)
     if payout.status == Payout.Status.REJECTED:
         return payout  # the same decision twice moves nothing
     if not reason.strip():

@@ -94,3 +94,38 @@ def test_reverse_payout_twice_fails_the_second_time(funded, adapter_calls):
     with pytest.raises(CommandError, match="already reversed"):
         run("reverse_payout", payout.platform_order_no, "--amount", "100", "--fee-refund", "0")
     assert money_snapshot(funded) == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_review_payout_exits_non_zero_when_a_reviewer_decides_the_same_order_at_the_same_moment(funded, adapter_calls):
+    """The reviewer's transaction holds the payout row when the command starts; the command waits for it, then finds
+    the order APPROVED and must not print success for a decision it did not make."""
+    import threading
+
+    from django.db import connections, transaction
+
+    from apps.payout import services
+
+    payout = payout_in(funded, "FROZEN")
+    locked, release = threading.Event(), threading.Event()
+
+    def reviewer_in_the_admin():
+        try:
+            with transaction.atomic():
+                services.lock_payout(payout_id=payout.pk)
+                locked.set()
+                release.wait(10)
+                Payout.objects.filter(pk=payout.pk).update(status="APPROVED", review_reason="admin")
+                from django.utils import timezone
+                Payout.objects.filter(pk=payout.pk).update(reviewed_at=timezone.now())
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=reviewer_in_the_admin)
+    thread.start()
+    assert locked.wait(10)
+    threading.Timer(0.5, release.set).start()  # the command is waiting on the row lock by then, or reads after
+    with pytest.raises(CommandError, match="is APPROVED, not FROZEN"):
+        run("review_payout", payout.platform_order_no, "--approve")
+    thread.join(10)
+    assert AuditLog.objects.filter(action="payout.approve", actor_label="cli").count() == 0
