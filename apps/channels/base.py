@@ -24,7 +24,10 @@ class PayinAdapter(ABC):
 
     @abstractmethod
     def start_payment(self, *, order) -> PaymentStart:
-        """Open the payment upstream for a collection order; called when the payer opens pay_url."""
+        """Open the payment upstream for a collection order; called each time the payer opens pay_url.
+
+        `platform_order_no` is the upstream idempotency key: every call for one order opens one upstream payment
+        (or finds the one opened before) and returns the same upstream_reference."""
 
 
 class PayoutAdapter(ABC):
@@ -32,5 +35,9 @@ class PayoutAdapter(ABC):
 
     @abstractmethod
     def start_disbursement(self, *, payout) -> str:
-        """Submit an APPROVED payout upstream (the only place the full payee account is sent); returns the
-        upstream reference. The result arrives later through payout_channel_result."""
+        """Submit a payout upstream (the only place the full payee account is sent); returns the upstream
+        reference. The result arrives later through payout_channel_result.
+
+        `platform_order_no` is the upstream idempotency key: payout_submit re-sends a PROCESSING payout whose
+        submission was never acknowledged, so the same order submitted twice (or concurrently) must be one
+        disbursement upstream, and the second call returns the same upstream reference."""

@@ -44,3 +44,20 @@ class BankCode(models.Model):
 
     def __str__(self) -> str:
         return f"{self.currency_id}:{self.code}"
+
+
+class SandboxDisbursement(models.Model):
+    """The sandbox "bank"'s own record of a disbursement it accepted: one per platform_order_no, the upstream
+    idempotency key (apps.channels.base.PayoutAdapter), so a re-submitted payout is paid once."""
+
+    platform_order_no = models.CharField(max_length=64)
+    reference = models.CharField(max_length=128)
+    outcome = models.CharField(max_length=32)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        # A constraint, not unique=True: the one index the key needs, without PostgreSQL's LIKE copy.
+        constraints = [models.UniqueConstraint(fields=["platform_order_no"], name="sandbox_disbursement_one_per_order")]
+
+    def __str__(self) -> str:
+        return self.reference

@@ -18,6 +18,16 @@ def register_payout(cls: type[PayoutAdapter]) -> type[PayoutAdapter]:
     return cls
 
 
+def payin_adapters() -> dict[str, type[PayinAdapter]]:
+    """Every registered pay-in adapter class by name."""
+    return dict(_PAYIN)
+
+
+def payout_adapters() -> dict[str, type[PayoutAdapter]]:
+    """Every registered payout adapter class by name."""
+    return dict(_PAYOUT)
+
+
 def serving_channel(*, currency: str, direction: Channel.Direction) -> Channel | None:
     """The active channel of highest priority for that currency and direction; None means code 1001.
     Cached reference data (apps.common.refcache)."""

@@ -19,6 +19,7 @@ class SandboxPayinAdapter(PayinAdapter):
     is_sandbox = True
 
     def start_payment(self, *, order) -> PaymentStart:
+        # Nothing opens upstream: the reference is a function of platform_order_no, the same on every call.
         return PaymentStart(upstream_reference=sandbox_reference(order))
 
     def simulate_paid(self, *, order):

@@ -11,8 +11,10 @@ import logging
 
 from celery import shared_task
 from django.conf import settings
+from django.db import transaction
 
 from apps.channels.base import PayoutAdapter
+from apps.channels.models import SandboxDisbursement
 from apps.channels.registry import register_payout
 
 logger = logging.getLogger(__name__)
@@ -36,10 +38,20 @@ class SandboxPayoutAdapter(PayoutAdapter):
     name = "sandbox"
 
     def start_disbursement(self, *, payout) -> str:
-        # Idempotent by platform_order_no: a re-submission schedules a second, harmless, result.
-        sandbox_payout_settle.apply_async(args=[payout.platform_order_no, sandbox_outcome(payout.payee_account)],
-                                          countdown=settings.SANDBOX_PAYOUT_SETTLE_SECONDS)
-        return f"SBX-{payout.platform_order_no}"
+        """The bank records the disbursement once per platform_order_no and schedules its settlement only then;
+        a re-submission gets the recorded reference back."""
+        outcome = sandbox_outcome(payout.payee_account)
+        # The bank's own transaction, not the platform's. The settlement is queued inside it (the task reads
+        # nothing of the record): a failed publish leaves no record, so the next submission starts afresh, and a
+        # concurrent duplicate waits on the unique key, then finds the record and schedules nothing.
+        with transaction.atomic(durable=True):
+            disbursement, created = SandboxDisbursement.objects.get_or_create(
+                platform_order_no=payout.platform_order_no,
+                defaults={"reference": f"SBX-{payout.platform_order_no}", "outcome": outcome})
+            if created:
+                sandbox_payout_settle.apply_async(args=[payout.platform_order_no, outcome],
+                                                  countdown=settings.SANDBOX_PAYOUT_SETTLE_SECONDS)
+        return disbursement.reference
 
 
 @shared_task(acks_late=True)
