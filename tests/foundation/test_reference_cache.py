@@ -32,10 +32,17 @@ def payout_body(n: int, **overrides) -> dict:
 
 
 @pytest.mark.django_db(transaction=True)  # autocommit, as served: no savepoint around the INSERT
-def test_a_warm_pay_create_reads_only_the_generation_and_inserts(client, merchant, django_assert_num_queries):
+def test_a_warm_pay_create_reads_no_reference_table_only_the_generation(client, merchant):
+    from django.test.utils import CaptureQueriesContext
+
     assert_ok(signed_post(client, merchant, PAY, pay_body(1)))
-    with django_assert_num_queries(2):  # the reference generation, then the INSERT
+    with CaptureQueriesContext(connection) as queries:
         assert_ok(signed_post(client, merchant, PAY, pay_body(2)))
+    statements = [query["sql"] for query in queries]
+    assert statements[0] == "SELECT value FROM common_referencegeneration WHERE id = 1"
+    reference_tables = ("merchants_", "currencies_", "channels_")
+    assert not [sql for sql in statements if any(f'FROM "{table}' in sql for table in reference_tables)], statements
+    assert any(sql.startswith('INSERT INTO "collection_collectionorder"') for sql in statements)
 
 
 @pytest.mark.django_db
@@ -107,6 +114,18 @@ def test_outside_a_request_each_lookup_checks_the_generation(bootstrapped):
     assert len(loads) == 2  # the generation moved: loaded again
 
 
+@pytest.mark.django_db
+def test_each_lookup_gets_its_own_copy_so_threads_never_share_a_mutable_instance(bootstrapped):
+    load = lambda: Currency.objects.get(code="PHP")  # noqa: E731
+    first = refcache_get(("test-copy", "PHP"), load)
+    second = refcache_get(("test-copy", "PHP"), load)
+    third = refcache_get(("test-copy", "PHP"), load)
+    assert first.name == second.name == third.name
+    assert len({id(first), id(second), id(third)}) == 3
+    second.name = "changed by one caller"
+    assert refcache_get(("test-copy", "PHP"), load).name == first.name != "changed by one caller"
+
+
 @pytest.fixture
 def persistent_connection(monkeypatch):
     """The connection as served (CONN_MAX_AGE > 0): kept across requests, health-checked once per request."""
@@ -119,18 +138,6 @@ def persistent_connection(monkeypatch):
 def _request_starts() -> None:
     """What Django does for every connection when a request starts (the test client skips it)."""
     connection.close_if_unusable_or_obsolete()
-
-
-@pytest.mark.django_db(transaction=True)  # autocommit, as served
-def test_the_generation_read_is_the_connection_health_check(client, merchant, persistent_connection, monkeypatch):
-    assert_ok(signed_post(client, merchant, PAY, pay_body(1)))
-    kept_pid = connection.connection.info.backend_pid
-    checks = []
-    monkeypatch.setattr(connection, "is_usable", lambda: checks.append(1) or True)
-    _request_starts()
-    assert_ok(signed_post(client, merchant, PAY, pay_body(2)))
-    assert checks == []  # no separate `SELECT 1`: the generation read was the check
-    assert connection.connection.info.backend_pid == kept_pid
 
 
 @pytest.mark.django_db(transaction=True)
