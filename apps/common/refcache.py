@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import TypeVar
 
-from django.db import connection
+from apps.common.models import ReferenceGeneration
 
 T = TypeVar("T")
 
@@ -26,13 +26,10 @@ _PENDING = object()  # inside a request that has not read the generation yet
 
 _local = threading.local()
 _entries: dict[Hashable, tuple[int, object]] = {}
-_GENERATION = "SELECT value FROM common_referencegeneration WHERE id = 1"
 
 
 def _generation_read() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(_GENERATION)
-        return cursor.fetchone()[0]
+    return ReferenceGeneration.objects.values_list("value", flat=True).get(pk=1)
 
 
 def _generation() -> int:
