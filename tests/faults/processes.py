@@ -18,23 +18,13 @@ import requests
 from django.conf import settings
 from django.db import connection
 
+from tests.support.wait import wait_until  # the suite's one wait helper; the drills import it from here too
+
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def wait_until(predicate, *, timeout: float, interval: float = 0.1, what: str = "condition"):
-    """Poll `predicate` until it returns something truthy; bounded by `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"{what}: not reached within {timeout:g} s")
-        time.sleep(interval)
 
 
 class Proc:
