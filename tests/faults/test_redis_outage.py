@@ -59,17 +59,25 @@ def test_redis_outage_loses_no_order_and_every_callback_arrives_after_recovery(
     private_redis.stop()
     assert not private_redis.ping()
 
-    # Redis down. Creates: fail closed, cleanly, quickly, leaving nothing behind.
+    # Redis down. Creates: fail closed, cleanly, quickly, leaving nothing behind. A create answered with code 0
+    # would have to be a real one (its order stored as answered), and is still against the decision: the nonce
+    # could not be recorded.
     outage = {}
     for i in range(3):
         mch_order_no = f"DOWN-{i}"
         (status, body), seconds = timed(lambda n=mch_order_no: pay_create(platform.base, ctx, n))
         outage[mch_order_no] = (status, body.get("code"), seconds)
         assert seconds < REQUEST_BOUND, (mch_order_no, seconds)
+        stored = CollectionOrder.objects.filter(mch_order_no=mch_order_no, merchant=ctx.merchant)
         if body.get("code") == "0":
+            assert status == 200 and body["data"]["mch_order_no"] == mch_order_no, body
+            assert list(stored.values_list("platform_order_no", "status")) == [
+                (body["data"]["platform_order_no"], "CREATED")], body
             accepted[mch_order_no] = body["data"]["platform_order_no"]
         else:
             assert_clean_error_envelope(status, body, "9999", 500)
+            assert not stored.exists(), mch_order_no
+    assert all(code == "9999" for _, code, _ in outage.values()), f"a create succeeded without Redis: {outage}"
     (status, body), _ = timed(lambda: api_post(platform.base, ctx, "pay/query", {"mch_order_no": "UP-1"}))
     assert_clean_error_envelope(status, body, "9999", 500)
     # Payments (the upstream's notification path) need no Redis: they commit; the callback cannot be queued.

@@ -236,10 +236,22 @@ def test_same_mch_order_no_with_different_params_returns_2001(client, funded, ch
     assert Posting.objects.count() == postings
 
 
-def test_same_mch_order_no_at_another_merchant_is_a_new_order(client, funded, other_merchant):
+# Identical parameters must not replay the other merchant's order; different ones must not be its 2001 conflict.
+@pytest.mark.parametrize("theirs", [{}, {"amount": 20_000, "payee_account": "999", "attach": "theirs"}])
+def test_same_mch_order_no_at_another_merchant_is_a_new_order(client, funded, other_merchant, theirs):
     fund(other_merchant, 100_000)
-    create_ok(client, funded, mch_order_no="SHARED-1")
-    create_ok(client, other_merchant, mch_order_no="SHARED-1")
+    mine = create_ok(client, funded, mch_order_no="SHARED-1")
+    status, body = create(client, other_merchant, mch_order_no="SHARED-1", **theirs)
+    assert (status, body["code"]) == (200, "0"), body
+    assert body["data"]["platform_order_no"] != mine.platform_order_no
+    other = Payout.objects.get(platform_order_no=body["data"]["platform_order_no"])
+    assert (other.merchant_id, other.mch_order_no, other.amount) == (
+        other_merchant.merchant.pk, "SHARED-1", theirs.get("amount", mine.amount))
+    assert Payout.objects.filter(mch_order_no="SHARED-1").count() == 2
+    # Each froze its own money.
+    assert balances(other_merchant) == {"available": 100_000 - other.amount - other.fee, "settling": 0,
+                                        "frozen": other.amount + other.fee}
+    assert balances(funded)["frozen"] == mine.amount + mine.fee
 
 
 # --- payout/query ---------------------------------------------------------------------------------------
