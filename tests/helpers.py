@@ -1,9 +1,11 @@
 """Test-side merchant client: signs requests exactly as a merchant's integration would (contract §2)."""
 
 import json
+import os
 import secrets
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -104,3 +106,15 @@ def signed_posts_at_once(ctx: MerchantCtx, path: str, params_per_thread: list[di
     outcomes = at_once(post, len(bodies), timeout)
     assert all(exc is None for _, exc in outcomes), [exc for _, exc in outcomes if exc]
     return [result for result, _ in outcomes]
+
+
+def screenshot(page, name: str) -> Path:
+    """A PNG of what a browser test checks, at the page's CSS width, in $SCREENSHOT_DIR or var/screenshots/
+    (git-ignored), for a person to look at: the tests assert the page's text, not how it looks."""
+    from django.conf import settings
+
+    directory = Path(os.environ.get("SCREENSHOT_DIR") or Path(settings.BASE_DIR) / "var" / "screenshots")
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True, scale="css", animations="disabled")
+    return path

@@ -1,7 +1,6 @@
 """The hosted pay page in a real headless browser (Playwright driving Debian's chromium) against live_server."""
 
 import os
-import time
 from datetime import timedelta
 
 import pytest
@@ -11,9 +10,11 @@ from apps.collection.models import CollectionOrder
 from apps.collection.services import collection_expire
 from apps.ledger.models import Posting
 from tests.collection.conftest import CREATE, balances, order_params
-from tests.helpers import post_json
+from tests.helpers import post_json, screenshot
+from tests.support.wait import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
+PHONE_WIDTH = 390  # a common phone's CSS width
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]
 
@@ -47,8 +48,8 @@ def browser():
 @pytest.fixture
 def phone(browser):
     """A phone-sized page; fails the test on any console error (CSP violations included)."""
-    context = browser.new_context(viewport={"width": 360, "height": 740}, device_scale_factor=2, is_mobile=True,
-                                  has_touch=True)
+    context = browser.new_context(viewport={"width": PHONE_WIDTH, "height": 844}, device_scale_factor=2,
+                                  is_mobile=True, has_touch=True)
     page = context.new_page()
     errors: list[str] = []
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
@@ -84,13 +85,18 @@ def test_payer_pays_in_browser_and_merchant_receives_signed_callback(client, mer
     assert phone.get_by_test_id("merchant").inner_text() == "Acme"
     assert phone.get_by_test_id("subject").inner_text() == "Two coffees"
     assert "min" in phone.locator("#time-left").inner_text()
-    # The card fits a 360 px wide screen: no horizontal scrolling.
+    # The card fits the phone's screen, and a narrower 360 px one: no horizontal scrolling.
+    assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE_WIDTH
+    screenshot(phone, "pay-page-open")
+    phone.set_viewport_size({"width": 360, "height": 740})
     assert phone.evaluate("document.documentElement.scrollWidth") <= 360
+    phone.set_viewport_size({"width": PHONE_WIDTH, "height": 844})
 
     phone.get_by_role("button", name="Pay", exact=True).click()
     phone.wait_for_load_state()
     assert phone.get_by_test_id("status").inner_text() == "Payment received"
     assert phone.get_by_test_id("return").get_attribute("href") == "https://shop.example/thanks"
+    screenshot(phone, "pay-page-paid")
     assert phone.errors == []
 
     order.refresh_from_db()
@@ -104,12 +110,8 @@ def test_payer_pays_in_browser_and_merchant_receives_signed_callback(client, mer
         "platform_order_no": order.platform_order_no, "mch_order_no": order.mch_order_no, "amount": 123456,
         "currency": "PHP", "status": "SUCCESS", "attach": "cart=42", "paid_at": int(order.paid_at.timestamp())}
     assert merchant_verifies(body)
-    event = CallbackEvent.objects.get(platform_order_no=order.platform_order_no)
-    deadline = time.time() + 10
-    while event.status != CallbackEvent.Status.DELIVERED and time.time() < deadline:
-        time.sleep(0.1)
-        event.refresh_from_db()
-    assert event.status == CallbackEvent.Status.DELIVERED
+    wait_until(lambda: CallbackEvent.objects.get(platform_order_no=order.platform_order_no).status
+               == CallbackEvent.Status.DELIVERED, what="the collection callback recorded as delivered")
 
 
 def test_fail_button_in_browser_leaves_order_created(client, merchant, live_server, phone):
@@ -119,6 +121,7 @@ def test_fail_button_in_browser_leaves_order_created(client, merchant, live_serv
     phone.wait_for_load_state()
     assert "try again" in phone.get_by_test_id("failed").inner_text()
     assert phone.get_by_role("button", name="Pay", exact=True).is_visible()
+    screenshot(phone, "pay-page-failed")
     order.refresh_from_db()
     assert order.status == CollectionOrder.Status.CREATED
     assert not Posting.objects.exists()
@@ -136,8 +139,10 @@ def test_expired_order_page_in_browser_refuses_payment(client, merchant, live_se
     phone.wait_for_load_state()
     assert "expired" in phone.get_by_test_id("status").inner_text()
     assert phone.get_by_role("button").count() == 0
+    screenshot(phone, "pay-page-expired-on-pay")
     phone.goto(page_url(live_server, order))
     assert "expired" in phone.get_by_test_id("status").inner_text()
+    screenshot(phone, "pay-page-expired")
     order.refresh_from_db()
     assert order.status == CollectionOrder.Status.EXPIRED
     assert not Posting.objects.exists()
@@ -151,6 +156,7 @@ def test_countdown_reaching_zero_disables_payment_in_browser(client, merchant, l
     phone.locator("#expired-note").wait_for(state="visible", timeout=6000)
     assert phone.get_by_role("button", name="Pay", exact=True).count() == 0 or \
         not phone.get_by_role("button", name="Pay", exact=True).is_visible()
+    screenshot(phone, "pay-page-countdown-at-zero")
 
 
 def test_unknown_link_in_browser_is_an_html_not_found_page(live_server, phone, db):
@@ -158,3 +164,4 @@ def test_unknown_link_in_browser_is_an_html_not_found_page(live_server, phone, d
     assert response.status == 404
     assert response.headers["content-type"].startswith("text/html")
     assert "not found" in phone.get_by_test_id("status").inner_text().lower()
+    screenshot(phone, "pay-page-not-found")

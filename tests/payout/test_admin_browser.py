@@ -1,12 +1,11 @@
 """The review queue in a real headless browser (Debian chromium through Playwright) against live_server."""
 
-import time
-
 import pytest
 
 from apps.payout.models import Payout
 from apps.payout.services import payout_create
 from tests.conftest import make_merchant
+from tests.helpers import screenshot
 from tests.payout.conftest import PHP_THRESHOLD, balances, fund, payout_params, staff_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -26,7 +25,7 @@ def page(monkeypatch):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        page = browser.new_page()
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.set_default_timeout(15_000)
         yield page
         browser.close()
@@ -70,13 +69,16 @@ def test_risk_reviewer_rejects_frozen_payout_in_the_browser(page, live_server, s
     assert row.count() == 1
     assert "\u2022\u2022\u2022\u20229876" in row.inner_text() and "0012349876" not in page.content()
     assert "review threshold" in row.inner_text()
+    screenshot(page, "admin-review-queue")
 
     run_action(page, payout, "reject_selected")
     page.fill("textarea[name=reason]", "Payee name does not match the account holder")
+    screenshot(page, "admin-reject-form")
     page.click("input[type=submit][value=Reject]")
     page.wait_for_selector("ul.messagelist")
     assert "rejected" in page.locator("ul.messagelist").inner_text()
     assert page.locator("#result_list tbody tr", has_text=payout.platform_order_no).count() == 0  # left the queue
+    screenshot(page, "admin-review-queue-after-reject")
 
     payout.refresh_from_db()
     assert (payout.status, payout.fail_reason) == ("REJECTED", "Payee name does not match the account holder")
@@ -88,6 +90,7 @@ def test_risk_reviewer_rejects_frozen_payout_in_the_browser(page, live_server, s
     page.goto(f"{live_server.url}/admin/payout/payout/{payout.pk}/change/")
     trail = page.content()
     assert "payout.reject" in trail and "rita" in trail and "0012349876" not in trail
+    screenshot(page, "admin-payout-change-with-audit-trail")
 
 
 def test_reviewer_who_administers_the_merchant_is_refused_in_the_browser(page, live_server, shop):
@@ -96,9 +99,9 @@ def test_reviewer_who_administers_the_merchant_is_refused_in_the_browser(page, l
     shop.merchant.administrators.add(rita)
     log_in(page, live_server, "rita", "/admin/payout/payoutreviewqueue/")
     run_action(page, payout, "approve_selected")
-    page.wait_for_selector("ul.messagelist")
+    page.wait_for_selector("ul.messagelist")  # the action's response: it has been decided by now
     assert "administers" in page.locator("ul.messagelist").inner_text()
-    time.sleep(0.2)
+    screenshot(page, "admin-approve-refused-to-merchant-administrator")
     payout.refresh_from_db()
     assert payout.status == "FROZEN"
 
@@ -108,5 +111,7 @@ def test_staff_without_review_permission_cannot_open_the_queue_in_the_browser(pa
     staff_user("clerk")
     log_in(page, live_server, "clerk", "/admin/")
     assert "Payout review queue" not in page.content()
+    screenshot(page, "admin-index-without-review-permission")
     response = page.goto(f"{live_server.url}/admin/payout/payoutreviewqueue/")
     assert response.status == 403
+    screenshot(page, "admin-review-queue-forbidden")
