@@ -71,7 +71,8 @@ def PlatformOrderNoField(**kwargs):  # noqa: N802
 
 
 def PayeeAccountField(**kwargs):  # noqa: N802
-    return StrictRegexField(PAYEE_ACCOUNT_REGEX, max_length=64, error_messages={"invalid": "must be 1-64 characters of A-Z a-z 0-9."}, **kwargs)
+    return StrictRegexField(PAYEE_ACCOUNT_REGEX, max_length=64,
+                            error_messages={"invalid": "must be 1-64 characters of A-Z a-z 0-9."}, **kwargs)
 
 
 def CurrencyCodeField(**kwargs):  # noqa: N802
