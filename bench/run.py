@@ -4,7 +4,9 @@ Creates a fresh PostgreSQL database, bootstraps it, creates merchants with real 
 serves the app with gunicorn (production settings, DEBUG off, Redis), then for each endpoint replays
 pre-signed bodies (each with a fresh nonce) at a fixed concurrency and prints requests/s, p50/p99 latency
 and the error count, with each endpoint's ratio to a reference view (verify one signature, insert one row).
-Also measures callback delivery throughput of one worker process to a local receiver.
+Then the pay-in success path (the sandbox channel's paid notification, the hosted page's Pay, to the posted
+credit) for orders of 100 merchants, directly and with PgBouncer in transaction pooling between the app and
+PostgreSQL. Also measures callback delivery throughput of one worker process to a local receiver.
 
 Every loop is bounded in count and time; all traffic goes to 127.0.0.1.
 """
@@ -21,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 from cryptography.fernet import Fernet
@@ -47,7 +50,7 @@ class Bench:
         """The options the environment is built from: PostgreSQL server, database to recreate, Redis db."""
         parser.add_argument("--postgres",
                             default=os.environ.get("BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432"))
-        parser.add_argument("--database", default="payments_bench")
+        parser.add_argument("--database", default=os.environ.get("BENCH_DATABASE", "payments_bench"))
         parser.add_argument("--redis", default=os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/5"))
 
     def __init__(self, args):
@@ -72,6 +75,7 @@ class Bench:
             "STATIC_ROOT": str(self.workdir / "static"),
         }
         self.procs: list[subprocess.Popen] = []
+        self.pgbouncer_proc: subprocess.Popen | None = None
         self.results: list[dict] = []
 
     # ---- set-up -------------------------------------------------------------------------------------
@@ -108,12 +112,12 @@ class Bench:
                            reason="bench top-up")
             self.merchants.append((created.merchant.merchant_no, created.app.app_id))
 
-    def start_server(self) -> None:
+    def start_server(self, env: dict | None = None) -> None:
         cmd = [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
                "--workers", str(self.args.workers), "--worker-class", self.args.worker_class,
                "--threads", str(self.args.threads),
                "--access-logfile", "-" if self.args.verbose else "/dev/null", "--log-level", "warning"]
-        self.procs.append(subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL))
+        self.procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env or self.env, stdout=subprocess.DEVNULL))
         import requests
 
         # Ready means every worker has loaded the app: poll until /healthz answers several times in a row.
@@ -140,6 +144,9 @@ class Bench:
 
     def stop(self) -> None:
         self.stop_server()
+        if self.pgbouncer_proc is not None:
+            self.pgbouncer_proc.terminate()
+            self.pgbouncer_proc.wait(timeout=15)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     # ---- bodies ------------------------------------------------------------------------------------
@@ -176,11 +183,14 @@ class Bench:
         return not (reply.status_code == 404 and reply.json().get("code") == "1004")
 
     # ---- load --------------------------------------------------------------------------------------
-    def wrk(self, name: str, path: str, bodies: Path, count: int) -> dict:
+    def wrk(self, name: str, path: str, bodies: Path, count: int, script: str = "wrk_bodies.lua",
+            script_args: tuple[str, ...] = (), more: str = "--bodies") -> dict:
+        """`count` bodies (or paths) in `bodies` replayed by wrk with `script`; `more` is the option that raises
+        `count` when the run used them all."""
         threads = 2
         cmd = ["wrk", "-t", str(threads), "-c", str(self.args.connections), "-d", f"{self.args.duration}s",
-               "--latency", "-s", str(ROOT / "bench" / "wrk_bodies.lua"), self.base + path, "--",
-               str(bodies), str(threads)]
+               "--latency", "-s", str(ROOT / "bench" / script), self.base + path, "--",
+               str(bodies), str(threads), *script_args]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=self.args.duration + 60)
         line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")), None)
         if line is None:
@@ -189,16 +199,17 @@ class Bench:
         requests_done = int(fields["requests"])
         result = {
             "name": name,
+            "requests": requests_done,
             "rps": requests_done / (int(fields["duration_us"]) / 1e6),
             "p50_ms": int(fields["p50_us"]) / 1000,
             "p99_ms": int(fields["p99_us"]) / 1000,
             "errors": int(fields["errors"]) + int(fields["socket_errors"]),
-            "short_of_bodies": requests_done > count,
+            "short_of_bodies": more if requests_done > count else "",
         }
         if out.stderr.strip() and self.args.verbose:
             print(out.stderr.strip()[:600], file=sys.stderr)
         self.results.append(result)
-        print(f"  {name:<34} {result['rps']:8.1f} req/s  p50 {result['p50_ms']:6.1f} ms  "
+        print(f"  {name:<42} {result['rps']:8.1f} req/s  p50 {result['p50_ms']:6.1f} ms  "
               f"p99 {result['p99_ms']:6.1f} ms  errors {result['errors']}", file=sys.stderr)
         return result
 
@@ -240,6 +251,86 @@ class Bench:
                 continue
             bodies = self.write_bodies(name.split()[0].replace("/", "_"), n, make)
             self.wrk(name, path, bodies, n)
+        if not wanted or any("pay-in success".startswith(w) for w in wanted):
+            self.run_payin()
+
+    # ---- pay-in success: the channel's paid notification ---------------------------------------------------
+    def run_payin(self) -> None:
+        """The sandbox Pay of the hosted page for orders of --payin-merchants merchants, each order paid once:
+        collection_notify_paid (order locked, SUCCESS, credit posted, callback enqueued) and the callback's dispatch
+        after commit. Then the same with the app's every connection going through PgBouncer in transaction
+        pooling (DATABASE_POOLER=pgbouncer-transaction), one server connection per gunicorn worker."""
+        n = self.args.payin_orders
+        merchants = self.payin_merchants()
+        self.wrk_pay(f"pay-in success ({len(merchants)} merchants)", n)
+
+        bouncer = self.start_pgbouncer()
+        self.stop_server()
+        self.start_server({**self.env, "DATABASE_URL": bouncer.url(), "DATABASE_POOLER": "pgbouncer-transaction"})
+        before = bouncer.stats()["total_xact_count"]
+        self.wrk_pay(f"pay-in success ({len(merchants)} merchants, PgBouncer)", n)
+        carried = bouncer.stats()["total_xact_count"] - before
+        print(f"  {'':42} {carried} transactions through PgBouncer "
+              f"({len(bouncer.clients())} client connections)", file=sys.stderr)
+        if not carried:
+            raise SystemExit("PgBouncer carried no transaction: the server did not use it")
+
+    def start_pgbouncer(self):
+        """PgBouncer in transaction pooling in front of the bench database (tests/pgbouncer/server.py), as many
+        server connections as gunicorn has workers; ended by stop()."""
+        from tests.pgbouncer.server import PgBouncer
+
+        server = urlsplit(self.args.postgres)
+        bouncer = PgBouncer(self.workdir, database=self.args.database, user=server.username or "postgres",
+                            server_host=server.hostname or "127.0.0.1", server_port=server.port or 5432,
+                            pool_size=self.args.workers)
+        with (self.workdir / "pgbouncer.log").open("ab") as log:
+            self.pgbouncer_proc = subprocess.Popen(bouncer.argv(), stdout=log, stderr=subprocess.STDOUT,
+                                                   start_new_session=True)
+        bouncer.wait_ready(self.pgbouncer_proc)
+        return bouncer
+
+    def payin_merchants(self) -> list:
+        if not getattr(self, "_payin_merchants", None):
+            from apps.common import signing
+            from apps.merchants.services import merchant_create
+
+            public_pem = signing.public_key_to_pem(self.private_key.public_key())
+            self._payin_merchants = [
+                merchant_create(name=f"Bench pay-in {i}", public_key_pem=public_pem, currencies=["PHP"]).merchant
+                for i in range(self.args.payin_merchants)]
+        return self._payin_merchants
+
+    def wrk_pay(self, name: str, count: int) -> dict:
+        """`count` new orders, spread over the pay-in merchants and created through the create service, then their
+        hosted pages' Pay under wrk (bench/wrk_pay_page.lua); every answered Pay must have paid its order."""
+        from django.db import connection
+
+        from apps.collection.models import CollectionOrder
+        from apps.collection.services import collection_create
+
+        merchants = self.payin_merchants()
+        prefix = f"pi{secrets.token_hex(3)}"
+        paths = self.workdir / f"{prefix}.paths"
+        with paths.open("w") as handle:
+            for i in range(count):
+                order = collection_create(merchant=merchants[i % len(merchants)], mch_order_no=f"{prefix}{i}",
+                                          product_code="PHP_COLLECT_D1", amount=10000 + i % 500, currency="PHP",
+                                          subject="bench")
+                handle.write(urlsplit(order.pay_url).path + "\n")
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")  # the orders were just written: plans must not depend on autovacuum's timing
+        # The hosted page's CSRF check: a cookie and a form field carrying the same secret (a browser gets both
+        # from the page's GET, which is not part of the paid notification measured here).
+        csrf = secrets.token_hex(16)
+        result = self.wrk(name, "/pay/", paths, count, script="wrk_pay_page.lua", script_args=(csrf,),
+                          more="--payin-orders")
+        paid = CollectionOrder.objects.filter(mch_order_no__startswith=prefix,
+                                              status=CollectionOrder.Status.SUCCESS).count()
+        answered = result["requests"] - result["errors"]
+        if paid < min(answered, count):
+            raise SystemExit(f"{name}: {answered} Pay answered as paid, {paid} orders paid")
+        return result
 
     # ---- callbacks ---------------------------------------------------------------------------------
     def run_callbacks(self) -> dict | None:
@@ -250,7 +341,7 @@ class Bench:
 
         result = self.measure_callbacks(events=self.args.callback_events, timeout=120)
         if result:
-            print(f"  callback delivery (1 worker)       {result['events_per_s']:8.1f} events/s "
+            print(f"  {'callback delivery (1 worker)':<42} {result['events_per_s']:8.1f} events/s "
                   f"({result['delivered']}/{result['events']} delivered)", file=sys.stderr)
         return result
 
@@ -280,7 +371,7 @@ class Bench:
         print("| endpoint | req/s | p50 ms | p99 ms | errors | ratio to reference |")
         print("|---|---:|---:|---:|---:|---:|")
         for r in self.results:
-            flag = " (bodies wrapped: raise --bodies)" if r["short_of_bodies"] else ""
+            flag = f" (bodies wrapped: raise {r['short_of_bodies']})" if r["short_of_bodies"] else ""
             print(f"| {r['name']} | {r['rps']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['errors']} | "
                   f"{r['rps'] / ceiling:.2f}{flag} |")
         if callbacks:
@@ -300,6 +391,8 @@ def main() -> None:
     parser.add_argument("--worker-class", default="sync")
     parser.add_argument("--only", default="", help="comma-separated endpoint names to run (reference always runs)")
     parser.add_argument("--merchants", type=int, default=20)
+    parser.add_argument("--payin-merchants", type=int, default=100, help="merchants of the pay-in success rows")
+    parser.add_argument("--payin-orders", type=int, default=5000, help="orders created (and paid) per pay-in row")
     parser.add_argument("--bodies", type=int, default=15000)
     parser.add_argument("--callback-events", type=int, default=2000)
     parser.add_argument("--skip-callbacks", action="store_true")
