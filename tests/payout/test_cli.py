@@ -9,8 +9,18 @@ from django.core.management import CommandError, call_command
 from apps.common.models import AuditLog
 from apps.payout.models import Payout
 from tests.payout.conftest import PHP_FEE, PHP_THRESHOLD, balances, money_snapshot, payout_in
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.django_db
+
+
+def _backends_waiting_on_a_lock() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND wait_event_type = 'Lock'")
+        return cursor.fetchone()[0]
 
 
 def run(*args) -> dict:
@@ -124,7 +134,15 @@ def test_review_payout_exits_non_zero_when_a_reviewer_decides_the_same_order_at_
     thread = threading.Thread(target=reviewer_in_the_admin)
     thread.start()
     assert locked.wait(10)
-    threading.Timer(0.5, release.set).start()  # the command is waiting on the row lock by then, or reads after
+
+    def release_once_the_command_waits_on_the_row_lock():
+        try:
+            wait_until(lambda: _backends_waiting_on_a_lock() > 0, timeout=20, what="the command to wait on the lock")
+        finally:
+            release.set()
+            connections.close_all()
+
+    threading.Thread(target=release_once_the_command_waits_on_the_row_lock).start()
     with pytest.raises(CommandError, match="is APPROVED, not FROZEN"):
         run("review_payout", payout.platform_order_no, "--approve")
     thread.join(10)
