@@ -18,7 +18,7 @@ MERCHANTS = 20
 
 def _enqueue(events: int, url: str) -> None:
     from apps.callbacks.models import CallbackEvent
-    from apps.callbacks.services import callback_enqueue
+    from apps.callbacks.enqueue import callback_enqueue
     from apps.common import signing
     from apps.merchants.services import merchant_create
 

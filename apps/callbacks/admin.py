@@ -11,7 +11,7 @@ from django.contrib import admin, messages
 from django.utils.html import format_html
 
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
-from apps.callbacks.services import RESENDABLE, callback_resend
+from apps.callbacks.resend import RESENDABLE, callback_resend
 
 
 def _pretty(value) -> str:

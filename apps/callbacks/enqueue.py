@@ -1,9 +1,135 @@
-"""Callback outbox, enqueue phase (contract §6): the payloads and the event row, written in the order's transaction.
-(Transitional re-export while the callbacks app is split by phase.)"""
+"""Callback outbox, enqueue phase (contract §6): the business fields of each callback type, the event row written
+in the order's own transaction, and the delivery task queued once that transaction has committed."""
 
-from apps.callbacks.services import (  # noqa: F401
-    callback_enqueue,
-    collection_success_payload,
-    payout_reversed_payload,
-    payout_terminal_payload,
-)
+import logging
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.callbacks.models import CallbackEvent
+from apps.common import signing
+from apps.merchants.models import Merchant
+
+logger = logging.getLogger(__name__)
+
+# Added fresh to every attempt (interface §6); a business payload may not carry them.
+SIGNING_FIELDS = ("key_version", "timestamp", "nonce", "sign_type", "sign")
+
+
+# ------------------------------------------------------------------------------------------ payloads
+# Business fields of each callback type (interface §6.1–§6.3). Pure functions on duck-typed orders, so the
+# collection and payout services build identical shapes; signing fields are added per attempt.
+
+def _unix(value: datetime) -> int:
+    return int(value.timestamp())
+
+
+def _currency_code(order: Any) -> str:
+    code = getattr(order, "currency_id", None)
+    if code:
+        return code
+    currency = order.currency
+    return getattr(currency, "code", currency)
+
+
+def _status(value: Any) -> str:
+    return getattr(value, "value", value)
+
+
+def collection_success_payload(order: Any) -> dict:
+    """§6.1: status always SUCCESS; `attach` always present (empty string when the order has none)."""
+    return {
+        "platform_order_no": order.platform_order_no,
+        "mch_order_no": order.mch_order_no,
+        "amount": int(order.amount),
+        "currency": _currency_code(order),
+        "status": "SUCCESS",
+        "paid_at": _unix(order.paid_at),
+        "attach": getattr(order, "attach", "") or "",
+    }
+
+
+def payout_terminal_payload(payout: Any) -> dict:
+    """§6.2: a terminal snapshot; no finished_at, no attach; fail_reason only on FAILED/REJECTED."""
+    status = _status(payout.status)
+    if status not in ("SUCCESS", "FAILED", "REJECTED"):
+        raise ValueError(f"payout {payout.platform_order_no} is not terminal ({status})")
+    body = {
+        "platform_order_no": payout.platform_order_no,
+        "mch_order_no": payout.mch_order_no,
+        "amount": int(payout.amount),
+        "fee": int(payout.fee),
+        "currency": _currency_code(payout),
+        "status": status,
+    }
+    if status in ("FAILED", "REJECTED"):
+        body["fail_reason"] = getattr(payout, "fail_reason", "") or ""
+    return body
+
+
+def payout_reversed_payload(payout: Any) -> dict:
+    """§6.3: `event` = payout.reversed and no `status` (merchants route on `event`)."""
+    return {
+        "event": "payout.reversed",
+        "reversed_at": _unix(payout.reversed_at),
+        "platform_order_no": payout.platform_order_no,
+        "mch_order_no": payout.mch_order_no,
+        "amount": int(payout.amount),
+        "fee": int(payout.fee),
+        "currency": _currency_code(payout),
+        "reversal_amount": int(payout.reversal_amount),
+        "fee_refund": int(payout.fee_refund),
+    }
+
+
+def _check_payload(payload: dict) -> None:
+    reserved = sorted(set(payload) & set(SIGNING_FIELDS))
+    if reserved:
+        raise ValueError(f"callback payload may not carry signing fields {reserved}")
+    for value in payload.values():
+        if value is not None:
+            signing.render_value(value)  # flat values only: objects, arrays, floats cannot be signed
+
+
+# ------------------------------------------------------------------------------------------- enqueue
+
+def callback_url_for(*, merchant: Merchant, type: str) -> str:
+    if type == CallbackEvent.Type.COLLECTION_SUCCESS:
+        return merchant.collection_callback_url
+    return merchant.payout_callback_url
+
+
+def callback_enqueue(*, merchant: Merchant, type: CallbackEvent.Type, platform_order_no: str,
+                     payload: dict) -> CallbackEvent:
+    """Write the event in the caller's transaction; a second enqueue of the same (order, type) is a no-op.
+    Its delivery task is queued after that transaction commits."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("callback_enqueue must run inside the transaction that changes the order")
+    _check_payload(payload)
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            event = CallbackEvent.objects.create(
+                merchant=merchant, type=type, platform_order_no=platform_order_no,
+                url=callback_url_for(merchant=merchant, type=type), payload=payload,
+                next_attempt_at=now, dispatched_at=now,
+            )
+    except IntegrityError:
+        return CallbackEvent.objects.get(platform_order_no=platform_order_no, type=type)
+    transaction.on_commit(lambda: callback_dispatch(event_id=event.pk))
+    return event
+
+
+def callback_dispatch(*, event_id: int) -> bool:
+    """Queue a delivery task; a broker outage is logged, not raised: the event stays due in the database and the
+    sweeper queues it later."""
+    from apps.callbacks.tasks import deliver_callback  # the tasks import the delivery phase, which imports this
+
+    try:
+        deliver_callback.delay(event_id)
+    except Exception as exc:  # noqa: BLE001 - broker down: the event stays due in the database
+        logger.warning("callback event %s not dispatched (%s); the sweeper will retry", event_id, type(exc).__name__)
+        return False
+    return True

@@ -27,10 +27,11 @@ class CallbackEvent(models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
-    # Lease of the worker making an attempt: no other worker claims the event until it passes, so a worker
-    # lost mid-delivery delays the callback by at most the lease (the sweeper re-dispatches after it).
+    # Lease of the worker making an attempt: no other worker claims the event while it is set. A worker lost
+    # mid-delivery leaves it behind; when it has passed, the sweeper counts the attempt as failed and clears it.
     locked_until = models.DateTimeField(null=True, blank=True)
-    # Last time a task was queued for the current due attempt; the sweeper re-queues only after a while.
+    # Last time a task was queued for the current due attempt; the sweeper re-queues only after a while. Unset
+    # while the event waits for a task: a retry come due, or refused a slot by the merchant's bulkhead.
     dispatched_at = models.DateTimeField(null=True, blank=True)
     # Set by a manual re-send; the next attempt is a single extra one (a failure makes the event dead again).
     resend_requested = models.BooleanField(default=False)
@@ -43,7 +44,7 @@ class CallbackEvent(models.Model):
             models.Index(fields=["next_attempt_at"], condition=models.Q(status="pending"), name="callback_event_due"),
             # The bulkhead counts a merchant's leased events at every claim.
             models.Index(fields=["merchant", "locked_until"], name="callback_event_merchant_lease"),
-            # A merchant's waiting events (a draining task's next one) and queued ones (the dedup at enqueue).
+            # A merchant's waiting events: the one a record hands its freed bulkhead slot to.
             models.Index(fields=["merchant", "next_attempt_at"], condition=models.Q(status="pending"),
                          name="callback_event_merchant_due"),
         ]

@@ -6,7 +6,7 @@ import pytest
 from django.db import transaction
 
 from apps.callbacks.models import CallbackEvent
-from apps.callbacks.services import callback_enqueue, collection_success_payload
+from apps.callbacks.enqueue import callback_enqueue, collection_success_payload
 
 
 def closed_port_url() -> str:

@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
-from apps.callbacks.services import callback_deliver
+from apps.callbacks.deliver import callback_deliver
 from apps.common.models import AuditLog
 from tests.support.receiver import Reply
 

@@ -6,12 +6,8 @@ from types import SimpleNamespace
 import pytest
 
 from apps.callbacks.models import CallbackEvent
-from apps.callbacks.services import (
-    callback_deliver,
-    collection_success_payload,
-    payout_reversed_payload,
-    payout_terminal_payload,
-)
+from apps.callbacks.deliver import callback_deliver
+from apps.callbacks.enqueue import collection_success_payload, payout_reversed_payload, payout_terminal_payload
 from apps.merchants.services import platform_key_rotate
 from tests.callbacks.conftest import paid_order
 from tests.callbacks.merchant_side import merchant_verifies, published_platform_keys

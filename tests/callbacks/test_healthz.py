@@ -2,7 +2,7 @@
 
 import pytest
 
-from apps.callbacks.services import callbacks_sweep
+from apps.callbacks.sweep import callbacks_sweep
 
 
 def test_healthz_is_200_with_database_and_broker_and_reports_the_sweeper(client, db, clock):

@@ -7,22 +7,22 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from apps.callbacks import services, tasks
-from apps.callbacks.models import CallbackAttempt, CallbackEvent
-from apps.callbacks.services import (
-    callback_attempt_claim,
-    callback_deliver,
+from apps.callbacks import sweep, tasks
+from apps.callbacks.deliver import callback_attempt_claim, callback_deliver
+from apps.callbacks.enqueue import (
     callback_enqueue,
-    callbacks_sweep,
     collection_success_payload,
     payout_reversed_payload,
     payout_terminal_payload,
 )
+from apps.callbacks.models import CallbackAttempt, CallbackEvent
+from apps.callbacks.sweep import callbacks_sweep
 from apps.common.models import Heartbeat
 from tests.callbacks.conftest import paid_order
 from tests.callbacks.merchant_side import merchant_verifies
 from tests.helpers import at_once
 from tests.support.receiver import Reply
+from tests.support.wait import wait_until
 
 
 def test_enqueueing_the_same_order_and_type_twice_yields_one_event(hooked_merchant, enqueue):
@@ -95,22 +95,24 @@ def test_the_sweeper_dispatches_due_events_not_queued_recently_and_beats(hooked_
     assert callbacks_sweep() == [] and len(queued) == 2  # delivered events are never swept
 
 
-def test_a_worker_lost_mid_delivery_leaves_a_lease_that_expires(hooked_merchant, callback_receiver, enqueue, clock,
-                                                                monkeypatch):
+def test_a_worker_lost_mid_delivery_leaves_a_lease_then_its_attempt_counts_as_failed(
+        hooked_merchant, callback_receiver, enqueue, clock, monkeypatch):
     monkeypatch.setattr(tasks.deliver_callback, "delay", lambda event_id: None)
     event = enqueue(hooked_merchant)
     claim = callback_attempt_claim(event_id=event.pk)  # ... and the worker dies before the HTTP result is stored
     assert claim.number == 1
-    clock.advance(60)
+    clock.advance(119)
     assert callback_deliver(event_id=event.pk) is None  # leased: nobody else delivers meanwhile
     assert callbacks_sweep() == []
-    clock.advance(61)  # lease (120 s) passed
+    clock.advance(1)  # the lease (120 s) has run out: attempt 1 failed then; the next one is due 15 s later
+    assert callbacks_sweep() == []
+    clock.advance(15)
     assert callbacks_sweep() == [event.pk]
     event = callback_deliver(event_id=event.pk)
     assert event.status == CallbackEvent.Status.DELIVERED and event.attempts_count == 2
     lost, delivered = event.attempts.order_by("number")
-    assert "worker lost" in lost.error and lost.finished_at is not None and not lost.success
-    assert delivered.success and merchant_verifies(delivered.request_body)
+    assert "worker lost" in lost.error and lost.finished_at == lost.started_at + timedelta(seconds=120) and not lost.success
+    assert delivered.success and merchant_verifies(delivered.request_body) and callback_receiver.requests
 
 
 @pytest.mark.django_db(transaction=True)
@@ -138,7 +140,8 @@ def test_a_live_worker_delivers_right_after_commit(hooked_merchant, callback_rec
         assert callback_receiver.requests == []  # nothing leaves before commit
     [received] = callback_receiver.wait_for(1, timeout=15)
     assert merchant_verifies(received.body) and received.body["platform_order_no"] == "C1"
-    _wait_until(lambda: CallbackEvent.objects.get(pk=event.pk).status == CallbackEvent.Status.DELIVERED)
+    wait_until(lambda: CallbackEvent.objects.get(pk=event.pk).status == CallbackEvent.Status.DELIVERED,
+               what="the event recorded as delivered")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -162,21 +165,14 @@ def test_a_crash_between_commit_and_dispatch_is_recovered_by_the_sweeper(hooked_
     assert dispatched == [event.pk]
     [received] = callback_receiver.wait_for(1, timeout=15)
     assert merchant_verifies(received.body)
-    _wait_until(lambda: CallbackEvent.objects.get(pk=event.pk).status == CallbackEvent.Status.DELIVERED)
+    wait_until(lambda: CallbackEvent.objects.get(pk=event.pk).status == CallbackEvent.Status.DELIVERED,
+               what="the event recorded as delivered")
 
 
 def test_the_sweeper_task_runs_the_sweep(db, monkeypatch):
     calls = []
-    monkeypatch.setattr(services, "callbacks_sweep", lambda **kw: calls.append(kw))
+    monkeypatch.setattr(sweep, "callbacks_sweep", lambda **kw: calls.append(kw))
     tasks.sweep_due_deliveries()
     assert calls == [{}]
     assert tasks.deliver_callback.acks_late and tasks.sweep_due_deliveries.acks_late
 
-
-def _wait_until(predicate, timeout: float = 10.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError("condition not reached in time")

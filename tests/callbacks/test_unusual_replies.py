@@ -6,11 +6,21 @@ from datetime import timedelta
 
 import pytest
 
+from apps.callbacks import deliver, tasks
+from apps.callbacks.deliver import callback_attempt_claim, callback_attempt_record, callback_deliver, lease_seconds
 from apps.callbacks.models import CallbackEvent
-from apps.callbacks.services import callback_deliver
+from apps.callbacks.sweep import LOST_ERROR, callbacks_sweep
+from apps.callbacks.transport import post_callback
 from tests.support.receiver import Reply
 
 DELAYS = [15, 60, 300, 1800, 7200, 21600, 43200, 86400]
+
+
+@pytest.fixture
+def dispatched(monkeypatch):
+    ids: list[int] = []
+    monkeypatch.setattr(tasks.deliver_callback, "delay", lambda event_id: ids.append(event_id))
+    return ids
 
 
 def _text(charset: str) -> dict:
@@ -58,3 +68,55 @@ def test_a_merchant_answering_nul_nine_times_gets_nine_attempts_then_the_event_i
     clock.advance(7 * 86400)
     assert callback_deliver(event_id=event.pk) is None
     assert len(callback_receiver.requests) == 9
+
+
+def test_an_attempt_that_raises_is_a_failed_attempt_on_the_schedule(hooked_merchant, callback_receiver, enqueue,
+                                                                     clock, monkeypatch):
+    def broken_transport(url, body):
+        raise RuntimeError("codec exploded")
+
+    monkeypatch.setattr(deliver, "post_callback", broken_transport)
+    event = callback_deliver(event_id=enqueue(hooked_merchant).pk)
+    attempt = event.attempts.get()
+    assert not attempt.success and attempt.finished_at == clock.now
+    assert attempt.error == "the attempt failed unexpectedly: codec exploded"
+    assert event.status == CallbackEvent.Status.PENDING and event.locked_until is None
+    assert event.next_attempt_at == clock.now + timedelta(seconds=15)
+
+
+def test_attempts_whose_worker_was_lost_count_and_the_ninth_makes_the_event_dead(hooked_merchant, enqueue, clock,
+                                                                                dispatched):
+    event = enqueue(hooked_merchant)
+    for number, delay in enumerate([*DELAYS, None], start=1):
+        claim = callback_attempt_claim(event_id=event.pk)  # ... and the worker is lost before recording
+        assert claim.number == number
+        clock.advance(lease_seconds())
+        lease_end = clock.now
+        callbacks_sweep()
+        event.refresh_from_db()
+        lost = event.attempts.get(number=number)
+        assert (lost.finished_at, lost.error, lost.success) == (lease_end, LOST_ERROR, False)
+        assert event.locked_until is None and event.last_error == LOST_ERROR
+        if delay is None:
+            break
+        assert event.status == CallbackEvent.Status.PENDING
+        assert event.next_attempt_at == lease_end + timedelta(seconds=delay)  # the schedule, from the lease's end
+        clock.advance(delay - 1)
+        assert callbacks_sweep() == [] and callback_attempt_claim(event_id=event.pk) is None  # not due yet
+        clock.advance(1)
+        assert callbacks_sweep() == [event.pk]
+    assert (event.status, event.attempts_count, event.next_attempt_at) == (CallbackEvent.Status.DEAD, 9, None)
+    clock.advance(7 * 86400)
+    assert callbacks_sweep() == [] and callback_attempt_claim(event_id=event.pk) is None
+
+
+def test_a_late_success_after_the_lease_was_counted_lost_marks_the_event_delivered(
+        hooked_merchant, callback_receiver, enqueue, clock, dispatched):
+    event = enqueue(hooked_merchant)
+    claim = callback_attempt_claim(event_id=event.pk)
+    clock.advance(lease_seconds())
+    callbacks_sweep()  # counted as lost, retry scheduled
+    result = post_callback(claim.url, claim.body)  # the slow worker was alive after all
+    event = callback_attempt_record(claim=claim, result=result)
+    assert event.status == CallbackEvent.Status.DELIVERED and event.attempts_count == 1
+    assert event.attempts.get().success and event.next_attempt_at is None

@@ -24,7 +24,7 @@ PROMPT = 5.0
 BURST = 20  # more than the worker's 16 pool slots
 FAILURES = {  # behaviour -> what the attempt row says
     "stall": "timeout after 10 s",
-    "reset": "ConnectionError",
+    "reset": "connection failed",
     "redirect": "not followed",
     "error500": "HTTP 500",
     "wrong": "reply is not 'success'",

@@ -1,7 +1,8 @@
 """Drill 1: a Celery worker SIGKILLed while it is inside merchants' HTTP calls, then a new worker started.
 
-Every callback still arrives (the lost attempts' leases expire and the sweeper re-dispatches them; messages the
-dead worker had prefetched are re-dispatched too), and no ledger posting is duplicated.
+Every callback still arrives (when a lost attempt's lease runs out the sweeper counts it as a failed attempt, and
+the retry follows the schedule; messages the dead worker had prefetched are re-dispatched too), and no ledger
+posting is duplicated.
 """
 
 import time
@@ -11,7 +12,7 @@ import pytest
 from django.db.models import Count
 
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
-from apps.callbacks.services import lease_seconds
+from apps.callbacks.deliver import lease_seconds
 from apps.collection.models import CollectionOrder
 from apps.ledger.models import Posting
 from apps.ledger.selectors import ledger_verify
@@ -49,8 +50,10 @@ def test_worker_killed_mid_delivery_every_callback_still_arrives_once_posted(
     doomed.popen.wait(timeout=10)
     platform.start_worker()
 
-    # Bounded by the lease (a lost attempt blocks its event until then) + one sweep + a margin for this machine.
-    budget = lease_seconds() + 5 + 20
+    # Bounded by the lease (a lost attempt blocks its event until then), the first retry delay (the lost attempt
+    # failed when its lease ran out; contract §6's schedule goes on from there), two sweeps and a margin.
+    first_retry = settings.CALLBACK_RETRY_DELAYS_SECONDS[0]
+    budget = lease_seconds() + first_retry + 2 * 5 + 20
     wait_until(lambda: CallbackEvent.objects.filter(status=CallbackEvent.Status.DELIVERED).count() == ORDERS,
                timeout=budget, interval=0.5, what=f"all {ORDERS} callbacks delivered after the kill")
     recovered_in = elapsed_since(killed_at)
@@ -62,13 +65,14 @@ def test_worker_killed_mid_delivery_every_callback_still_arrives_once_posted(
     successes = CallbackAttempt.objects.filter(success=True).values_list("event__platform_order_no", flat=True)
     assert sorted(successes) == sorted(numbers)
     assert {h.body["platform_order_no"] for h in endpoints.hits_for("acme") if h.behaviour == "ok"} == numbers
-    # The two attempts cut off by the kill are closed as lost and counted; their events were retried after the lease.
+    # The two attempts cut off by the kill are closed as lost and counted, as failed when their lease ran out.
     lost = CallbackAttempt.objects.filter(event_id__in=in_flight, number=1)
-    assert all("worker lost" in a.error and not a.success for a in lost), [a.error for a in lost]
     lease = timedelta(seconds=lease_seconds())
+    assert all("worker lost" in a.error and not a.success for a in lost), [a.error for a in lost]
+    assert all(a.finished_at == a.started_at + lease for a in lost)
     for attempt in CallbackAttempt.objects.filter(event_id__in=in_flight, number=2):
-        # Nobody took a leased event early: the retry started only once the dead worker's lease had passed.
-        assert attempt.started_at >= lost.get(event_id=attempt.event_id).started_at + lease
+        # Nobody took a leased event early, and the retry came when the schedule says: 15 s after the lease ran out.
+        assert attempt.started_at >= lost.get(event_id=attempt.event_id).finished_at + timedelta(seconds=first_retry)
 
     # Money moved once per order, whatever happened to the deliveries.
     assert CollectionOrder.objects.filter(status=CollectionOrder.Status.SUCCESS).count() == ORDERS

@@ -1,0 +1,85 @@
+"""Callback outbox, the sweeper (contract §6), run by beat every 5 s: it closes the attempts of workers that were
+lost (their lease ran out), then queues every due event no task was queued for recently: a retry come due, a task
+lost with its message or never queued (broker down at commit), an event waiting for a bulkhead slot. Retry delays
+therefore live in the database (`next_attempt_at`), never in broker countdowns."""
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from apps.callbacks.deliver import next_delay
+from apps.callbacks.enqueue import callback_dispatch
+from apps.callbacks.models import CallbackAttempt, CallbackEvent
+from apps.common.models import Heartbeat
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_NAME = "callbacks.sweeper"
+# The error of an attempt whose lease ran out before its worker recorded the outcome.
+LOST_ERROR = "worker lost before recording the outcome (lease expired)"
+
+
+def callbacks_sweep(*, now: datetime | None = None, limit: int = 500) -> list[int]:
+    """Close lost attempts, queue due events (no more per merchant than its free bulkhead slots) and record the
+    sweeper's heartbeat (/healthz). Returns the ids queued."""
+    now = now or timezone.now()
+    lost = (CallbackEvent.objects.filter(status=CallbackEvent.Status.PENDING, locked_until__lte=now)
+            .values_list("pk", flat=True)[:limit])
+    for event_id in list(lost):
+        callback_lease_expire(event_id=event_id, now=now)
+    dispatched = _dispatch_due(now=now, limit=limit)
+    Heartbeat.objects.update_or_create(name=HEARTBEAT_NAME, defaults={"beat_at": now})
+    return dispatched
+
+
+@transaction.atomic(durable=True)
+def callback_lease_expire(*, event_id: int, now: datetime) -> CallbackEvent | None:
+    """A lease that ran out: its worker was lost before recording the outcome (the merchant may or may not have
+    received the callback). The attempt counts as failed when the lease ran out; the schedule goes on from there,
+    and after the ninth attempt the event is dead. None when the outcome was recorded meanwhile."""
+    event = (CallbackEvent.objects.select_for_update()
+             .filter(pk=event_id, status=CallbackEvent.Status.PENDING, locked_until__lte=now).first())
+    if event is None:
+        return None
+    lost_at = event.locked_until
+    attempt = CallbackAttempt.objects.get(event=event, number=event.attempts_count)
+    attempt.finished_at, attempt.error = lost_at, LOST_ERROR
+    attempt.save(update_fields=["finished_at", "error"])
+    event.locked_until, event.last_error = None, LOST_ERROR
+    delay = next_delay(number=attempt.number, manual=attempt.manual)
+    if delay is None:
+        event.status, event.next_attempt_at = CallbackEvent.Status.DEAD, None
+        logger.warning("callback event %s (%s %s) is dead after %s attempts: %s", event.pk, event.type,
+                       event.platform_order_no, event.attempts_count, LOST_ERROR)
+    else:
+        event.next_attempt_at = lost_at + timedelta(seconds=delay)
+    event.save(update_fields=["locked_until", "last_error", "status", "next_attempt_at"])
+    return event
+
+
+def _dispatch_due(*, now: datetime, limit: int) -> list[int]:
+    requeue_before = now - timedelta(seconds=settings.CALLBACK_REDISPATCH_SECONDS)
+    not_queued = Q(dispatched_at__isnull=True) | Q(dispatched_at__lte=requeue_before)
+    due = list(CallbackEvent.objects
+               .filter(not_queued, status=CallbackEvent.Status.PENDING, next_attempt_at__lte=now,
+                       locked_until__isnull=True)
+               .order_by("next_attempt_at").values_list("pk", "merchant_id")[:limit])
+    # No more per merchant than its free bulkhead slots: a slow merchant's backlog is not queued wholesale.
+    busy = dict(CallbackEvent.objects.filter(merchant_id__in={m for _, m in due}, locked_until__gt=now)
+                .values("merchant_id").annotate(n=Count("pk")).values_list("merchant_id", "n"))
+    free = {m: settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT - busy.get(m, 0) for _, m in due}
+    dispatched = []
+    for event_id, merchant_id in due:
+        if free[merchant_id] <= 0:
+            continue
+        # Marked first, conditionally: an overlapping run (or a record's hand-off) does not queue it twice.
+        if not CallbackEvent.objects.filter(not_queued, pk=event_id).update(dispatched_at=now):
+            continue
+        if callback_dispatch(event_id=event_id):  # broker down: queued again after CALLBACK_REDISPATCH_SECONDS
+            free[merchant_id] -= 1
+            dispatched.append(event_id)
+    return dispatched
