@@ -98,17 +98,17 @@ def live_celery_worker(transactional_db):
         yield worker
 
 
-# --- no secret or private key in any log line of the suite (issue 6 §5; tests/security/log_guard.py) ----------
+# --- no secret or private key in any log line of the suite (issue 6 §5; tests/support/log_guard.py) ----------
 
 def pytest_configure(config):
-    from tests.security import log_guard
+    from tests.support import log_guard
 
     log_guard.install()  # every log record of the session, from here on
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _log_secret_sources():
-    from tests.security import log_guard
+    from tests.support import log_guard
 
     log_guard.watch_secret_sources()
     yield
@@ -116,7 +116,7 @@ def _log_secret_sources():
 
 @pytest.hookimpl(trylast=True)  # after session fixtures (live workers, servers) have shut down and logged
 def pytest_sessionfinish(session, exitstatus):
-    from tests.security import log_guard
+    from tests.support import log_guard
 
     findings = log_guard.session_findings()
     if not findings:

@@ -36,7 +36,7 @@ def test_docs_python_example_gets_the_balance_from_a_live_server(live_server, me
 
 
 def test_docs_worked_example_matches_the_signing_vector():
-    from tests.foundation.test_signing import VECTOR_2_SIGNATURE, VECTOR_2_STRING
+    from tests.common.test_signing import VECTOR_2_SIGNATURE, VECTOR_2_STRING
 
     text = (Path(settings.BASE_DIR) / "docs" / "api.md").read_text()
     assert VECTOR_2_STRING in text and VECTOR_2_SIGNATURE in text

@@ -1,5 +1,5 @@
 """No secret or private key in any log line. The whole session is checked at its end (tests/conftest.py,
-tests/security/log_guard.py); these tests show the detector catches each kind of secret, and drive the paths
+tests/support/log_guard.py); these tests show the detector catches each kind of secret, and drive the paths
 that handle secrets and account numbers with their log lines captured."""
 
 import io
@@ -14,8 +14,8 @@ from apps.ledger.services import balance_adjust
 from apps.payout import services as payout_services
 from apps.payout.models import Payout, mask_account
 from tests.helpers import assert_ok, signed_post
-from tests.security import log_guard
-from tests.security.log_guard import LogLine, Secrets, scan
+from tests.support import log_guard
+from tests.support.log_guard import LogLine, Secrets, scan
 
 ACCOUNT = "0012349876"  # the full payee account these tests use; only ••••9876 may ever be logged
 

@@ -1,6 +1,6 @@
 """Hypothesis properties of the string to sign (contract §2) against an independent oracle written here.
 
-tests/foundation/test_signing.py pins fixed vectors and a first property; this file adds what it leaves out:
+tests/common/test_signing.py pins fixed vectors and a first property; this file adds what it leaves out:
 keys built to collide in case, '_' and non-ASCII; integers past 2^63; sign -> verify over arbitrary bodies with
 a real key; every single-field change breaks the signature; what the scheme cannot tell apart; and
 parse_flat_json_object against arbitrary JSON.
