@@ -67,3 +67,35 @@ class ReferenceScopeMiddleware:
             return self.get_response(request)
         finally:
             _local.generation = None
+
+
+# --- the database side: the generation row and the triggers that bump it --------------------------------------
+# A sequence never hands out a value twice, even across rolled-back transactions, so a generation a process has seen
+# can never come back with other data behind it. TRUNCATE is covered too (test flushes).
+
+GENERATION_FUNCTION_SQL = """
+CREATE SEQUENCE common_reference_generation_seq;
+CREATE FUNCTION common_reference_generation_bump() RETURNS trigger AS $$
+BEGIN
+    INSERT INTO common_referencegeneration (id, value) VALUES (1, nextval('common_reference_generation_seq'))
+        ON CONFLICT (id) DO UPDATE SET value = EXCLUDED.value;
+    RETURN NULL;
+END
+$$ LANGUAGE plpgsql;
+INSERT INTO common_referencegeneration (id, value) VALUES (1, nextval('common_reference_generation_seq'));
+"""
+GENERATION_FUNCTION_DROP_SQL = """
+DROP FUNCTION common_reference_generation_bump();
+DROP SEQUENCE common_reference_generation_seq;
+"""
+
+
+def reference_table_trigger(table: str):
+    """The migration operation that makes every write to `table` bump the generation, in the writer's transaction.
+    Each app that owns reference data adds one per table to its own migration."""
+    from django.db import migrations
+
+    return migrations.RunSQL(
+        f"CREATE TRIGGER {table}_reference_generation AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {table}"
+        f" FOR EACH STATEMENT EXECUTE FUNCTION common_reference_generation_bump();",
+        f"DROP TRIGGER {table}_reference_generation ON {table};")

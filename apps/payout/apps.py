@@ -8,7 +8,10 @@ def _groups_ensure(sender, **kwargs) -> None:
 
     from apps.payout.permissions import payout_groups_ensure
 
-    payout_groups_ensure(kwargs.get("apps") or global_apps)
+    apps = kwargs.get("apps") or global_apps
+    if "payout" not in apps.app_configs:  # migrated back to zero: nothing to give permissions on
+        return
+    payout_groups_ensure(apps)
 
 
 class PayoutConfig(AppConfig):

@@ -1,4 +1,4 @@
-"""The payout staff groups and their permissions; created by migration 0002 and kept after every migrate/flush."""
+"""The payout staff groups and their permissions; created by the initial migration and kept after every migrate/flush."""
 
 GROUPS = {
     # Review queue: see it and the orders, approve or reject, keep the deny list.
