@@ -154,7 +154,7 @@ def callback_attempt_record(*, claim: Claim, result: PostResult) -> CallbackEven
         else:
             event.next_attempt_at = now + timedelta(seconds=delay)
     event.save(update_fields=["locked_until", "status", "delivered_at", "next_attempt_at", "last_error"])
-    pass
+    _hand_off_slot(merchant_id=claim.merchant_id, now=now)
     return event
 
 
