@@ -75,7 +75,7 @@ def callback_body_sign(*, payload: dict, now: datetime) -> tuple[dict, int]:
 def _lock_merchant(merchant_id: int) -> None:
     # NO KEY UPDATE: serialises this merchant's claims and records, and still lets orders and events that reference
     # the merchant be inserted meanwhile (a foreign key check takes KEY SHARE).
-    Merchant.objects.select_for_update(no_key=True).filter(pk=merchant_id).values_list("pk").first()
+    Merchant.objects.select_for_update(no_key=True).values_list("pk").get(pk=merchant_id)
 
 
 @transaction.atomic(durable=True)

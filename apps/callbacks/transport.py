@@ -295,9 +295,10 @@ def _late(timeout: float) -> str:
 
 def _cause(exc: BaseException) -> str:
     """The innermost cause in its own words (`Connection refused`), without the wrappers' names and addresses."""
-    for _ in range(10):
-        inner = (getattr(exc, "reason", None) if isinstance(getattr(exc, "reason", None), BaseException) else None) \
-            or exc.__cause__ or next((a for a in reversed(exc.args) if isinstance(a, BaseException)), None)
+    for _ in range(10):  # requests wraps urllib3's error, which wraps the socket's or the TLS library's
+        reason = getattr(exc, "reason", None)  # urllib3's MaxRetryError
+        inner = reason if isinstance(reason, BaseException) else (
+            exc.__cause__ or next((a for a in reversed(exc.args) if isinstance(a, BaseException)), None))
         if inner is None:
             break
         exc = inner

@@ -36,6 +36,16 @@ def hooked_merchant(merchant, callback_receiver):
 
 
 @pytest.fixture
+def dispatched(monkeypatch):
+    """Event ids handed to the broker: recorded instead of queued, so the test drives each attempt itself."""
+    from apps.callbacks import tasks
+
+    ids: list[int] = []
+    monkeypatch.setattr(tasks.deliver_callback, "delay", lambda event_id: ids.append(event_id))
+    return ids
+
+
+@pytest.fixture
 def enqueue():
     """Enqueue an event the way the order services do (inside their transaction); returns the event."""
 

@@ -23,14 +23,6 @@ from tests.support.wait import wait_until
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def dispatched(monkeypatch):
-    """Event ids handed to the broker (recorded instead of queued, so the test drives each attempt itself)."""
-    ids: list[int] = []
-    monkeypatch.setattr(tasks.deliver_callback, "delay", lambda event_id: ids.append(event_id))
-    return ids
-
-
 @override_settings(CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT=2)
 def test_a_claim_beyond_the_merchants_cap_is_refused_and_waits_for_a_slot(hooked_merchant, enqueue, dispatched,
                                                                          callback_receiver):

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from apps.callbacks import deliver, tasks
+from apps.callbacks import deliver
 from apps.callbacks.deliver import callback_attempt_claim, callback_attempt_record, callback_deliver, lease_seconds
 from apps.callbacks.models import CallbackEvent
 from apps.callbacks.sweep import LOST_ERROR, callbacks_sweep
@@ -14,13 +14,6 @@ from apps.callbacks.transport import post_callback
 from tests.support.receiver import Reply
 
 DELAYS = [15, 60, 300, 1800, 7200, 21600, 43200, 86400]
-
-
-@pytest.fixture
-def dispatched(monkeypatch):
-    ids: list[int] = []
-    monkeypatch.setattr(tasks.deliver_callback, "delay", lambda event_id: ids.append(event_id))
-    return ids
 
 
 def _text(charset: str) -> dict:
