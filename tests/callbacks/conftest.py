@@ -5,8 +5,8 @@ from types import SimpleNamespace
 import pytest
 from django.db import transaction
 
-from apps.callbacks.models import CallbackEvent
 from apps.callbacks.enqueue import callback_enqueue, collection_success_payload
+from apps.callbacks.models import CallbackEvent
 
 
 def closed_port_url() -> str:
@@ -16,6 +16,30 @@ def closed_port_url() -> str:
     port = sock.getsockname()[1]
     sock.close()
     return f"http://127.0.0.1:{port}/callback"
+
+
+def self_signed_certificate(tmp_path, hostname: str) -> tuple[str, str]:
+    """A certificate for `hostname` and its key, as PEM files in tmp_path: (certificate path, key path)."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hostname)])
+    now = dt.datetime.now(dt.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(days=1))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(hostname)]), critical=False)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_path), str(key_path)
 
 
 def paid_order(no: str = "C20260101000000abc", **overrides) -> SimpleNamespace:

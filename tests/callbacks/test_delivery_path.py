@@ -3,14 +3,17 @@ per process cuts each attempt at its own deadline); a worker keeps its database 
 the web does (CONN_MAX_AGE, health check)."""
 
 import socket
+import ssl
 import threading
 import time
 
 import pytest
 from django.db import connection
 
+from apps.callbacks import transport
 from apps.callbacks.transport import post_callback
 from config.celery import _close_old_database_connections
+from tests.callbacks.conftest import self_signed_certificate
 from tests.support.receiver import Reply
 
 
@@ -47,8 +50,8 @@ def test_an_attempt_that_finishes_in_time_is_not_cut_later(callback_receiver, se
 class DripServer:
     """A raw TCP server that reads the request, then sends `reply` one byte every `interval` seconds."""
 
-    def __init__(self, reply: bytes, interval: float):
-        self.reply, self.interval = reply, interval
+    def __init__(self, reply: bytes, interval: float, tls: ssl.SSLContext | None = None):
+        self.reply, self.interval, self.tls = reply, interval, tls
         self.stopped = threading.Event()
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
@@ -64,6 +67,8 @@ class DripServer:
 
     def _drip(self, conn: socket.socket) -> None:
         try:
+            if self.tls is not None:
+                conn = self.tls.wrap_socket(conn, server_side=True)
             conn.recv(65536)
             for i in range(len(self.reply)):
                 if self.stopped.wait(self.interval):
@@ -89,6 +94,23 @@ def test_a_reply_dripped_a_byte_at_a_time_is_cut_at_the_deadline(settings, schem
     server = DripServer(reply, interval=0.3)  # each byte well within a read timeout; the whole reply is not
     try:
         result = post_callback(f"{scheme}://127.0.0.1:{server.port}/callback", {"n": 1})
+    finally:
+        server.stop()
+    assert result.error == "timeout after 1 s: the reply did not complete in time"
+    assert 1000 <= result.duration_ms < 10_000
+
+
+def test_a_reply_dripped_over_tls_is_cut_at_the_deadline(settings, monkeypatch, tmp_path):
+    settings.CALLBACK_TIMEOUT_SECONDS = 1
+    cert, key = self_signed_certificate(tmp_path, "merchant.invalid")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    monkeypatch.setattr("requests.adapters.DEFAULT_CA_BUNDLE_PATH", cert)  # the client trusts this one certificate
+    monkeypatch.setattr(transport, "resolve", lambda host, port: [(socket.AF_INET, socket.SOCK_STREAM, 6, "",
+                                                                     ("127.0.0.1", port))])
+    server = DripServer(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nsuccess", interval=0.3, tls=context)
+    try:
+        result = post_callback(f"https://merchant.invalid:{server.port}/callback", {"n": 1})
     finally:
         server.stop()
     assert result.error == "timeout after 1 s: the reply did not complete in time"

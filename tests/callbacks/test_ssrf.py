@@ -8,9 +8,10 @@ import pytest
 from django.test import override_settings
 
 from apps.callbacks import transport
-from apps.callbacks.models import CallbackEvent
 from apps.callbacks.deliver import callback_deliver
+from apps.callbacks.models import CallbackEvent
 from apps.callbacks.transport import address_refusal
+from tests.callbacks.conftest import self_signed_certificate
 
 production_guard = override_settings(CALLBACK_ALLOW_PRIVATE_HOSTS=False)
 
@@ -117,36 +118,13 @@ def test_environment_proxies_are_not_used(hooked_merchant, callback_receiver, en
     assert event.status == CallbackEvent.Status.DELIVERED
 
 
-def _self_signed(tmp_path, hostname: str) -> tuple[str, str]:
-    import datetime as dt
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hostname)])
-    now = dt.datetime.now(dt.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(days=1))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(hostname)]), critical=False)
-            .sign(key, hashes.SHA256()))
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return str(cert_path), str(key_path)
-
-
 def test_https_keeps_sni_and_certificate_verification_on_the_hostname(hooked_merchant, enqueue, monkeypatch,
                                                                         tmp_path):
     import ssl
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    cert, key = _self_signed(tmp_path, "merchant.invalid")
+    cert, key = self_signed_certificate(tmp_path, "merchant.invalid")
     server_names = []
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
