@@ -144,7 +144,7 @@ def callback_attempt_record(*, claim: Claim, result: PostResult) -> CallbackEven
     event.locked_until = None
     if result.success:
         _delivered(event, now)
-    else:
+    elif event.status != CallbackEvent.Status.DELIVERED:  # else an earlier attempt, counted lost, arrived meanwhile
         event.last_error = error
         delay = next_delay(number=claim.number, manual=claim.manual)
         if delay is None:

@@ -113,3 +113,18 @@ def test_a_late_success_after_the_lease_was_counted_lost_marks_the_event_deliver
     event = callback_attempt_record(claim=claim, result=result)
     assert event.status == CallbackEvent.Status.DELIVERED and event.attempts_count == 1
     assert event.attempts.get().success and event.next_attempt_at is None
+
+
+def test_a_failure_after_a_late_success_leaves_the_event_delivered(hooked_merchant, callback_receiver, enqueue, clock,
+                                                                   dispatched):
+    event = enqueue(hooked_merchant)
+    slow = callback_attempt_claim(event_id=event.pk)  # a worker that turns out to be only slow
+    clock.advance(lease_seconds())
+    callbacks_sweep()  # attempt 1 counted as lost
+    clock.advance(15)
+    retry = callback_attempt_claim(event_id=event.pk)
+    callback_attempt_record(claim=slow, result=post_callback(slow.url, slow.body))  # attempt 1 was delivered after all
+    callback_receiver.default = Reply(500)
+    event = callback_attempt_record(claim=retry, result=post_callback(retry.url, retry.body))
+    assert (event.status, event.locked_until, event.next_attempt_at) == (CallbackEvent.Status.DELIVERED, None, None)
+    assert [a.success for a in event.attempts.order_by("number")] == [True, False]
