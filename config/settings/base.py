@@ -194,10 +194,6 @@ CALLBACK_REPLY_EXCERPT_CHARS = 512
 CALLBACK_LEASE_SECONDS = env.int("CALLBACK_LEASE_SECONDS", default=120)
 # The sweeper queues a due event again only if no task was queued for it within this many seconds.
 CALLBACK_REDISPATCH_SECONDS = env.int("CALLBACK_REDISPATCH_SECONDS", default=30)
-# One delivery task also delivers its merchant's waiting events, up to this many attempts and this long in all
-# (then it queues a task for the next one and ends, so other merchants' tasks get their turn).
-CALLBACK_DRAIN_MAX_EVENTS = env.int("CALLBACK_DRAIN_MAX_EVENTS", default=50)
-CALLBACK_DRAIN_MAX_SECONDS = env.float("CALLBACK_DRAIN_MAX_SECONDS", default=5.0)
 
 # Contract §7: sandbox channel timings.
 SANDBOX_PAYOUT_SETTLE_SECONDS = env.float("SANDBOX_PAYOUT_SETTLE_SECONDS", default=1.0)
