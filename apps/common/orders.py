@@ -29,16 +29,16 @@ def replay_or_conflict(order: Model, *, stored: dict, request: dict) -> Model:
 
 def order_create_or_replay(*, lookup: Callable[[], Model | None], replay: Callable[[Model], Model],
                            create: Callable[[], Model]) -> Model:
-    """Contract §2: an mch_order_no already used is answered first (identical parameters replay the order,
-    different ones are 2001), before any business check. `create` checks and inserts in its own transaction; if
-    a concurrent create with the same mch_order_no commits first, its unique constraint sends this one to the
-    replay as well."""
-    existing = lookup()
-    if existing is not None:
-        return replay(existing)
+    """Contract §2: an mch_order_no already used is answered (identical parameters replay the order, different
+    ones are 2001) before any business check.
+
+    `create` checks and inserts in its own transaction. The usual case, a new mch_order_no, pays for no lookup
+    (a third of pay/create's database time, docs/performance.md): an existing order can only make `create` fail,
+    on a business check (1001, 1002, 1003, 2006, 2003) or on the (merchant, mch_order_no) unique constraint (a
+    replay, or a concurrent create that committed first), and only then is it looked up."""
     try:
         return create()
-    except IntegrityError:
+    except (DomainError, IntegrityError):
         existing = lookup()
         if existing is None:
             raise
