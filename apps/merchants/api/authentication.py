@@ -2,10 +2,14 @@
 
 import re
 import time
+from functools import lru_cache
 from dataclasses import dataclass
 
+import redis
 from django.conf import settings
 from django.core.cache import cache
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from rest_framework.authentication import BaseAuthentication
 
 from apps.common import signing
@@ -72,11 +76,37 @@ def _rate_key(merchant_id: int) -> str:
     return f"rate:{merchant_id}:{int(time.time())}"
 
 
+# One round trip to Redis instead of four (Django's cache API: add and incr for the window, which is EXISTS then
+# INCRBY, then add for the nonce), and no redis-py client built per call: balance 2.25 -> 1.47 ms CPU, pay/create
+# 2.17 -> 1.76 (bench/profile_endpoint.py, docs/performance.md). Counts the request in its one-second window, then
+# claims the nonce only if the request is admitted. Returns 0 admitted, 1 over the rate limit, 2 nonce already used.
+_ADMIT = """
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('EXPIRE', KEYS[1], 5) end
+if n > tonumber(ARGV[1]) then return 1 end
+if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[2]) then return 0 end
+return 2
+"""
+
+
+@lru_cache(maxsize=1)
+def _admit_script(location: str):
+    client = redis.Redis.from_url(location, **settings.REDIS_CLIENT_OPTIONS, retry=Retry(NoBackoff(), 0))
+    return client.register_script(_ADMIT)
+
+
 def request_admit(*, merchant_id: int, nonce: str) -> ErrorCode | None:
-    """Spend one unit of the merchant's rate budget, then the nonce (cache add with TTL); the error if refused."""
-    if not rate_limit_allows(merchant_id=merchant_id):
-        return ErrorCode.RATE_LIMITED
-    return None if nonce_claim(merchant_id=merchant_id, nonce=nonce) else ErrorCode.NONCE_REUSED
+    """Spend one unit of the merchant's rate budget, then the nonce; the error if refused. On the cache's Redis, in
+    one script; with another cache (make run without REDIS_URL: the database cache) through Django's cache API."""
+    config = settings.CACHES["default"]
+    if "RedisCache" not in config["BACKEND"]:
+        if not rate_limit_allows(merchant_id=merchant_id):
+            return ErrorCode.RATE_LIMITED
+        return None if nonce_claim(merchant_id=merchant_id, nonce=nonce) else ErrorCode.NONCE_REUSED
+    keys = [cache.make_key(_rate_key(merchant_id)), cache.make_key(_nonce_key(merchant_id, nonce))]
+    outcome = _admit_script(config["LOCATION"])(keys=keys, args=[settings.RATE_LIMIT_PER_SECOND,
+                                                                  settings.NONCE_TTL_SECONDS])
+    return {0: None, 1: ErrorCode.RATE_LIMITED, 2: ErrorCode.NONCE_REUSED}[int(outcome)]
 
 
 class SignedRequestAuthentication(BaseAuthentication):
