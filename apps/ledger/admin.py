@@ -4,6 +4,7 @@ from django.contrib import admin
 
 from apps.common.admin import ReadOnlyAdminMixin
 from apps.ledger.models import Entry, Hold, LedgerAccount, Posting
+from apps.ledger.selectors import account_balance
 
 
 class EntryInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -15,10 +16,16 @@ class EntryInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 @admin.register(LedgerAccount)
 class LedgerAccountAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["id", "merchant", "currency", "kind", "balance", "updated_at"]
+    list_display = ["id", "merchant", "currency", "kind", "current_balance", "updated_at"]
     list_filter = ["kind", "currency"]
     search_fields = ["merchant__merchant_no"]
     list_select_related = ["merchant"]
+    exclude = ["balance"]
+    readonly_fields = ["current_balance"]
+
+    @admin.display(description="balance")
+    def current_balance(self, account: LedgerAccount) -> int:
+        return account_balance(account)  # a platform account's is the sum of its entries
 
 
 @admin.register(Posting)

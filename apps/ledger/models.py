@@ -30,7 +30,10 @@ class LedgerAccount(models.Model):
                                  db_index=False)
     currency = models.ForeignKey(Currency, on_delete=models.PROTECT, db_index=False)
     kind = models.CharField(max_length=32, choices=AccountKind.choices)
-    # Cached sum of this account's entries, updated in the transaction that inserts them.
+    # Merchant accounts: the cached sum of the account's entries, moved under the row's lock in the transaction that
+    # inserts them. Platform accounts carry none (always 0): they are the other side of every merchant's movements,
+    # and a cached balance would make every posting of a currency queue on one row. Their balance is the sum of
+    # their entries (apps.ledger.selectors.account_balance).
     balance = models.BigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -49,6 +52,8 @@ class LedgerAccount(models.Model):
             # A merchant balance never goes below zero, whatever code path tries.
             models.CheckConstraint(condition=Q(merchant__isnull=True) | Q(balance__gte=0),
                                    name="ledger_merchant_balance_non_negative"),
+            models.CheckConstraint(condition=Q(merchant__isnull=False) | Q(balance=0),
+                                   name="ledger_platform_balance_not_cached"),
         ]
 
     def __str__(self) -> str:

@@ -13,6 +13,19 @@ def merchant_balances(*, merchant_id: int, currency: str) -> dict[str, int]:
     return balances
 
 
+def account_balance(account: LedgerAccount) -> int:
+    """A merchant account's cached balance; a platform account's sum of entries (it caches none, see the model)."""
+    if account.merchant_id is not None:
+        return account.balance
+    return account.entries.aggregate(total=Sum("amount"))["total"] or 0
+
+
+def platform_balance(*, currency: str, kind: AccountKind) -> int:
+    """The platform's balance of one kind in one currency (0 when the account was never used)."""
+    account = LedgerAccount.objects.filter(merchant__isnull=True, currency_id=currency, kind=kind).first()
+    return account_balance(account) if account else 0
+
+
 def ledger_verify() -> dict:
     """Check every invariant of the ledger; returns {"ok": bool, "checks": {...}, "failures": [...]}."""
     failures: list[dict] = []
@@ -31,12 +44,16 @@ def ledger_verify() -> dict:
     failures += [{"check": "entry_currency_matches_account", "entry_id": pk} for pk in mismatched_currency[:100]]
 
     stale = (
-        LedgerAccount.objects.annotate(entries_sum=Sum("entries__amount"))
+        LedgerAccount.objects.filter(merchant__isnull=False).annotate(entries_sum=Sum("entries__amount"))
         .exclude(balance=0, entries_sum__isnull=True)
         .filter(Q(entries_sum__isnull=True) | ~Q(balance=F("entries_sum")))
     )
     failures += [{"check": "cached_balance_equals_entries", "account": str(acc), "account_id": acc.pk,
                   "cached": acc.balance, "entries": acc.entries_sum or 0} for acc in stale[:100]]
+
+    cached = LedgerAccount.objects.filter(merchant__isnull=True).exclude(balance=0)
+    failures += [{"check": "platform_balance_not_cached", "account": str(acc), "balance": acc.balance}
+                 for acc in cached[:100]]
 
     negative = LedgerAccount.objects.filter(merchant__isnull=False, balance__lt=0)
     failures += [{"check": "merchant_balance_non_negative", "account": str(acc), "balance": acc.balance}

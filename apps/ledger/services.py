@@ -74,19 +74,25 @@ def account_get_or_create(*, merchant_id: int | None, currency: str, kind: Accou
 
 
 def lock_accounts(*, currency: str, owners: set[Owner]) -> dict[Owner, LedgerAccount]:
-    """Lock the accounts of a posting in primary-key order, creating any missing one first.
-
-    A fixed lock order means two postings never wait on each other in a cycle (Saleor's lock_objects rule)."""
+    """The accounts of a posting, creating any missing one first: the merchant accounts locked in primary-key order
+    (a fixed lock order means two postings never wait on each other in a cycle: Saleor's lock_objects rule), the
+    platform accounts read without a lock (they carry no cached balance, so nothing of theirs is updated)."""
     for merchant_id, kind in owners:
         _check_owner(merchant_id, kind)
-    which = Q()
+    merchant_owned, platform = Q(), Q()
     for merchant_id, kind in owners:
-        which |= Q(merchant_id=merchant_id, kind=kind) if merchant_id else Q(merchant__isnull=True, kind=kind)
-    locked = {(account.merchant_id, account.kind): account for account in
-              LedgerAccount.objects.select_for_update().filter(which, currency_id=currency).order_by("pk")}
-    missing = owners - locked.keys()
+        if merchant_id is None:
+            platform |= Q(merchant__isnull=True, kind=kind)
+        else:
+            merchant_owned |= Q(merchant_id=merchant_id, kind=kind)
+    found = list(LedgerAccount.objects.select_for_update().filter(merchant_owned, currency_id=currency)
+                 .order_by("pk")) if merchant_owned else []
+    if platform:
+        found += LedgerAccount.objects.filter(platform, currency_id=currency)
+    accounts = {(account.merchant_id, account.kind): account for account in found}
+    missing = owners - accounts.keys()
     if not missing:
-        return locked
+        return accounts
     for merchant_id, kind in sorted(missing, key=lambda owner: (owner[0] or 0, owner[1])):
         account_get_or_create(merchant_id=merchant_id, currency=currency, kind=kind)
     return lock_accounts(currency=currency, owners=owners)
@@ -94,7 +100,7 @@ def lock_accounts(*, currency: str, owners: set[Owner]) -> dict[Owner, LedgerAcc
 
 def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: int | None = None,
          memo: str = "") -> Posting:
-    """Record one balanced posting and move the cached balances of its accounts, under their row locks.
+    """Record one balanced posting and move the cached balances of its merchant accounts, under their row locks.
 
     InsufficientFunds when a merchant account would go below zero; DuplicatePosting for a (kind, cause) already
     posted (callers hold the business row's lock, so only a bug gets there twice)."""
@@ -109,10 +115,11 @@ def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: 
         raise UnbalancedPosting(f"legs of {kind}:{cause} sum to {sum(leg.amount for leg in legs)}, not 0")
 
     accounts = lock_accounts(currency=currency, owners={(leg.merchant_id, leg.kind) for leg in legs})
-    deltas: dict[int, int] = {}
+    deltas: dict[int, int] = {}  # of the merchant accounts: only they carry a cached balance
     for leg in legs:
-        account = accounts[(leg.merchant_id, leg.kind)]
-        deltas[account.pk] = deltas.get(account.pk, 0) + leg.amount
+        if leg.merchant_id is not None:
+            account = accounts[(leg.merchant_id, leg.kind)]
+            deltas[account.pk] = deltas.get(account.pk, 0) + leg.amount
     for account in accounts.values():
         if account.merchant_id is not None and account.balance + deltas[account.pk] < 0:
             raise InsufficientFunds(account, -deltas[account.pk])

@@ -9,6 +9,7 @@ from apps.callbacks.models import CallbackEvent
 from apps.collection.models import CollectionOrder
 from apps.collection.services import collection_expire, collection_notify_paid
 from apps.common.errors import DomainError
+from apps.ledger import selectors
 from apps.ledger.models import AccountKind, LedgerAccount, Posting
 from tests.collection.conftest import balances, create_ok
 
@@ -16,8 +17,7 @@ pytestmark = pytest.mark.django_db
 
 
 def platform_balance(kind: AccountKind, currency: str = "PHP") -> int:
-    account = LedgerAccount.objects.filter(merchant__isnull=True, currency_id=currency, kind=kind).first()
-    return account.balance if account else 0
+    return selectors.platform_balance(currency=currency, kind=kind)
 
 
 def test_d1_payment_credits_settling_and_enqueues_callback(client, merchant):

@@ -9,7 +9,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Sum
 
 from apps.ledger.models import AccountKind, Entry, Hold, LedgerAccount, Posting
-from apps.ledger.selectors import ledger_verify, merchant_balances
+from apps.ledger.selectors import account_balance, ledger_verify, merchant_balances
 from apps.ledger.services import (
     DuplicatePosting,
     HoldAlreadyResolved,
@@ -36,6 +36,11 @@ def account(merchant, kind: AccountKind, currency: str = "PHP") -> LedgerAccount
     return LedgerAccount.objects.get(merchant_id=merchant_id, currency_id=currency, kind=kind)
 
 
+def balance(merchant, kind: AccountKind, currency: str = "PHP") -> int:
+    """The account's balance: cached for a merchant account, the sum of entries for a platform one."""
+    return account_balance(account(merchant, kind, currency))
+
+
 def test_balanced_posting_succeeds_and_updates_cached_balances(merchant):
     mid = merchant.merchant.pk
     with transaction.atomic():
@@ -44,8 +49,8 @@ def test_balanced_posting_succeeds_and_updates_cached_balances(merchant):
                              Leg(AccountKind.FEE_REVENUE, 50)])
     assert sorted(posting.entries.values_list("amount", flat=True)) == [-1000, 50, 950]
     assert account(merchant, AccountKind.AVAILABLE).balance == 950
-    assert account(None, AccountKind.FEE_REVENUE).balance == 50
-    assert account(None, AccountKind.PAYIN_CLEARING).balance == -1000
+    assert balance(None, AccountKind.FEE_REVENUE) == 50
+    assert balance(None, AccountKind.PAYIN_CLEARING) == -1000
     assert merchant_balances(merchant_id=mid, currency="PHP") == {"available": 950, "settling": 0, "frozen": 0}
 
 
@@ -108,9 +113,8 @@ def test_balanced_raw_insert_commits_so_the_trigger_is_what_refuses_unbalanced_o
         posting = Posting.objects.create(kind="raw", cause="balanced-1", currency_id="PHP")
         Entry.objects.create(posting=posting, account=available, currency_id="PHP", amount=100)
         Entry.objects.create(posting=posting, account=adjustments, currency_id="PHP", amount=-100)
-        # Keep the cached balances right so the after-test ledger check holds.
+        # Keep the merchant's cached balance right so the after-test ledger check holds (the platform caches none).
         LedgerAccount.objects.filter(pk=available.pk).update(balance=F("balance") + 100)
-        LedgerAccount.objects.filter(pk=adjustments.pk).update(balance=F("balance") - 100)
     assert Posting.objects.filter(cause="balanced-1").exists()
 
 
@@ -162,7 +166,7 @@ def test_negative_merchant_balance_is_refused_by_the_database_check(merchant):
 
 def test_platform_accounts_may_go_negative(merchant):
     credit(merchant, 100)
-    assert account(None, AccountKind.ADJUSTMENTS).balance == -100
+    assert balance(None, AccountKind.ADJUSTMENTS) == -100
 
 
 def test_duplicate_kind_and_cause_is_refused_and_nothing_moves_twice(merchant):
@@ -213,7 +217,7 @@ def test_hold_settles_once_to_platform_accounts(merchant):
         hold_settle(hold_id=hold.pk, destinations=[Leg(AccountKind.PAYOUT_CLEARING, 390),
                                                    Leg(AccountKind.FEE_REVENUE, 10)])
     assert merchant_balances(merchant_id=mid, currency="PHP") == {"available": 600, "settling": 0, "frozen": 0}
-    assert account(None, AccountKind.FEE_REVENUE).balance == 10
+    assert balance(None, AccountKind.FEE_REVENUE) == 10
     with pytest.raises(HoldAlreadyResolved), transaction.atomic():
         hold_release(hold_id=hold.pk)
     assert merchant_balances(merchant_id=mid, currency="PHP")["available"] == 600
@@ -252,7 +256,7 @@ def test_fifty_concurrent_debits_never_overdraw_and_conserve_the_total(merchant)
     balances = merchant_balances(merchant_id=mid, currency="PHP")
     assert balances == {"available": 1000 - succeeded * amount, "settling": 0, "frozen": succeeded * amount}
     assert Hold.objects.filter(merchant_id=mid).count() == succeeded
-    assert LedgerAccount.objects.filter(currency="PHP").aggregate(total=Sum("balance"))["total"] == 0
+    assert sum(account_balance(account) for account in LedgerAccount.objects.filter(currency="PHP")) == 0
     assert ledger_verify()["ok"]
 
 
@@ -292,3 +296,52 @@ def test_verify_ledger_detects_frozen_money_without_an_open_hold(merchant):
     report = ledger_verify()
     assert not report["ok"]
     assert [f["check"] for f in report["failures"]] == ["frozen_equals_open_holds"]
+
+
+def test_platform_accounts_carry_no_cached_balance_and_the_database_refuses_one(merchant):
+    """Every posting of a currency touches the platform's accounts: they are never locked nor updated, so postings
+    of different merchants do not queue on them. Their balance is the sum of their entries."""
+    credit(merchant, 700)
+    adjustments = account(None, AccountKind.ADJUSTMENTS)
+    assert adjustments.balance == 0 and account_balance(adjustments) == -700
+    assert ledger_verify()["ok"]
+    with pytest.raises(IntegrityError, match="ledger_platform_balance_not_cached"), transaction.atomic():
+        LedgerAccount.objects.filter(pk=adjustments.pk).update(balance=-700)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_postings_of_two_merchants_do_not_wait_on_the_platform_accounts(merchant, other_merchant):
+    """One merchant's posting holds its transaction open; another merchant's posting in the same currency, to the
+    same platform account, commits meanwhile (it would wait for the first COMMIT if the platform row were locked)."""
+    import threading
+
+    from django.db import connections
+
+    credit(merchant, 1000)
+    credit(other_merchant, 1000)
+    account_get_or_create(merchant_id=None, currency="PHP", kind=AccountKind.FEE_REVENUE)
+    inside, release = threading.Event(), threading.Event()
+
+    def first_merchant_posting_held_open():
+        try:
+            with transaction.atomic():
+                post(kind="test.fee", cause="held-open", currency="PHP", merchant_id=merchant.merchant.pk,
+                     legs=[Leg(AccountKind.AVAILABLE, -10, merchant.merchant.pk), Leg(AccountKind.FEE_REVENUE, 10)])
+                inside.set()
+                release.wait(20)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=first_merchant_posting_held_open)
+    thread.start()
+    try:
+        assert inside.wait(20)
+        with connections["default"].cursor() as cursor:
+            cursor.execute("SET lock_timeout = '2s'")  # a wait on a locked row fails this test instead of hanging
+        with transaction.atomic():
+            post(kind="test.fee", cause="meanwhile", currency="PHP", merchant_id=other_merchant.merchant.pk,
+                 legs=[Leg(AccountKind.AVAILABLE, -10, other_merchant.merchant.pk), Leg(AccountKind.FEE_REVENUE, 10)])
+    finally:
+        release.set()
+        thread.join(20)
+    assert balance(None, AccountKind.FEE_REVENUE) == 20

@@ -691,7 +691,10 @@ class LedgerMachine(RuleBasedStateMachine):
 # Everything the invariant reads, as JSON arrays, in a single query.
 STATE_SQL = """
 SELECT
-  (SELECT coalesce(json_agg(json_build_array(a.merchant_id, a.currency_id, a.kind, a.balance, coalesce(e.total, 0))),
+  (SELECT coalesce(json_agg(json_build_array(a.merchant_id, a.currency_id, a.kind,
+                                             -- a platform account caches no balance: its balance is its entries'
+                                             CASE WHEN a.merchant_id IS NULL THEN coalesce(e.total, 0) ELSE a.balance END,
+                                             coalesce(e.total, 0))),
                    '[]')
      FROM ledger_ledgeraccount a
      LEFT JOIN (SELECT account_id, sum(amount) AS total FROM ledger_entry GROUP BY account_id) e

@@ -4,6 +4,7 @@ import pytest
 
 from apps.callbacks.models import CallbackEvent
 from apps.common.models import AuditLog
+from apps.ledger import selectors
 from apps.ledger.models import AccountKind, Hold, LedgerAccount
 from apps.payout import services
 from apps.payout.models import Payout
@@ -16,8 +17,7 @@ FUNDS = FUNDED
 
 
 def platform_balance(kind: AccountKind, currency: str = "PHP") -> int:
-    account = LedgerAccount.objects.filter(merchant__isnull=True, currency_id=currency, kind=kind).first()
-    return account.balance if account else 0
+    return selectors.platform_balance(currency=currency, kind=kind)
 
 
 def audit_actions(payout: Payout) -> list[str]:

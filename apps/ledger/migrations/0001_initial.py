@@ -142,6 +142,10 @@ class Migration(migrations.Migration):
             constraint=models.CheckConstraint(condition=models.Q(('merchant__isnull', True), ('balance__gte', 0), _connector='OR'), name='ledger_merchant_balance_non_negative'),
         ),
         migrations.AddConstraint(
+            model_name='ledgeraccount',
+            constraint=models.CheckConstraint(condition=models.Q(('merchant__isnull', False), ('balance', 0), _connector='OR'), name='ledger_platform_balance_not_cached'),
+        ),
+        migrations.AddConstraint(
             model_name='posting',
             constraint=models.UniqueConstraint(fields=('kind', 'cause'), name='ledger_posting_unique_cause'),
         ),
