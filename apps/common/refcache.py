@@ -7,11 +7,10 @@ generation in its own transaction (a PostgreSQL statement trigger, created by ea
 So a request sees every reference change committed before its first lookup, exactly as it would without the
 cache. Outside a request (Celery tasks, shell, services called directly) each lookup reads the generation itself.
 
-Each caller gets its own copy of a cached value: model instances are mutable, and the threads of one process
-(gunicorn threads, Celery's thread pool) must never share one.
+The entries are per thread: model instances are mutable, and the threads of one process (gunicorn threads,
+Celery's thread pool) must never share one. (A copy on every hit cost pay/create 0.17 of its 1.7 ms CPU.)
 """
 
-import copy
 import threading
 from collections.abc import Callable, Hashable
 from typing import TypeVar
@@ -26,8 +25,7 @@ T = TypeVar("T")
 MAX_ENTRIES = 20_000
 _PENDING = object()  # inside a request that has not read the generation yet
 
-_local = threading.local()
-_entries: dict[Hashable, tuple[int, object]] = {}
+_local = threading.local()  # .generation (inside a request) and .entries (this thread's cache)
 
 
 # Written by hand: it runs at the start of every signed request, and the ORM's query building cost more CPU than the
@@ -51,17 +49,25 @@ def _generation() -> int:
 
 
 def refcache_get(key: Hashable, load: Callable[[], T | None]) -> T | None:
-    """A copy of the value cached under key for the current generation, else load() (cached unless None)."""
+    """The value this thread cached under key for the current generation, else load() (cached unless None)."""
     generation = _generation()
-    hit = _entries.get(key)
+    entries = _entries()
+    hit = entries.get(key)
     if hit is not None and hit[0] == generation:
-        return copy.deepcopy(hit[1])
+        return hit[1]
     value = load()
     if value is not None:
-        if len(_entries) >= MAX_ENTRIES:
-            _entries.clear()
-        _entries[key] = (generation, copy.deepcopy(value))
+        if len(entries) >= MAX_ENTRIES:
+            entries.clear()
+        entries[key] = (generation, value)
     return value
+
+
+def _entries() -> dict[Hashable, tuple[int, object]]:
+    entries = getattr(_local, "entries", None)
+    if entries is None:
+        entries = _local.entries = {}
+    return entries
 
 
 class ReferenceScopeMiddleware:

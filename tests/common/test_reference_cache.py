@@ -114,16 +114,30 @@ def test_outside_a_request_each_lookup_checks_the_generation(bootstrapped):
     assert len(loads) == 2  # the generation moved: loaded again
 
 
-@pytest.mark.django_db
-def test_each_lookup_gets_its_own_copy_so_threads_never_share_a_mutable_instance(bootstrapped):
+@pytest.mark.django_db(transaction=True)
+def test_threads_never_share_a_cached_instance(bootstrapped):
+    """Model instances are mutable: each thread of a process (gunicorn threads, Celery's thread pool) caches its own."""
+    import threading
+
+    from django.db import connections
+
     load = lambda: Currency.objects.get(code="PHP")  # noqa: E731
-    first = refcache_get(("test-copy", "PHP"), load)
-    second = refcache_get(("test-copy", "PHP"), load)
-    third = refcache_get(("test-copy", "PHP"), load)
-    assert first.name == second.name == third.name
-    assert len({id(first), id(second), id(third)}) == 3
-    second.name = "changed by one caller"
-    assert refcache_get(("test-copy", "PHP"), load).name == first.name != "changed by one caller"
+    here = refcache_get(("test-thread", "PHP"), load)
+    assert refcache_get(("test-thread", "PHP"), load) is here  # cached in this thread
+    there = []
+
+    def other_thread():
+        try:
+            there.append(refcache_get(("test-thread", "PHP"), load))
+            there.append(refcache_get(("test-thread", "PHP"), load))
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    thread.join(20)
+    assert there[0] is there[1]  # cached in that thread too
+    assert there[0] is not here and there[0].code == here.code
 
 
 @pytest.fixture
