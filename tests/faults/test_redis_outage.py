@@ -55,11 +55,6 @@ def test_redis_outage_loses_no_order_and_every_callback_arrives_after_recovery(
     before = [create_ok(f"UP-{i}") for i in range(4)]
     pay(before[0])
     wait_until(lambda: endpoints.hits_for("acme"), timeout=15, what="callback before the outage")
-    # ...and its outcome recorded, so the worker has acknowledged that task: a worker whose task finishes at the very
-    # moment the broker goes away dies in kombu ("Unrecoverable error: AttributeError ... 'hostname'", kombu's
-    # restore of unacked messages on a lost connection; docs/faults.md), and this drill runs no supervisor to restart it.
-    wait_until(lambda: CallbackEvent.objects.filter(status=CallbackEvent.Status.DELIVERED).exists(), timeout=15,
-               what="the callback before the outage recorded as delivered")
 
     private_redis.stop()
     assert not private_redis.ping()
@@ -94,6 +89,15 @@ def test_redis_outage_loses_no_order_and_every_callback_arrives_after_recovery(
 
     private_redis.start()  # same port, empty
     recovered_at = time.monotonic()
+    # A worker whose task finished at the very moment the broker went away may have died in kombu ("Unrecoverable
+    # error: AttributeError ... 'hostname'", its restore of unacked messages on a lost connection; docs/faults.md).
+    # Production runs workers under a supervisor that restarts them (compose: restart: unless-stopped); so does this.
+    dead = [proc for proc in platform.workers if not proc.alive() or "Unrecoverable error" in proc.log()]
+    for proc in dead:
+        proc.kill()  # one that logged it may still be shutting down
+        platform.workers.remove(proc)
+        platform.start_worker()
+    restarted = [proc.pid for proc in dead]
 
     # Redis back: the web reconnects by itself (fresh nonces), and orders flow again end to end.
     wait_until(lambda: pay_create(platform.base, ctx, "PROBE")[1]["code"] == "0", timeout=15,
@@ -102,7 +106,8 @@ def test_redis_outage_loses_no_order_and_every_callback_arrives_after_recovery(
     pay(create_ok("AFTER-0"))
     wait_until(lambda: CallbackEvent.objects.filter(status=CallbackEvent.Status.DELIVERED).count() == len(paid),
                timeout=45, interval=0.5, what=f"all {len(paid)} callbacks delivered after recovery")
-    print(f"all {len(paid)} callbacks delivered {elapsed_since(recovered_at)} s after Redis restarted")
+    print(f"all {len(paid)} callbacks delivered {elapsed_since(recovered_at)} s after Redis restarted"
+          f" (workers restarted by the supervisor step: {restarted or 'none'})")
 
     # No order lost, none invented: the database holds exactly the accepted creates.
     stored = dict(CollectionOrder.objects.values_list("mch_order_no", "platform_order_no"))
