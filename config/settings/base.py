@@ -211,5 +211,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["stderr"], "level": env("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # One line per request: the access log (runserver's django.server; gunicorn's --access-logfile -) has every
+        # request with its status, so django.request's "Not Found: /x", "Unauthorized: /y" for 4xx would be a second
+        # line. Its 5xx errors, with their tracebacks, stay.
+        "django.request": {"level": "ERROR"},
+    },
 }
