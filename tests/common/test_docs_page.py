@@ -200,6 +200,8 @@ def test_docs_page_in_browser_shows_signing_endpoints_examples_and_error_table(l
     assert rows == [[error.code, str(error.http_status), error.default_message] for error in ErrorCode]
     assert '"sign_type": "RSA2"' in text or "RSA2" in text
     screenshot_viewport(desktop, "docs-1280-top")
+    desktop.locator("pre", has_text="app_id=A10000001&currency=PHP").first.scroll_into_view_if_needed()
+    screenshot_viewport(desktop, "docs-1280-signing")
     table.scroll_into_view_if_needed()
     screenshot_viewport(desktop, "docs-1280-errors")
     desktop.locator("[data-section-id='operation/pay_create']").scroll_into_view_if_needed()
