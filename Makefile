@@ -3,15 +3,24 @@ SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null || echo uv)
 export UV_LINK_MODE ?= copy
 
-.PHONY: run serve test install uv migrate bootstrap browsers bench faults redis-server lint
+.PHONY: run serve test install install-run uv migrate bootstrap browsers bench faults redis-server lint
 
 uv:
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
 
+# Everything, the test tools (dev group) included: make test, faults, bench, lint.
 install: uv
 	uv sync --frozen
 
-migrate: install
+# What running needs, nothing more: make run / serve. The test tools (pytest, playwright, schemathesis, ...) stay in
+# the dev group; `uv sync` removes them from .venv here and `make test` puts them back.
+install-run: uv
+	uv sync --frozen --no-dev
+
+# The running targets' `uv run` (here and in the Procfile under honcho) must not install the dev group again.
+run serve migrate bootstrap: export UV_NO_DEV = 1
+
+migrate: install-run
 	mkdir -p var/broker/queue var/broker/processed
 	uv run python manage.py migrate --noinput
 	uv run python manage.py createcachetable
@@ -22,7 +31,7 @@ bootstrap: migrate
 # Serves the platform with its Celery worker and beat on http://127.0.0.1:8000. No DATABASE_URL: an embedded
 # PostgreSQL in var/postgres (config/embedded_postgres.py), started first, stopped when this stops (Ctrl-C, SIGTERM);
 # `uv run python manage.py ...` in a second terminal reaches it. No REDIS_URL: a filesystem broker in var/broker.
-run: install
+run: install-run
 	uv run python -m config.embedded_postgres $(MAKE) --no-print-directory serve
 
 # The part of `run` that needs the database; on its own only with DATABASE_URL or a running `make run`.

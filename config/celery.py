@@ -1,5 +1,6 @@
 """Celery application: tasks are discovered in every app's tasks.py."""
 
+import logging
 import os
 
 from celery import Celery
@@ -18,6 +19,32 @@ app.autodiscover_tasks()
 # saw an error is closed, a kept one is health-checked before its first query. With CONN_MAX_AGE=0 (the default)
 # every task still gets a fresh connection.
 app.conf.update(CELERY_DB_REUSE_MAX=1_000_000)  # Celery's fixup then closes only once per million tasks
+
+
+class QuietPeriodicTasks(logging.Filter):
+    """Drops the worker's INFO lines "Task X received" and "Task X succeeded" of beat's periodic tasks (the sweepers
+    run every 5-15 s): a periodic task says something only when it did something (its own INFO line) or failed
+    (the worker's ERROR line, kept). Other tasks' lines (callback deliveries, payout submissions) stay."""
+
+    def __init__(self, periodic_task_names=None):
+        super().__init__()
+        self._names = periodic_task_names
+
+    def periodic_task_names(self) -> set[str]:
+        if self._names is None:
+            self._names = {entry["task"] for entry in app.conf.beat_schedule.values()}
+        return self._names
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.INFO:
+            return True
+        data = getattr(record, "data", None)
+        return not (isinstance(data, dict) and data.get("name") in self.periodic_task_names())
+
+
+_quiet_periodic_tasks = QuietPeriodicTasks()
+for _logger in ("celery.worker.strategy", "celery.app.trace"):  # "received", "succeeded"
+    logging.getLogger(_logger).addFilter(_quiet_periodic_tasks)
 
 
 @task_prerun.connect

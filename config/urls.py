@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from apps.common.api.exceptions import api_not_found
-from config.views import healthz
+from apps.common.api.views import ApiDocsView
+from config.views import healthz, home
 from apps.currencies.api.views import CurrencyListView
 
 api_v1 = [
@@ -10,11 +11,13 @@ api_v1 = [
     path("", include("apps.collection.api.urls")),
     path("", include("apps.payout.api.urls")),
     path("schema/", include("apps.common.api.urls")),
+    path("docs/", ApiDocsView.as_view(), name="openapi-docs"),  # GET only; before the catch-all below
     # Contract §2: an unknown path under /openapi/v1/ is 1004 whatever the body.
     re_path(r"^.*$", api_not_found),
 ]
 
 urlpatterns = [
+    path("", home, name="home"),
     path("currencies", CurrencyListView.as_view(), name="currencies"),
     path("openapi/v1/", include(api_v1)),
     re_path(r"^openapi/v1$", api_not_found),

@@ -1,12 +1,14 @@
-"""Project-level views: the operations health check, and the error pages (the JSON envelope for the API and
-/currencies, HTML for the hosted pages and the admin)."""
+"""Project-level views: the landing page, the operations health check, and the error pages (the JSON envelope for
+the API and /currencies, HTML for everything else)."""
 
 import logging
 
 from django.db import connection
 from django.http import JsonResponse
+from django.shortcuts import render
 from django.utils import timezone
 from django.views import defaults
+from django.views.decorators.http import require_safe
 
 from apps.common.api.exceptions import api_not_found, api_server_error
 from apps.common.models import Heartbeat
@@ -19,6 +21,12 @@ API_PREFIXES = ("/openapi/", "/currencies")
 
 def _is_api(request) -> bool:
     return request.path.startswith(API_PREFIXES)
+
+
+@require_safe
+def home(request):
+    """{api_root}/: what this is, and links to the API docs, the schema, /currencies, the admin and /healthz."""
+    return render(request, "home.html")
 
 
 def not_found(request, exception=None):

@@ -23,3 +23,54 @@ def payout_groups_ensure(apps) -> None:
         group, _ = group_model.objects.get_or_create(name=name)
         group.permissions.add(*permission_model.objects.filter(content_type__app_label="payout",
                                                                codename__in=codenames))
+
+
+# --- staff users with a named role (management command create_staff) -----------------------------------------
+
+# Role name on the command line -> the group it joins; "admin" is a superuser (every permission, no group).
+STAFF_ROLES = {"operator": "Payout operations", "risk-reviewer": "Risk reviewer", "admin": None}
+
+
+def staff_create(*, username: str, role: str, password: str, email: str = ""):
+    """A staff user (admin login) with one named role; the password is validated by AUTH_PASSWORD_VALIDATORS and
+    stored hashed. ValueError on bad input: unknown role, invalid or taken username, weak password."""
+    from django.apps import apps as registry
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+    from django.contrib.auth.password_validation import validate_password
+    from django.core.exceptions import ValidationError
+    from django.core.validators import validate_email
+    from django.db import IntegrityError, transaction
+
+    from apps.common import audit
+
+    user_model = get_user_model()
+    if role not in STAFF_ROLES:
+        raise ValueError(f"unknown role {role!r}: one of {', '.join(STAFF_ROLES)}")
+    try:
+        user_model.username_validator(username)
+        if email:
+            validate_email(email)
+    except ValidationError as exc:
+        raise ValueError(" ".join(exc.messages)) from None
+    user = user_model(username=username, email=email, is_staff=True, is_superuser=role == "admin")
+    try:
+        validate_password(password, user=user)
+    except ValidationError as exc:
+        raise ValueError("password refused: " + " ".join(exc.messages)) from None
+    user.set_password(password)
+    group_name = STAFF_ROLES[role]
+    try:
+        with transaction.atomic(durable=True):
+            if user_model.objects.filter(username=username).exists():
+                raise ValueError(f"user {username!r} already exists")
+            user.save()
+            if group_name:
+                if not Group.objects.filter(name=group_name).exists():
+                    payout_groups_ensure(registry)
+                user.groups.add(Group.objects.get(name=group_name))
+            audit.record(actor=None, actor_label="cli", action="staff.create", obj=user,
+                         new={"username": username, "email": email, "role": role})
+    except IntegrityError:  # created by someone else between the check and the insert
+        raise ValueError(f"user {username!r} already exists") from None
+    return user

@@ -27,6 +27,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Redoc's JavaScript for /openapi/v1/docs/, served from our static files (no CDN)
     "apps.common",
     "apps.currencies",
     "apps.merchants",
@@ -162,10 +163,15 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Payment Platform merchant API",
-    "DESCRIPTION": "Signed (RSA2) merchant API. See docs/api.md for the string to sign.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": r"/openapi/v1",
+    # info.description (signing rules, worked example, the error table of apps/common/errors.py) is generated.
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "apps.common.api.schema.describe_api"],
+    "REDOC_DIST": "SIDECAR",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_UI_SETTINGS": {"expandResponses": "200", "jsonSampleExpandLevel": "all", "hideDownloadButton": False},
 }
 
 # Contract §2: signing tolerances.
@@ -205,5 +211,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["stderr"], "level": env("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # One line per request: the access log (runserver's django.server; gunicorn's --access-logfile -) has every
+        # request with its status, so django.request's "Not Found: /x", "Unauthorized: /y" for 4xx would be a second
+        # line. Its 5xx errors, with their tracebacks, stay.
+        "django.request": {"level": "ERROR"},
+    },
 }

@@ -15,7 +15,13 @@ from apps.merchants.api.base import SignedAPIView
 class PayCreateView(SignedAPIView):
     """POST /openapi/v1/pay/create (interface §4.3): a CREATED order with its pay_url, or the replayed one."""
 
-    @extend_schema(**signed_request_schema("pay_create", PayCreateRequestSerializer, PayCreateSerializer))
+    @extend_schema(**signed_request_schema(
+        "pay_create", PayCreateRequestSerializer, PayCreateSerializer,
+        example_request={"mch_order_no": "demo-1", "product_code": "PHP_COLLECT_D1", "amount": 10000, "currency": "PHP",
+                         "subject": "Demo order", "return_url": "https://example.com/thanks", "attach": "cart=42"},
+        example_data={"platform_order_no": "C20261125083012Xk3Pq9Rt2Vw7Yz4M", "mch_order_no": "demo-1",
+                      "pay_url": "http://127.0.0.1:8000/pay/9xQ2vR7kLm3pT8wZ1yB4nC6dF0gH5jK-",
+                      "amount": 10000, "currency": "PHP", "expire_at": 1764060600, "status": "CREATED"}))
     def post(self, request):
         params = self.validated(PayCreateRequestSerializer)
         order = collection_create(merchant=self.signed.merchant, **params)
@@ -25,7 +31,11 @@ class PayCreateView(SignedAPIView):
 class PayQueryView(SignedAPIView):
     """POST /openapi/v1/pay/query (interface §4.4): platform_order_no wins when both numbers are sent."""
 
-    @extend_schema(**signed_request_schema("pay_query", OrderLookupRequestSerializer, PayQuerySerializer))
+    @extend_schema(**signed_request_schema(
+        "pay_query", OrderLookupRequestSerializer, PayQuerySerializer, example_request={"mch_order_no": "demo-1"},
+        example_data={"platform_order_no": "C20261125083012Xk3Pq9Rt2Vw7Yz4M", "mch_order_no": "demo-1",
+                      "amount": 10000, "currency": "PHP", "status": "SUCCESS", "paid_at": 1764060123,
+                      "attach": "cart=42"}))
     def post(self, request):
         params = self.validated(OrderLookupRequestSerializer)
         order = collection_order_for_merchant(merchant_id=self.signed.merchant.pk,

@@ -51,7 +51,11 @@ def validation_message(detail) -> str:
 
 def envelope_exception_handler(exc: Exception, context: dict) -> Response:
     error, msg = _map(exc)
-    return Response(envelope(None, error, msg), status=error.http_status)
+    response = Response(envelope(None, error, msg), status=error.http_status)
+    if error is ErrorCode.INTERNAL_ERROR:
+        # Logged above with its traceback; django.request's "Internal Server Error: /path" would say it again.
+        response._has_been_logged = True
+    return response
 
 
 @csrf_exempt

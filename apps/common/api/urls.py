@@ -1,4 +1,5 @@
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView
 
-urlpatterns = [path("", SpectacularAPIView.as_view(), name="openapi-schema")]
+from apps.common.api.views import ApiSchemaView
+
+urlpatterns = [path("", ApiSchemaView.as_view(), name="openapi-schema")]

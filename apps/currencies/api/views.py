@@ -1,4 +1,4 @@
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -15,7 +15,11 @@ class CurrencyListView(APIView):
     permission_classes: list = []
     http_method_names = ["get", "head", "options"]
 
-    @extend_schema(operation_id="currencies_list", auth=[], responses=inline_serializer(
+    @extend_schema(operation_id="currencies_list", auth=[], examples=[OpenApiExample("success", response_only=True, value={
+        "code": "0", "msg": "OK", "data": {"items": [
+            {"code": "PHP", "name": "Philippine Peso", "symbol": "₱", "minor_unit": 2, "active": True},
+            {"code": "USD", "name": "US Dollar", "symbol": "$", "minor_unit": 2, "active": True}]}})],
+        responses=inline_serializer(
         name="CurrencyListEnvelope",
         fields={"code": serializers.CharField(), "msg": serializers.CharField(),
                 "data": inline_serializer(name="CurrencyList", fields={"items": CurrencySerializer(many=True)})},

@@ -13,7 +13,9 @@ from apps.merchants.api.base import SignedAPIView
 class BalanceView(SignedAPIView):
     """POST /openapi/v1/balance: one currency per call; `frozen` is never shown (interface §4.1)."""
 
-    @extend_schema(**signed_request_schema("balance", BalanceRequestSerializer, BalanceSerializer))
+    @extend_schema(**signed_request_schema(
+        "balance", BalanceRequestSerializer, BalanceSerializer, example_request={"currency": "PHP"},
+        example_data={"currency": "PHP", "available": 10000000, "settling": 0}))
     def post(self, request):
         params = self.validated(BalanceRequestSerializer)
         currency = currency_get(params["currency"])

@@ -14,7 +14,13 @@ from apps.payout.services import payout_create
 class PayoutCreateView(SignedAPIView):
     """POST /openapi/v1/payout/create (interface §4.5): freezes amount + fee; APPROVED, FROZEN or a replay."""
 
-    @extend_schema(**signed_request_schema("payout_create", PayoutCreateRequestSerializer, PayoutCreateSerializer))
+    @extend_schema(**signed_request_schema(
+        "payout_create", PayoutCreateRequestSerializer, PayoutCreateSerializer,
+        example_request={"mch_order_no": "po-1", "product_code": "PHP_PAYOUT", "amount": 25000, "currency": "PHP",
+                         "payee_name": "Juan dela Cruz", "payee_account": "0012345678", "bank_code": "GCASH"},
+        example_data={"platform_order_no": "PO20261125b7e1c0d9a8f6e5d4c3b2a19f8e7d6c5b", "mch_order_no": "po-1",
+                      "amount": 25000, "fee": 1000, "currency": "PHP", "status": "APPROVED",
+                      "review_required": False}))
     def post(self, request):
         params = self.validated(PayoutCreateRequestSerializer)
         payout = payout_create(merchant=self.signed.merchant, **params)
@@ -24,7 +30,12 @@ class PayoutCreateView(SignedAPIView):
 class PayoutQueryView(SignedAPIView):
     """POST /openapi/v1/payout/query (interface §4.6): platform_order_no wins when both numbers are sent."""
 
-    @extend_schema(**signed_request_schema("payout_query", OrderLookupRequestSerializer, PayoutQuerySerializer))
+    @extend_schema(**signed_request_schema(
+        "payout_query", OrderLookupRequestSerializer, PayoutQuerySerializer,
+        example_request={"platform_order_no": "PO20261125b7e1c0d9a8f6e5d4c3b2a19f8e7d6c5b"},
+        example_data={"platform_order_no": "PO20261125b7e1c0d9a8f6e5d4c3b2a19f8e7d6c5b", "mch_order_no": "po-1",
+                      "amount": 25000, "fee": 1000, "currency": "PHP", "status": "SUCCESS",
+                      "finished_at": 1764060125}))
     def post(self, request):
         params = self.validated(OrderLookupRequestSerializer)
         payout = payout_for_merchant(merchant_id=self.signed.merchant.pk,

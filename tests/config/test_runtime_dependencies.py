@@ -1,0 +1,62 @@
+"""`make run` installs only what running needs (`uv sync --frozen --no-dev`), so nothing the web, worker and beat
+processes import may come from the dev group; `make test` still installs the dev group."""
+
+import ast
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+
+from django.conf import settings
+
+ROOT = Path(settings.BASE_DIR)
+# Dev group distribution -> the module names it provides (py-spy is a program, no module).
+DEV_MODULES = {"pytest": {"pytest", "_pytest"}, "pytest-django": {"pytest_django"}, "time-machine": {"time_machine"},
+               "playwright": {"playwright"}, "hypothesis": {"hypothesis"}, "beautifulsoup4": {"bs4"},
+               "schemathesis": {"schemathesis"}, "py-spy": set()}
+
+
+def dev_group() -> set[str]:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return {re.split(r"[<>=!~\[ ;]", requirement, maxsplit=1)[0] for requirement in pyproject["dependency-groups"]["dev"]}
+
+
+def imported_modules(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_every_dev_dependency_has_its_module_names_listed_here():
+    assert dev_group() == set(DEV_MODULES)
+
+
+def test_running_code_imports_no_dev_dependency():
+    dev_modules = set().union(*DEV_MODULES.values())
+    offenders = {str(path.relative_to(ROOT)): sorted(imported_modules(path) & dev_modules)
+                 for folder in ("apps", "config") for path in (ROOT / folder).rglob("*.py")}
+    assert {path: names for path, names in offenders.items() if names} == {}
+    assert imported_modules(ROOT / "manage.py") & dev_modules == set()
+
+
+def make_dry_run(target: str) -> str:
+    # `serve` and `test` have no recursive $(MAKE) line, so -n runs nothing (`run` would start the embedded server).
+    return subprocess.run(["make", "-n", "--no-print-directory", target], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_make_serve_installs_without_the_dev_group_and_make_test_with_it():
+    serve = make_dry_run("serve").splitlines()
+    assert "uv sync --frozen --no-dev" in serve and "uv sync --frozen" not in serve
+    test = make_dry_run("test").splitlines()
+    assert "uv sync --frozen" in test and "uv sync --frozen --no-dev" not in test
+
+
+def test_run_installs_like_serve():
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^run: install-run$", makefile, re.M) and re.search(r"^migrate: install-run$", makefile, re.M)
+    assert re.search(r"^run serve migrate bootstrap: export UV_NO_DEV = 1$", makefile, re.M)
