@@ -1,0 +1,61 @@
+"""The `payments-merchant` console script, run as a subprocess against a live server."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from apps.common import signing
+from apps.ledger.services import balance_adjust
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CLI = str(Path(sys.executable).parent / "payments-merchant")
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PAYMENTS_")}
+    environment.update(env or {})
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=60, env=environment)
+
+
+@pytest.fixture
+def key_file(merchant, tmp_path) -> str:
+    path = tmp_path / "merchant.pem"
+    path.write_bytes(signing.private_key_to_pem(merchant.private_key))
+    return str(path)
+
+
+def test_cli_prints_the_balance_json(live_server, merchant, key_file):
+    balance_adjust(merchant_no=merchant.merchant_no, currency="PHP", amount=4200, reason="cli test")
+    done = run_cli("--api-root", live_server.url, "--merchant-no", merchant.merchant_no, "--app-id", merchant.app_id,
+                   "--key", key_file, "balance", "--currency", "PHP")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"currency": "PHP", "available": 4200, "settling": 0}
+
+
+def test_cli_takes_its_settings_from_the_environment_and_prints_errors_as_json(live_server, merchant, key_file):
+    env = {"PAYMENTS_API_ROOT": live_server.url, "PAYMENTS_MERCHANT_NO": merchant.merchant_no,
+           "PAYMENTS_APP_ID": merchant.app_id, "PAYMENTS_KEY_FILE": key_file, "PAYMENTS_KEY_VERSION": "1"}
+    created = run_cli("pay-create", "--mch-order-no", "cli-1", "--product-code", "PHP_COLLECT_D1", "--amount", "10000",
+                      "--currency", "PHP", "--subject", "Kape ☕", env=env)
+    assert created.returncode == 0, created.stderr
+    order = json.loads(created.stdout)
+    assert order["status"] == "CREATED" and order["mch_order_no"] == "cli-1"
+    queried = run_cli("pay/query", "--platform-order-no", order["platform_order_no"], env=env)
+    assert json.loads(queried.stdout)["mch_order_no"] == "cli-1"
+
+    missing = run_cli("payout-query", "--mch-order-no", "nope", env=env)
+    assert missing.returncode == 1
+    assert json.loads(missing.stdout) == {"code": "2002", "msg": json.loads(missing.stdout)["msg"], "http_status": 404}
+
+    currencies = run_cli("--api-root", live_server.url, "currencies")  # public: no merchant settings needed
+    assert "PHP" in {c["code"] for c in json.loads(currencies.stdout)["items"]}
+
+
+def test_cli_without_a_key_says_what_is_missing(live_server):
+    done = run_cli("--api-root", live_server.url, "balance")
+    assert done.returncode == 2 and "--merchant-no, --app-id, --key required" in done.stderr
