@@ -59,3 +59,25 @@ def test_cli_takes_its_settings_from_the_environment_and_prints_errors_as_json(l
 def test_cli_without_a_key_says_what_is_missing(live_server):
     done = run_cli("--api-root", live_server.url, "balance")
     assert done.returncode == 2 and "--merchant-no, --app-id, --key required" in done.stderr
+
+
+def test_cli_verifies_a_delivered_callback_with_the_published_platform_keys(hooked_merchant, callback_receiver,
+                                                                             enqueue, tmp_path):
+    from django.core.management import call_command
+
+    from apps.callbacks.deliver import callback_deliver
+
+    callback_deliver(event_id=enqueue(hooked_merchant).pk)
+    [received] = callback_receiver.requests
+    (tmp_path / "callback.json").write_bytes(received.raw)
+    with open(tmp_path / "platform_keys.json", "w") as out:
+        call_command("platform_keys", stdout=out)
+    ok = run_cli("verify-callback", str(tmp_path / "callback.json"), "--platform-keys",
+                 str(tmp_path / "platform_keys.json"))
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout) == {"type": "CollectionSuccess", **received.body}
+
+    (tmp_path / "tampered.json").write_text(json.dumps({**received.body, "amount": 1}))
+    bad = run_cli("verify-callback", str(tmp_path / "tampered.json"), "--platform-keys",
+                  str(tmp_path / "platform_keys.json"))
+    assert bad.returncode == 1 and json.loads(bad.stdout)["verified"] is False

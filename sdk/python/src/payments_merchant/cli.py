@@ -62,7 +62,9 @@ def _parser() -> argparse.ArgumentParser:
 
     verify = commands.add_parser("verify-callback", help="verify a callback body (a file, or - for stdin)")
     verify.add_argument("body", help="file with the JSON body, or - for stdin")
-    verify.add_argument("--platform-key", action="append", required=True, metavar="VERSION=PEM_FILE",
+    verify.add_argument("--platform-keys", metavar="JSON_FILE",
+                        help="the platform's keys as `manage.py platform_keys` prints them")
+    verify.add_argument("--platform-key", action="append", default=[], metavar="VERSION=PEM_FILE",
                         help="a platform public key per version, e.g. 1=platform_v1.pub (repeatable)")
     return parser
 
@@ -88,10 +90,15 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Any:
     if command == "currencies":
         return {"items": [dict(c.raw) for c in get_currencies(args.api_root, timeout=args.timeout)]}
     if command == "verify-callback":
-        keys = {}
+        keys: dict[int, str] = {}
+        if args.platform_keys:
+            published = json.loads(Path(args.platform_keys).read_text())
+            keys.update({item["key_version"]: item["public_key"] for item in published["keys"]})
         for item in args.platform_key:
             version, _, path = item.partition("=")
             keys[int(version)] = Path(path).read_text()
+        if not keys:
+            parser.error("verify-callback needs --platform-keys or --platform-key")
         body = sys.stdin.buffer.read() if args.body == "-" else Path(args.body).read_bytes()
         event = verify_callback(body, keys)
         return {"type": type(event).__name__, **dict(event.raw)}
