@@ -52,7 +52,7 @@ def test_cli_takes_its_settings_from_the_environment_and_prints_errors_as_json(l
     assert missing.returncode == 1
     assert json.loads(missing.stdout) == {"code": "2002", "msg": json.loads(missing.stdout)["msg"], "http_status": 404}
 
-    currencies = run_cli("--api-root", live_server.url, "currencies")  # public: no merchant settings needed
+    currencies = run_cli("currencies", "--api-root", live_server.url)  # public: no merchant settings needed
     assert "PHP" in {c["code"] for c in json.loads(currencies.stdout)["items"]}
 
 

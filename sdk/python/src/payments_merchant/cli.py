@@ -24,23 +24,25 @@ def _parser() -> argparse.ArgumentParser:
     env = os.environ
     parser = argparse.ArgumentParser(prog="payments-merchant", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--api-root", default=env.get("PAYMENTS_API_ROOT", "http://127.0.0.1:8000"),
-                        help="platform root, e.g. http://127.0.0.1:8000 (PAYMENTS_API_ROOT)")
-    parser.add_argument("--merchant-no", default=env.get("PAYMENTS_MERCHANT_NO"), help="(PAYMENTS_MERCHANT_NO)")
-    parser.add_argument("--app-id", default=env.get("PAYMENTS_APP_ID"), help="(PAYMENTS_APP_ID)")
-    parser.add_argument("--key", default=env.get("PAYMENTS_KEY_FILE"),
-                        help="merchant private key, PEM file (PAYMENTS_KEY_FILE)")
-    parser.add_argument("--key-version", type=int, default=int(env.get("PAYMENTS_KEY_VERSION", "1")),
-                        help="version of that key on the platform, default 1 (PAYMENTS_KEY_VERSION)")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds, default 10")
+    _settings_args(parser, defaults={
+        "api_root": env.get("PAYMENTS_API_ROOT", "http://127.0.0.1:8000"),
+        "merchant_no": env.get("PAYMENTS_MERCHANT_NO"), "app_id": env.get("PAYMENTS_APP_ID"),
+        "key": env.get("PAYMENTS_KEY_FILE"), "key_version": int(env.get("PAYMENTS_KEY_VERSION", "1")),
+        "timeout": 10.0})
+    # The same options after the subcommand too (`payments-merchant balance --api-root ...`).
+    settings_after = argparse.ArgumentParser(add_help=False)
+    _settings_args(settings_after, defaults=None)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    balance = commands.add_parser("balance", help="available and settling balance of one currency")
+    def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return commands.add_parser(name, parents=[settings_after], **kwargs)
+
+    balance = command("balance", help="available and settling balance of one currency")
     balance.add_argument("--currency", help="ISO code; the platform's default is PHP")
 
-    commands.add_parser("currencies", help="public currency list (unsigned)")
+    command("currencies", help="public currency list (unsigned)")
 
-    pay_create = commands.add_parser("pay-create", aliases=["pay/create"], help="create a collection order")
+    pay_create = command("pay-create", aliases=["pay/create"], help="create a collection order")
     _order_args(pay_create)
     pay_create.add_argument("--subject")
     pay_create.add_argument("--return-url")
@@ -48,25 +50,41 @@ def _parser() -> argparse.ArgumentParser:
     pay_create.add_argument("--attach")
 
     for name, what in (("pay-query", "a collection order"), ("payout-query", "a payout order")):
-        query = commands.add_parser(name, aliases=[name.replace("-", "/")], help=f"query {what}")
+        query = command(name, aliases=[name.replace("-", "/")], help=f"query {what}")
         numbers = query.add_mutually_exclusive_group(required=True)
         numbers.add_argument("--mch-order-no")
         numbers.add_argument("--platform-order-no")
 
-    payout_create = commands.add_parser("payout-create", aliases=["payout/create"], help="create a payout")
+    payout_create = command("payout-create", aliases=["payout/create"], help="create a payout")
     _order_args(payout_create)
     payout_create.add_argument("--payee-name", required=True)
     payout_create.add_argument("--payee-account", required=True)
     payout_create.add_argument("--bank-code", required=True)
     payout_create.add_argument("--attach")
 
-    verify = commands.add_parser("verify-callback", help="verify a callback body (a file, or - for stdin)")
+    verify = command("verify-callback", help="verify a callback body (a file, or - for stdin)")
     verify.add_argument("body", help="file with the JSON body, or - for stdin")
     verify.add_argument("--platform-keys", metavar="JSON_FILE",
                         help="the platform's keys as `manage.py platform_keys` prints them")
     verify.add_argument("--platform-key", action="append", default=[], metavar="VERSION=PEM_FILE",
                         help="a platform public key per version, e.g. 1=platform_v1.pub (repeatable)")
     return parser
+
+
+def _settings_args(parser: argparse.ArgumentParser, *, defaults: dict[str, Any] | None) -> None:
+    """The connection settings; with defaults=None they do not override what the main parser set."""
+
+    def default(name: str) -> Any:
+        return argparse.SUPPRESS if defaults is None else defaults[name]
+
+    parser.add_argument("--api-root", default=default("api_root"),
+                        help="platform root, e.g. http://127.0.0.1:8000 (PAYMENTS_API_ROOT)")
+    parser.add_argument("--merchant-no", default=default("merchant_no"), help="(PAYMENTS_MERCHANT_NO)")
+    parser.add_argument("--app-id", default=default("app_id"), help="(PAYMENTS_APP_ID)")
+    parser.add_argument("--key", default=default("key"), help="merchant private key, PEM file (PAYMENTS_KEY_FILE)")
+    parser.add_argument("--key-version", type=int, default=default("key_version"),
+                        help="version of that key on the platform, default 1 (PAYMENTS_KEY_VERSION)")
+    parser.add_argument("--timeout", type=float, default=default("timeout"), help="seconds, default 10")
 
 
 def _order_args(parser: argparse.ArgumentParser) -> None:
