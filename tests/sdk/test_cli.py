@@ -81,3 +81,10 @@ def test_cli_verifies_a_delivered_callback_with_the_published_platform_keys(hook
     bad = run_cli("verify-callback", str(tmp_path / "tampered.json"), "--platform-keys",
                   str(tmp_path / "platform_keys.json"))
     assert bad.returncode == 1 and json.loads(bad.stdout)["verified"] is False
+
+
+def test_cli_with_an_unreadable_key_file_says_so(live_server, tmp_path):
+    (tmp_path / "not-a-key.pem").write_text("hello")
+    done = run_cli("balance", "--api-root", live_server.url, "--merchant-no", "M1", "--app-id", "A1",
+                   "--key", str(tmp_path / "not-a-key.pem"))
+    assert done.returncode == 2 and "cannot use the key" in done.stderr and "Traceback" not in done.stderr

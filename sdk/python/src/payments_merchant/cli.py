@@ -99,8 +99,11 @@ def _client(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Paymen
                                         ("--key", args.key)) if not value]
     if missing:
         parser.error(f"{', '.join(missing)} required (or PAYMENTS_MERCHANT_NO, PAYMENTS_APP_ID, PAYMENTS_KEY_FILE)")
-    return PaymentsClient.from_key_file(args.key, api_root=args.api_root, merchant_no=args.merchant_no,
-                                        app_id=args.app_id, key_version=args.key_version, timeout=args.timeout)
+    try:
+        return PaymentsClient.from_key_file(args.key, api_root=args.api_root, merchant_no=args.merchant_no,
+                                            app_id=args.app_id, key_version=args.key_version, timeout=args.timeout)
+    except (OSError, ValueError, TypeError) as exc:  # unreadable file, not a PEM key, an encrypted key
+        parser.error(f"cannot use the key {args.key}: {exc}")
 
 
 def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Any:
