@@ -169,3 +169,13 @@ def test_wsgi_app_takes_the_platforms_real_delivery_and_refuses_a_key_version_it
     assert event.status == CallbackEvent.Status.PENDING and len(seen) == 1
     attempt = event.attempts.get()
     assert (attempt.http_status, attempt.key_version, attempt.success) == (400, 2, False)
+
+
+def test_max_age_refuses_a_stale_callback_when_asked(rotated_callbacks, clock):
+    keys = platform_public_keys()
+    _, second = rotated_callbacks  # signed at the clock's present
+    assert pm.verify_callback(second, keys, max_age_seconds=300).key_version == 2
+    clock.advance(301)
+    assert pm.verify_callback(second, keys).key_version == 2  # no age check unless asked
+    with pytest.raises(pm.CallbackVerificationError, match="timestamp"):
+        pm.verify_callback(second, keys, max_age_seconds=300)
