@@ -1,0 +1,5 @@
+import sys
+
+from payments_merchant.cli import main
+
+sys.exit(main())
