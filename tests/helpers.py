@@ -108,13 +108,14 @@ def signed_posts_at_once(ctx: MerchantCtx, path: str, params_per_thread: list[di
     return [result for result, _ in outcomes]
 
 
-def screenshot(page, name: str) -> Path:
+def screenshot(page, name: str, *, full_page: bool = True) -> Path:
     """A PNG of what a browser test checks, at the page's CSS width, in $SCREENSHOT_DIR or var/screenshots/
-    (git-ignored), for a person to look at: the tests assert the page's text, not how it looks."""
+    (git-ignored), for a person to look at: the tests assert the page's text, not how it looks. `full_page=False`:
+    the visible window only (a page tens of thousands of pixels tall)."""
     from django.conf import settings
 
     directory = Path(os.environ.get("SCREENSHOT_DIR") or Path(settings.BASE_DIR) / "var" / "screenshots")
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True, scale="css", animations="disabled")
+    page.screenshot(path=str(path), full_page=full_page, scale="css", animations="disabled")
     return path

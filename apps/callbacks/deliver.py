@@ -60,6 +60,20 @@ def next_delay(*, number: int, manual: bool) -> int | None:
     return delays[number - 1]
 
 
+def schedule_after_failure(event: CallbackEvent, *, number: int, manual: bool, error: str,
+                           failed_at: datetime) -> None:
+    """After failed attempt `number` (recorded, or its lease found lost): the next attempt after its delay, counted
+    from the end of this one, or the event is dead (not saved here)."""
+    event.last_error = error
+    delay = next_delay(number=number, manual=manual)
+    if delay is None:
+        event.status, event.next_attempt_at = CallbackEvent.Status.DEAD, None
+        logger.warning("callback event %s (%s %s) is dead after %s attempts: %s", event.pk, event.type,
+                       event.platform_order_no, event.attempts_count, error)
+    else:
+        event.next_attempt_at = failed_at + timedelta(seconds=delay)
+
+
 def callback_body_sign(*, payload: dict, now: datetime) -> tuple[dict, int]:
     """The body of one attempt: business fields + fresh signing fields, signed with the platform key that is
     current now (a rotation takes effect at the next attempt). Returns the body and the key's version."""
@@ -145,14 +159,7 @@ def callback_attempt_record(*, claim: Claim, result: PostResult) -> CallbackEven
     if result.success:
         _delivered(event, now)
     elif event.status != CallbackEvent.Status.DELIVERED:  # else an earlier attempt, counted lost, arrived meanwhile
-        event.last_error = error
-        delay = next_delay(number=claim.number, manual=claim.manual)
-        if delay is None:
-            event.status, event.next_attempt_at = CallbackEvent.Status.DEAD, None
-            logger.warning("callback event %s (%s %s) is dead after %s attempts: %s", event.pk, event.type,
-                           event.platform_order_no, event.attempts_count, error)
-        else:
-            event.next_attempt_at = now + timedelta(seconds=delay)
+        schedule_after_failure(event, number=claim.number, manual=claim.manual, error=error, failed_at=now)
     event.save(update_fields=["locked_until", "status", "delivered_at", "next_attempt_at", "last_error"])
     _hand_off_slot(merchant_id=claim.merchant_id, now=now)
     return event

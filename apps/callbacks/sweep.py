@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from apps.callbacks.deliver import next_delay
+from apps.callbacks.deliver import schedule_after_failure
 from apps.callbacks.enqueue import callback_dispatch
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
 from apps.common.models import Heartbeat
@@ -49,14 +49,8 @@ def callback_lease_expire(*, event_id: int, now: datetime) -> CallbackEvent | No
     attempt = CallbackAttempt.objects.get(event=event, number=event.attempts_count)
     attempt.finished_at, attempt.error = lost_at, LOST_ERROR
     attempt.save(update_fields=["finished_at", "error"])
-    event.locked_until, event.last_error = None, LOST_ERROR
-    delay = next_delay(number=attempt.number, manual=attempt.manual)
-    if delay is None:
-        event.status, event.next_attempt_at = CallbackEvent.Status.DEAD, None
-        logger.warning("callback event %s (%s %s) is dead after %s attempts: %s", event.pk, event.type,
-                       event.platform_order_no, event.attempts_count, LOST_ERROR)
-    else:
-        event.next_attempt_at = lost_at + timedelta(seconds=delay)
+    event.locked_until = None
+    schedule_after_failure(event, number=attempt.number, manual=attempt.manual, error=LOST_ERROR, failed_at=lost_at)
     event.save(update_fields=["locked_until", "last_error", "status", "next_attempt_at"])
     return event
 

@@ -11,12 +11,10 @@ from apps.collection.services import collection_expire
 from apps.ledger.models import Posting
 from tests.collection.conftest import CREATE, balances, order_params
 from tests.helpers import post_json, screenshot
+from tests.support.browser import CHROMIUM, chromium
 from tests.support.wait import wait_until
 
-CHROMIUM = "/usr/bin/chromium"
 PHONE_WIDTH = 390  # a common phone's CSS width
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
 
 pytestmark = [
     pytest.mark.browser,
@@ -27,22 +25,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def browser():
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an asyncio loop on this thread; Django's ORM calls from the test body are
-    # still plain synchronous code, so its async-safety guard is lifted while the browser is up.
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-            yield browser
-            browser.close()
-    finally:
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+    with chromium() as browser:
+        yield browser
 
 
 @pytest.fixture

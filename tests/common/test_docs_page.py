@@ -11,10 +11,8 @@ from apps.common import signing
 from apps.common.api.schema import EXAMPLE_BALANCE_BUSINESS, EXAMPLE_BALANCE_SIGNATURE, EXAMPLE_COMMON_FIELDS
 from apps.common.errors import ErrorCode
 from tests.helpers import screenshot
+from tests.support.browser import CHROMIUM, chromium
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 DESKTOP = {"width": 1280, "height": 900}
 VECTORS = Path(__file__).parent / "vectors"
 ENDPOINTS = ["/openapi/v1/balance", "/openapi/v1/pay/create", "/openapi/v1/pay/query", "/openapi/v1/payout/create",
@@ -109,20 +107,8 @@ def test_every_endpoint_has_a_worked_request_and_success_envelope_example(schema
 def browser():
     if not os.path.exists(CHROMIUM):
         pytest.skip("needs Debian chromium (make browsers)")
-    from playwright.sync_api import sync_playwright
-
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API keeps an asyncio loop on this thread
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-            yield browser
-            browser.close()
-    finally:
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+    with chromium() as browser:
+        yield browser
 
 
 # Redoc 2 always shows the Redocly logo from this address; the docs page's Content-Security-Policy refuses it, so
@@ -199,19 +185,12 @@ def test_docs_page_in_browser_shows_signing_endpoints_examples_and_error_table(l
     rows = table.locator("tbody tr").evaluate_all("rows => rows.map(r => [...r.cells].map(c => c.innerText.trim()))")
     assert rows == [[error.code, str(error.http_status), error.default_message] for error in ErrorCode]
     assert '"sign_type": "RSA2"' in text or "RSA2" in text
-    screenshot_viewport(desktop, "docs-1280-top")
+    screenshot(desktop, full_page=False, name="docs-1280-top")
     desktop.locator("pre", has_text="app_id=A10000001&currency=PHP").first.scroll_into_view_if_needed()
-    screenshot_viewport(desktop, "docs-1280-signing")
+    screenshot(desktop, full_page=False, name="docs-1280-signing")
     table.scroll_into_view_if_needed()
-    screenshot_viewport(desktop, "docs-1280-errors")
+    screenshot(desktop, full_page=False, name="docs-1280-errors")
     desktop.locator("[data-section-id='operation/pay_create']").scroll_into_view_if_needed()
-    screenshot_viewport(desktop, "docs-1280-pay-create")
+    screenshot(desktop, full_page=False, name="docs-1280-pay-create")
     assert_only_local_requests(desktop)
     assert not console_errors(desktop), desktop.errors
-
-
-def screenshot_viewport(page, name: str) -> None:
-    """The visible 1280 px window only: the whole Redoc page is tens of thousands of pixels tall."""
-    directory = Path(os.environ.get("SCREENSHOT_DIR") or Path(__file__).resolve().parents[2] / "var" / "screenshots")
-    directory.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(directory / f"{name}.png"), animations="disabled")

@@ -7,28 +7,20 @@ from apps.payout.services import payout_create
 from tests.conftest import make_merchant
 from tests.helpers import screenshot
 from tests.payout.conftest import PHP_THRESHOLD, balances, fund, payout_params, staff_user
+from tests.support.browser import chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
 PASSWORD = "pw-for-tests-1"
 FUNDS = 20_000_000
 
 
 @pytest.fixture
-def page(monkeypatch):
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API runs an event loop in this thread; the ORM calls of the test are still synchronous.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+def page():
+    with chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.set_default_timeout(15_000)
         yield page
-        browser.close()
 
 
 @pytest.fixture
