@@ -3,6 +3,7 @@ stores yesterday's. Money moves through the real services; days are days in Asia
 
 import hashlib
 import logging
+import pickle
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -22,7 +23,7 @@ from apps.merchants.models import PlatformKey
 from apps.merchants.services import platform_key_rotate
 from apps.payout import services as payout_services
 from tests.collection.conftest import create_ok as collection_create_ok
-from tests.helpers import assert_error, assert_ok, signed_post
+from tests.helpers import assert_error, assert_ok, at_once, signed_post
 from tests.payout.conftest import new_payout
 
 pytestmark = pytest.mark.django_db
@@ -245,6 +246,21 @@ def test_beat_runs_the_task_at_0030_manila():
         assert schedule.remaining_estimate(last_run) == timedelta(minutes=1)
     with at(D + timedelta(days=1), 0, 30):
         assert schedule.is_due(last_run)[0] is True
+        # Beat keeps its schedule in a shelve file: the crontab pickles, and stays in Manila time.
+        assert pickle.loads(pickle.dumps(schedule)).is_due(last_run)[0] is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_requests_for_a_closed_day_store_it_once_and_serve_the_same(merchant):
+    from apps.ledger.services import statement_get
+
+    with at(D, 9, 0):
+        adjust(merchant, 1_000)
+    with at(D + timedelta(days=1), 9, 0):
+        outcomes = at_once(lambda _: statement_get(merchant=merchant.merchant, currency="PHP", day=D), 4)
+    assert [exc for _, exc in outcomes] == [None] * 4
+    assert len({(result.csv_text, result.signature) for result, _ in outcomes}) == 1
+    assert Statement.objects.get().csv_text == outcomes[0][0].csv_text
 
 
 def test_statement_queries_do_not_grow_with_movements(client, merchant, django_assert_max_num_queries):
