@@ -227,7 +227,8 @@ def _from_stored(stored: Statement, merchant_no: str) -> SignedStatement:
                            stored.signature, stored.key_version)
 
 
-def _statement_build(*, merchant: Merchant, currency: str, day: date, now: datetime | None) -> tuple[SignedStatement, bool]:
+def _statement_build(*, merchant: Merchant, currency: str, day: date,
+                     now: datetime | None) -> tuple[SignedStatement, bool]:
     """The stored statement if there is one; else built and signed with the current platform key, and stored when
     the day is closed and had movements. Returns it and whether this call stored it."""
     stored = Statement.objects.filter(merchant=merchant, currency_id=currency, date=day).first()

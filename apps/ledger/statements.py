@@ -50,7 +50,8 @@ def statement_today(now: datetime | None = None) -> date:
 def day_bounds(day: date) -> tuple[datetime, datetime]:
     """[00:00 of `day`, 00:00 of the next day) in SETTLEMENT_TIME_ZONE, as aware datetimes."""
     zone = settlement_zone()
-    return datetime.combine(day, time.min, tzinfo=zone), datetime.combine(day + timedelta(days=1), time.min, tzinfo=zone)
+    start = datetime.combine(day, time.min, tzinfo=zone)
+    return start, datetime.combine(day + timedelta(days=1), time.min, tzinfo=zone)
 
 
 def day_is_closed(day: date, now: datetime | None = None) -> bool:

@@ -68,7 +68,8 @@ def adjust(ctx, amount: int, currency: str = "PHP") -> None:
 @pytest.fixture
 def two_days(client, merchant):
     """Movements on D (a credit at noon, a D1 pay-in at 23:59) and on D+1 (a credit at 00:01, the D1 release at
-    00:05, a payout hold at 10:00, a large payout held for review at 11:00 and rejected) for `merchant`, all in Manila time."""
+    00:05, a payout hold at 10:00, a large payout held for review at 11:00 and rejected) for `merchant`, in Manila
+    time."""
     with at(D, 12, 0):
         adjust(merchant, 6_000_000)
     with at(D, 23, 59):

@@ -50,7 +50,8 @@ class StatementAccountSerializer(serializers.Serializer):
 class StatementMovementSerializer(serializers.Serializer):
     time = serializers.CharField(help_text="The posting's time, ISO 8601 in the settlement time zone.")
     kind = serializers.CharField(help_text="The posting's kind, e.g. collection.success, hold.place.")
-    cause = serializers.CharField(help_text="What caused it: the order's platform_order_no (an ops reference for adjustments).")
+    cause = serializers.CharField(
+        help_text="What caused it: the order's platform_order_no (an ops reference for adjustments).")
     account = serializers.ChoiceField(choices=["available", "settling", "frozen"])
     amount = serializers.IntegerField(help_text="Signed, minor units.")
     balance = serializers.IntegerField(help_text="The account's balance after this movement.")
