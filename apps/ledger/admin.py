@@ -3,7 +3,7 @@
 from django.contrib import admin
 
 from apps.common.admin import ReadOnlyAdminMixin
-from apps.ledger.models import Entry, Hold, LedgerAccount, Posting
+from apps.ledger.models import Entry, Hold, LedgerAccount, Posting, Statement
 from apps.ledger.selectors import account_balance
 
 
@@ -52,3 +52,14 @@ class HoldAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ["status", "currency"]
     search_fields = ["cause", "merchant__merchant_no"]
     list_select_related = ["merchant"]
+
+
+@admin.register(Statement)
+class StatementAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Stored daily statements (docs/api.md §8), as served to the merchant."""
+
+    list_display = ["id", "merchant", "currency", "date", "key_version", "created_at"]
+    list_filter = ["currency"]
+    search_fields = ["merchant__merchant_no"]
+    list_select_related = ["merchant"]
+    date_hierarchy = "date"

@@ -127,3 +127,25 @@ class Hold(models.Model):
 
     def __str__(self) -> str:
         return f"hold {self.cause} {self.amount} {self.status}"
+
+
+class Statement(models.Model):
+    """A merchant's signed statement of one closed day (in SETTLEMENT_TIME_ZONE) and currency, kept as served:
+    the CSV (signed header + body), the SHA-256 of its body and the platform key version that signed it."""
+
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="statements", db_index=False)
+    currency = models.ForeignKey(Currency, on_delete=models.PROTECT, db_index=False)
+    date = models.DateField()
+    csv_text = models.TextField()
+    digest = models.CharField(max_length=64)
+    signature = models.TextField()
+    key_version = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["merchant", "currency", "date"],
+                                               name="ledger_statement_unique_day")]
+
+    def __str__(self) -> str:
+        return f"statement {self.merchant_id}:{self.currency_id}:{self.date}"

@@ -1,6 +1,8 @@
+from datetime import datetime
+
 from django.db.models import Count, F, Q, Sum
 
-from apps.ledger.models import AccountKind, Entry, Hold, LedgerAccount, Posting
+from apps.ledger.models import MERCHANT_KINDS, AccountKind, Entry, Hold, LedgerAccount, Posting
 
 
 def merchant_balances(*, merchant_id: int, currency: str) -> dict[str, int]:
@@ -24,6 +26,31 @@ def platform_balance(*, currency: str, kind: AccountKind) -> int:
     """The platform's balance of one kind in one currency (0 when the account was never used)."""
     account = LedgerAccount.objects.filter(merchant__isnull=True, currency_id=currency, kind=kind).first()
     return account_balance(account) if account else 0
+
+
+def statement_day_entries(*, merchant_id: int, currency: str, start: datetime, end: datetime) -> tuple[dict, list]:
+    """What a statement shows of one merchant's accounts in one currency over [start, end): the opening per account
+    kind (the sum of its entries whose posting is before `start`) and the entries of the window, posting attached,
+    in posting order. Entries' time is their posting's created_at."""
+    account_ids = list(LedgerAccount.objects.filter(merchant_id=merchant_id, currency_id=currency,
+                                                    kind__in=MERCHANT_KINDS).values_list("pk", flat=True))
+    opening = {kind.value: 0 for kind in MERCHANT_KINDS}
+    if not account_ids:
+        return opening, []
+    opening.update(Entry.objects.filter(account_id__in=account_ids, posting__created_at__lt=start)
+                   .values_list("account__kind").annotate(total=Sum("amount")).values_list("account__kind", "total"))
+    entries = list(Entry.objects.filter(account_id__in=account_ids, posting__created_at__gte=start,
+                                        posting__created_at__lt=end)
+                   .select_related("posting", "account").order_by("posting__created_at", "posting_id", "id"))
+    return opening, entries
+
+
+def statement_merchants_with_movements(*, start: datetime, end: datetime) -> list[tuple[int, str]]:
+    """(merchant_id, currency) of every merchant account moved in [start, end)."""
+    return list(Entry.objects.filter(account__merchant__isnull=False, posting__created_at__gte=start,
+                                     posting__created_at__lt=end)
+                .values_list("account__merchant_id", "currency_id").distinct().order_by("account__merchant_id",
+                                                                                         "currency_id"))
 
 
 def ledger_verify() -> dict:

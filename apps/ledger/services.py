@@ -9,6 +9,7 @@ refuses what must never happen whatever the code does (docs/ledger.md): a postin
 
 import uuid
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
@@ -16,9 +17,12 @@ from django.utils import timezone
 
 from apps.common import audit
 from apps.common.errors import DomainError, ErrorCode
-from apps.ledger.models import MERCHANT_KINDS, AccountKind, Entry, Hold, LedgerAccount, Posting
-from apps.ledger.selectors import merchant_balances
+from apps.ledger.models import MERCHANT_KINDS, AccountKind, Entry, Hold, LedgerAccount, Posting, Statement
+from apps.ledger.selectors import merchant_balances, statement_merchants_with_movements
+from apps.ledger.statements import (SignedStatement, day_bounds, day_is_closed, statement_body, statement_sign,
+                                    statement_today)
 from apps.merchants.models import Merchant, MerchantCurrency
+from apps.merchants.selectors import platform_key_current, platform_private_key
 
 
 class LedgerError(Exception):
@@ -213,3 +217,56 @@ def balance_adjust(*, merchant_no: str, currency: str, amount: int, reason: str,
     balances = merchant_balances(merchant_id=merchant.pk, currency=currency)
     return {"merchant_no": merchant_no, "currency": currency, "available": balances["available"],
             "settling": balances["settling"], "reference": reference}
+
+
+# --- daily statements (docs/api.md §8) -----------------------------------------------------------------------
+
+
+def _from_stored(stored: Statement, merchant_no: str) -> SignedStatement:
+    return SignedStatement(merchant_no, stored.currency_id, stored.date, stored.csv_text, stored.digest,
+                           stored.signature, stored.key_version)
+
+
+def _statement_build(*, merchant: Merchant, currency: str, day: date,
+                     now: datetime | None) -> tuple[SignedStatement, bool]:
+    """The stored statement if there is one; else built and signed with the current platform key, and stored when
+    the day is closed and had movements. Returns it and whether this call stored it."""
+    stored = Statement.objects.filter(merchant=merchant, currency_id=currency, date=day).first()
+    if stored is not None:
+        return _from_stored(stored, merchant.merchant_no), False
+    body, movements = statement_body(merchant_id=merchant.pk, currency=currency, day=day)
+    key = platform_key_current()
+    if key is None:
+        raise RuntimeError("no current platform key: run `manage.py bootstrap`")
+    signed = statement_sign(merchant_no=merchant.merchant_no, currency=currency, day=day, body=body,
+                            key_version=key.version, private_key=platform_private_key(key))
+    if not movements or not day_is_closed(day, now):
+        return signed, False  # today's changes, and a quiet day costs a row per request: built each time
+    try:
+        with transaction.atomic():
+            Statement.objects.create(merchant=merchant, currency_id=currency, date=day, csv_text=signed.csv_text,
+                                     digest=signed.digest, signature=signed.signature, key_version=signed.key_version)
+    except IntegrityError:  # stored meanwhile by the task or another request: serve that one, as every later call will
+        stored = Statement.objects.get(merchant=merchant, currency_id=currency, date=day)
+        return _from_stored(stored, merchant.merchant_no), False
+    return signed, True
+
+
+def statement_get(*, merchant: Merchant, currency: str, day: date, now: datetime | None = None) -> SignedStatement:
+    """A merchant's signed statement of one day and currency: the stored one when present, else built now."""
+    return _statement_build(merchant=merchant, currency=currency, day=day, now=now)[0]
+
+
+def statements_prepare(*, day: date | None = None, now: datetime | None = None) -> int:
+    """Store the statement of `day` (default: yesterday in SETTLEMENT_TIME_ZONE) of every merchant and currency
+    that had movements that day, once: returns how many this call stored (0 when run again, or before the day
+    is closed)."""
+    day = day or statement_today(now) - timedelta(days=1)
+    if not day_is_closed(day, now):
+        return 0
+    start, end = day_bounds(day)
+    done = set(Statement.objects.filter(date=day).values_list("merchant_id", "currency_id"))
+    todo = [pair for pair in statement_merchants_with_movements(start=start, end=end) if pair not in done]
+    merchants = Merchant.objects.in_bulk({merchant_id for merchant_id, _ in todo})
+    return sum(_statement_build(merchant=merchants[merchant_id], currency=currency, day=day, now=now)[1]
+               for merchant_id, currency in todo)

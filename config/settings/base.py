@@ -5,6 +5,8 @@ from pathlib import Path
 
 import environ
 
+from config.schedules import settlement_crontab
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = BASE_DIR / "var"
 
@@ -130,6 +132,9 @@ CELERY_BEAT_SCHEDULE = {
     "collection-expire": {"task": "apps.collection.tasks.expire_due_orders", "schedule": timedelta(seconds=10)},
     "collection-release-d1": {"task": "apps.collection.tasks.release_settlement", "schedule": timedelta(minutes=5)},
     "payout-sweep": {"task": "apps.payout.tasks.sweep_stuck_payouts", "schedule": timedelta(seconds=15)},
+    # Yesterday's statements, after the settlement cut-off and STATEMENT_CLOSE_DELAY_SECONDS (docs/api.md §8).
+    "ledger-daily-statements": {"task": "apps.ledger.tasks.prepare_daily_statements",
+                                "schedule": settlement_crontab(hour=0, minute=30)},
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -185,6 +190,9 @@ PLATFORM_KEY_ENCRYPTION_KEY = env("PLATFORM_KEY_ENCRYPTION_KEY", default="")
 
 # Contract §4: D1 release cut-off time zone.
 SETTLEMENT_TIME_ZONE = env("SETTLEMENT_TIME_ZONE", default="Asia/Manila")
+# A day's statement is stored (and then served as stored) once the day ended this long ago: a posting stamped
+# 23:59:59.9 commits a moment later, and a stored statement never changes.
+STATEMENT_CLOSE_DELAY_SECONDS = env.int("STATEMENT_CLOSE_DELAY_SECONDS", default=600)
 # Contract §5: risk rule "more than N payouts to one payee account within 24 h".
 PAYOUT_VELOCITY_LIMIT = env.int("PAYOUT_VELOCITY_LIMIT", default=5)
 

@@ -7,16 +7,19 @@ without a row in ACTIONS fails `test_every_admin_action_has_a_permission_test` u
 """
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.contrib import admin
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Group, Permission, User
 from django.urls import reverse
+from django.utils import timezone
 
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
 from apps.collection.services import collection_create, collection_notify_paid
-from apps.ledger.services import balance_adjust
+from apps.ledger.services import balance_adjust, statements_prepare
+from apps.ledger.statements import statement_today
 from apps.merchants.models import MerchantKey
 from apps.payout import services as payout_services
 from apps.payout.models import DenyListedAccount, Payout
@@ -59,6 +62,8 @@ def world(merchant, rsa_keys, monkeypatch):
     DenyListedAccount.objects.create(payee_account="0099990000", reason="fraud")
     Group.objects.create(name="Somebody's group")
     someone = User.objects.create_user("someone", password="pw-for-tests-1", is_staff=True)
+    # Today's statement, stored as the daily task would store it once the day is closed.
+    statements_prepare(day=statement_today(), now=timezone.now() + timedelta(days=2))
     return {"auth.user": someone, "payout.payoutreviewqueue": frozen,
             "payout.payout": Payout.objects.get(pk=paid.pk), "callbacks.callbackevent": event,
             "merchants.merchantkey": MerchantKey.objects.get(merchant=merchant.merchant),

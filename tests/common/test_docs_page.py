@@ -15,8 +15,8 @@ from tests.support.browser import CHROMIUM, chromium
 
 DESKTOP = {"width": 1280, "height": 900}
 VECTORS = Path(__file__).parent / "vectors"
-ENDPOINTS = ["/openapi/v1/balance", "/openapi/v1/pay/create", "/openapi/v1/pay/query", "/openapi/v1/payout/create",
-             "/openapi/v1/payout/query", "/currencies"]
+ENDPOINTS = ["/openapi/v1/balance", "/openapi/v1/statement", "/openapi/v1/pay/create", "/openapi/v1/pay/query",
+             "/openapi/v1/payout/create", "/openapi/v1/payout/query", "/currencies"]
 HOME_LINKS = ["/openapi/v1/docs/", "/openapi/v1/schema/", "/currencies", "/admin/", "/healthz"]
 
 

@@ -10,7 +10,7 @@ from apps.common.api.serializers import RequestSerializer
 
 API_SERIALIZER_MODULES = ["apps.collection.api.serializers", "apps.payout.api.serializers",
                           "apps.ledger.api.serializers", "apps.common.api.serializers"]
-CANDIDATES = ["A1", "PHP", "https://shop.example/back"]  # one of them is well formed for every string field
+CANDIDATES = ["A1", "PHP", "https://shop.example/back", "2026-01-01", "json"]  # one of them is well formed for every string field
 PADDINGS = ["{}\n", "{}\r\n", " {}", "{} ", "\t{}", "{}\x0b"]
 
 

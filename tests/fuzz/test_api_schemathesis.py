@@ -23,27 +23,33 @@ import secrets
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 import schemathesis
+from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 from hypothesis import strategies as st
 from werkzeug.test import Client
 
 from apps.channels.models import BankCode
 from apps.common import signing
-from apps.merchants.models import MerchantProduct
+from apps.ledger.statements import statement_verify
+from apps.merchants.models import MerchantProduct, PlatformKey
 from tests.fuzz.conftest import FUZZ_EXAMPLES, fuzz_settings, load_api_schema, requests_keep_the_connection
 from tests.fuzz.oracle import AUTH_CODES, COMMON_FIELDS, assert_envelope, is_flat_signable, passes_signature_layer
 from tests.helpers import signed_post
 
 schema = load_api_schema()
 
-SIGNED_OPERATIONS = {"/openapi/v1/balance", "/openapi/v1/pay/create", "/openapi/v1/pay/query",
+STATEMENT = "/openapi/v1/statement"
+SIGNED_OPERATIONS = {"/openapi/v1/balance", STATEMENT, "/openapi/v1/pay/create", "/openapi/v1/pay/query",
                      "/openapi/v1/payout/create", "/openapi/v1/payout/query"}
 # Which codes each endpoint may answer, besides the signature layer's (contract §2, §3, interface §4).
 BUSINESS_CODES = {
     "/openapi/v1/balance": {"0", "1000", "1001"},
+    STATEMENT: {"0", "1000", "1001"},
     "/openapi/v1/pay/create": {"0", "1000", "1001", "1002", "1003", "2001"},
     "/openapi/v1/pay/query": {"0", "1000", "2002"},
     "/openapi/v1/payout/create": {"0", "1000", "1001", "1002", "1003", "2001", "2003", "2006"},
@@ -76,6 +82,11 @@ def _business_fields(case) -> tuple[set, set]:
     business = set(component["properties"]) - set(COMMON_FIELDS)
     required = set(component.get("required", ())) & business
     return required, business - required
+
+
+def _manila_day(offset: int) -> str:
+    """Today (+ offset days) in the settlement time zone, as the statement's `date` takes it."""
+    return (datetime.now(ZoneInfo(settings.SETTLEMENT_TIME_ZONE)).date() + timedelta(days=offset)).isoformat()
 
 
 @dataclass
@@ -118,6 +129,8 @@ class FuzzState:
             "return_url": ["https://shop.example/return", "http://127.0.0.1/r"],
             "subject": ["Kape at pandesal ☕", "x" * 256],
             "attach": ["order-42", "x" * 512],
+            "date": [_manila_day(0), _manila_day(-1), _manila_day(1), "2026-02-30", "1970-01-01", "1969-12-31"],
+            "format": ["json", "csv", "csv"],
         }.get(name)
         if name == "mch_order_no" and path in CREATE_OPERATIONS:  # mostly new orders, sometimes a replay or 2001
             return st.one_of(FRESH_ORDER_NOS, FRESH_ORDER_NOS, st.sampled_from(pool))
@@ -127,6 +140,8 @@ class FuzzState:
         """A request that succeeds for this merchant; the golden profile perturbs a field or two of it."""
         return {
             "/openapi/v1/balance": lambda: {"currency": "PHP"},
+            STATEMENT: lambda: {"date": _manila_day(0), "currency": "PHP",
+                                "format": data.draw(st.sampled_from(["json", "csv"]), label="format")},
             "/openapi/v1/pay/create": lambda: {
                 "mch_order_no": data.draw(FRESH_ORDER_NOS, label="mch_order_no"), "amount": 10_000, "currency": "PHP",
                 "product_code": self.products["collection"][0], "subject": "Kape", "expire_seconds": 600},
@@ -295,6 +310,18 @@ def test_every_response_is_a_contract_envelope(case, data, fuzz_state):
             fuzz_state.sent_nonces.add(sent["nonce"])
     response, status, content = send(case, sent, edited=prepared.mode in ("valid", "tampered", "broken"))
     context = (prepared.mode, case.path, sent)
+    if _content_type(response).startswith("text/csv"):
+        # statement with format=csv: the one answer that is not the envelope; errors still are (docs/api.md §8).
+        assert case.path == STATEMENT and status == 200 and sent.get("format") == "csv", context
+        assert prepared.signed_ok, f"accepted a request that fails contract §2: {context!r}"
+        key_version = int(content.decode().split("# key_version=", 1)[1].split("\n", 1)[0])
+        key = signing.load_public_key(PlatformKey.objects.get(version=key_version).public_key_pem)
+        assert statement_verify(content.decode(), key), context
+        fuzz_state.modes[prepared.mode] += 1
+        fuzz_state.codes[case.path]["0"] += 1
+        case.validate_response(response, checks=[schemathesis.checks.status_code_conformance,
+                                                 schemathesis.checks.content_type_conformance])
+        return
     body = assert_envelope(status, content, context)
     code = body["code"]
     fuzz_state.modes[prepared.mode] += 1
@@ -325,6 +352,11 @@ def test_every_response_is_a_contract_envelope(case, data, fuzz_state):
 
 
 _wsgi = Client(WSGIHandler())
+
+
+def _content_type(response) -> str:
+    value = response.headers.get("Content-Type") or response.headers.get("content-type") or ""
+    return (value[0] if isinstance(value, list) else value).lower()
 
 
 def send(case, body, *, edited: bool):
