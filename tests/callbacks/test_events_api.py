@@ -269,3 +269,32 @@ def test_resend_resets_nothing_else(client, merchant, dead_event):
     assert (after.attempts_count, after.created_at, after.payload, after.delivered_at, after.last_error) == (
         before.attempts_count, before.created_at, before.payload, before.delivered_at, before.last_error)
     assert after.resend_requested and after.next_attempt_at <= timezone.now()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_a_live_worker_a_resend_arrives_exactly_once_signed_afresh(client, merchant, hooked_merchant,
+                                                                        callback_receiver, live_celery_worker,
+                                                                        settings):
+    import time
+
+    from django.db import transaction
+
+    from apps.callbacks.enqueue import callback_enqueue, collection_success_payload
+    from tests.callbacks.conftest import paid_order
+    from tests.support.wait import wait_until
+
+    settings.CALLBACK_RETRY_DELAYS_SECONDS = []  # the first failure is the last attempt
+    callback_receiver.script(Reply(500, "boom"))
+    with transaction.atomic():
+        event = callback_enqueue(merchant=hooked_merchant, type=T.COLLECTION_SUCCESS, platform_order_no="C1",
+                                 payload=collection_success_payload(paid_order("C1")))
+    wait_until(lambda: CallbackEvent.objects.get(pk=event.pk).status == S.DEAD, what="the event dead")
+    time.sleep(1.1)  # the re-send's timestamp is a later second
+    assert_ok(signed_post(client, merchant, RESEND, {"event_id": event.pk}))
+    first, again = [r.body for r in callback_receiver.wait_for(2)]
+    wait_until(lambda: CallbackEvent.objects.get(pk=event.pk).status == S.DELIVERED, what="the event delivered")
+    time.sleep(1)
+    assert len(callback_receiver.requests) == 2  # one extra attempt, not a new schedule
+    assert again["timestamp"] > first["timestamp"] and again["nonce"] != first["nonce"]
+    assert merchant_verifies(again) and again["platform_order_no"] == first["platform_order_no"] == "C1"
+    assert AuditLog.objects.get(action="callback.resend").actor_label == merchant.merchant_no
