@@ -10,6 +10,7 @@ api_v1 = [
     path("", include("apps.ledger.api.urls")),
     path("", include("apps.collection.api.urls")),
     path("", include("apps.payout.api.urls")),
+    path("", include("apps.callbacks.api.urls")),
     path("schema/", include("apps.common.api.urls")),
     path("docs/", ApiDocsView.as_view(), name="openapi-docs"),  # GET only; before the catch-all below
     # Contract §2: an unknown path under /openapi/v1/ is 1004 whatever the body.

@@ -227,3 +227,6 @@ LOGGING = {
         "django.request": {"level": "ERROR"},
     },
 }
+
+# Merchant self-serve re-send (POST /openapi/v1/callbacks/resend): re-send requests per merchant per minute (1106).
+CALLBACK_RESEND_PER_MINUTE = env.int("CALLBACK_RESEND_PER_MINUTE", default=10)

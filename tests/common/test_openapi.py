@@ -46,3 +46,24 @@ def test_schema_generation_has_no_warnings(db, tmp_path):
     # --fail-on-warn turns any drf-spectacular warning (unresolvable auth, duplicate component names) into an error.
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "schema.yaml"))
     assert (tmp_path / "schema.yaml").read_text().startswith("openapi: 3.0.3")
+
+
+def _request_component(schema: dict, path: str) -> dict:
+    ref = schema["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    return schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+
+
+def test_schema_describes_the_callback_events_endpoints(schema):
+    listing = _request_component(schema, "/openapi/v1/callbacks/list")
+    assert {"platform_order_no", "type", "status", "created_from", "created_to", "limit", "cursor"} <= set(
+        listing["properties"])
+    assert listing["properties"]["limit"]["minimum"] == 1 and listing["properties"]["limit"]["maximum"] == 100
+    enum = {name: schema["components"]["schemas"][listing["properties"][name]["$ref"].rsplit("/", 1)[1]]["enum"]
+            for name in ("type", "status")}
+    assert enum == {"type": ["collection.success", "payout.terminal", "payout.reversed"],
+                    "status": ["pending", "delivered", "dead"]}
+    resend = _request_component(schema, "/openapi/v1/callbacks/resend")
+    assert {"event_id", "platform_order_no", "type"} <= set(resend["properties"])
+    assert not {"event_id", "platform_order_no", "type"} & set(resend.get("required", []))
+    responses = schema["paths"]["/openapi/v1/callbacks/resend"]["post"]["responses"]
+    assert "2001" in responses["409"]["description"] and "2002" in responses["404"]["description"]

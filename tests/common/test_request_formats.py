@@ -9,8 +9,10 @@ from rest_framework import serializers
 from apps.common.api.serializers import RequestSerializer
 
 API_SERIALIZER_MODULES = ["apps.collection.api.serializers", "apps.payout.api.serializers",
-                          "apps.ledger.api.serializers", "apps.common.api.serializers"]
-CANDIDATES = ["A1", "PHP", "https://shop.example/back", "2026-01-01", "json"]  # one of them is well formed for every string field
+                          "apps.ledger.api.serializers", "apps.common.api.serializers",
+                          "apps.callbacks.api.serializers"]
+# One of them is well formed for every string field (a date and a statement format; a callback type and status).
+CANDIDATES = ["A1", "PHP", "https://shop.example/back", "2026-01-01", "json", "payout.terminal", "dead"]
 PADDINGS = ["{}\n", "{}\r\n", " {}", "{} ", "\t{}", "{}\x0b"]
 
 

@@ -33,6 +33,8 @@ from django.core.handlers.wsgi import WSGIHandler
 from hypothesis import strategies as st
 from werkzeug.test import Client
 
+from apps.callbacks.api.serializers import encode_cursor
+from apps.callbacks.models import CallbackEvent
 from apps.channels.models import BankCode
 from apps.common import signing
 from apps.ledger.statements import statement_verify
@@ -45,7 +47,8 @@ schema = load_api_schema()
 
 STATEMENT = "/openapi/v1/statement"
 SIGNED_OPERATIONS = {"/openapi/v1/balance", STATEMENT, "/openapi/v1/pay/create", "/openapi/v1/pay/query",
-                     "/openapi/v1/payout/create", "/openapi/v1/payout/query"}
+                     "/openapi/v1/payout/create", "/openapi/v1/payout/query", "/openapi/v1/callbacks/list",
+                     "/openapi/v1/callbacks/resend"}
 # Which codes each endpoint may answer, besides the signature layer's (contract §2, §3, interface §4).
 BUSINESS_CODES = {
     "/openapi/v1/balance": {"0", "1000", "1001"},
@@ -54,6 +57,9 @@ BUSINESS_CODES = {
     "/openapi/v1/pay/query": {"0", "1000", "2002"},
     "/openapi/v1/payout/create": {"0", "1000", "1001", "1002", "1003", "2001", "2003", "2006"},
     "/openapi/v1/payout/query": {"0", "1000", "2002"},
+    "/openapi/v1/callbacks/list": {"0", "1000"},
+    # 2001: the event is pending (a re-send already queued it); docs/api.md §8.
+    "/openapi/v1/callbacks/resend": {"0", "1000", "2001", "2002"},
 }
 CREATE_OPERATIONS = {"/openapi/v1/pay/create", "/openapi/v1/payout/create"}
 
@@ -97,6 +103,7 @@ class FuzzState:
     other_key: object
     products: dict
     bank_codes: dict
+    events: list = field(default_factory=list)  # ids of the merchant's seeded callback events (dead at first)
     created: dict = field(default_factory=lambda: defaultdict(dict))  # path -> mch_order_no -> platform_order_no
     sent_nonces: set = field(default_factory=set)
     codes: dict = field(default_factory=lambda: defaultdict(Counter))  # path -> Counter of codes
@@ -109,7 +116,10 @@ class FuzzState:
         pool = {"expire_seconds": [59, 86401, 0, -1], "return_url": ["ftp://shop.example/", "javascript:alert(1)",
                 "https://" + "x" * 505], "subject": ["x" * 257], "attach": ["x" * 513], "payee_name": ["x" * 129],
                 "payee_account": ["0012-345", "x" * 65, "١٢٣"], "mch_order_no": ["x" * 65, "FZ A", "FZ/1"],
-                "platform_order_no": ["P-1", "x" * 65], "amount": [0, -1, 2**53, 2**64], "currency": ["php", "PHPX"]}
+                "platform_order_no": ["P-1", "x" * 65], "amount": [0, -1, 2**53, 2**64], "currency": ["php", "PHPX"],
+                "limit": [0, 101, -1], "cursor": ["Y2IxOjA", "x" * 65, "bad cursor", "Y2IxOjQy\n"],
+                "event_id": [0, -1, 2**63], "created_from": [-1, 253402300800], "created_to": [-1, 2**53],
+                "type": ["collection", "payout.terminal ", "DEAD"], "status": ["DEAD", "failed", "dead "]}
         return st.sampled_from(pool.get(name, ["\ud800"]))
 
     def good_values(self, path: str, name: str) -> st.SearchStrategy:
@@ -131,6 +141,13 @@ class FuzzState:
             "attach": ["order-42", "x" * 512],
             "date": [_manila_day(0), _manila_day(-1), _manila_day(1), "2026-02-30", "1970-01-01", "1969-12-31"],
             "format": ["json", "csv", "csv"],
+            "event_id": [*self.events, 2**62],
+            "type": ["collection.success", "payout.terminal", "payout.reversed"],
+            "status": ["pending", "delivered", "dead"],
+            "limit": [1, 20, 100],
+            "cursor": [encode_cursor(pk) for pk in self.events] + [encode_cursor(2**62)],
+            "created_from": [0, int(time.time()) - 60, 253402300799],
+            "created_to": [0, int(time.time()) + 60, 253402300799],
         }.get(name)
         if name == "mch_order_no" and path in CREATE_OPERATIONS:  # mostly new orders, sometimes a replay or 2001
             return st.one_of(FRESH_ORDER_NOS, FRESH_ORDER_NOS, st.sampled_from(pool))
@@ -151,6 +168,9 @@ class FuzzState:
                 "payee_account": "0012345678", "bank_code": self.bank_codes["PHP"][0]},
             "/openapi/v1/pay/query": lambda: {"platform_order_no": self.created["/openapi/v1/pay/create"]["FZ-A"]},
             "/openapi/v1/payout/query": lambda: {"mch_order_no": "FZ-A"},
+            "/openapi/v1/callbacks/list": lambda: {"status": "dead", "limit": 20},
+            "/openapi/v1/callbacks/resend": lambda: {"event_id": data.draw(st.sampled_from(self.events),
+                                                                           label="event_id")},
         }[path]()
 
 
@@ -277,6 +297,12 @@ def fuzz_state(funded_merchant, rsa_keys, client, unthrottled):
         _, answer = signed_post(client, funded_merchant, path, body)
         assert answer["code"] == "0", answer
         state.created[path]["FZ-A"] = answer["data"]["platform_order_no"]
+    # Dead callback events of the merchant, so a re-send can succeed (then 2001 while pending) and the list shows some.
+    for index in range(8):
+        state.events.append(CallbackEvent.objects.create(
+            merchant=funded_merchant.merchant, type=CallbackEvent.Type.COLLECTION_SUCCESS,
+            platform_order_no=f"FZEVENT{index}", payload={"platform_order_no": f"FZEVENT{index}"},
+            status=CallbackEvent.Status.DEAD).pk)
     with requests_keep_the_connection():  # after the seeding: Django's test client reconnects the signal
         yield state
     print("\nfuzz modes:", dict(state.modes))

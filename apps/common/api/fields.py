@@ -85,3 +85,19 @@ def CodeField(*, max_length: int, **kwargs):  # noqa: N802
     return StrictRegexField(CODE_REGEX.format(max_length=max_length), max_length=max_length,
                             error_messages={"invalid": f"must be 1-{max_length} characters of A-Z a-z 0-9 _ -."},
                             **kwargs)
+
+
+class StrictChoiceField(StrictCharField):
+    """One of a fixed set of strings, compared as sent (DRF's ChoiceField would accept str(value) of any type)."""
+
+    default_error_messages = {"invalid_choice": "must be one of: {choices}."}
+
+    def __init__(self, *, choices, **kwargs):
+        self.choices = tuple(choices)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if value not in self.choices:
+            self.fail("invalid_choice", choices=", ".join(self.choices))
+        return value

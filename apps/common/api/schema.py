@@ -4,6 +4,7 @@ shows. The error table is generated from apps/common/errors.py, the worked strin
 
 import json
 
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, inline_serializer
 from rest_framework import serializers
 
@@ -38,6 +39,15 @@ def _common_fields() -> dict:
         "sign_type": serializers.ChoiceField(choices=["RSA2"]),
         "sign": serializers.CharField(help_text="Standard base64 (with padding) RSASSA-PKCS1-v1_5 SHA-256 signature."),
     }
+
+
+class StrictChoiceFieldExtension(OpenApiSerializerFieldExtension):
+    """A StrictChoiceField is a string of a fixed set: an enum in the schema (drf-spectacular sees a CharField)."""
+
+    target_class = "apps.common.api.fields.StrictChoiceField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        return {"type": "string", "enum": list(self.target.choices)}
 
 
 def _codes_for(status: int) -> str:
