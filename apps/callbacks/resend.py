@@ -64,7 +64,7 @@ def callback_resend_by_merchant(*, merchant: Merchant, event_id: int | None = No
                                 platform_order_no: str | None = None, type: str | None = None) -> CallbackEvent:
     """The merchant's own re-send of one of its events (by id, or by platform_order_no and type): the admin's rule,
     one extra attempt at a dead or delivered event. Rate-limited per merchant (1106); another merchant's event is
-    not found (2002), as a missing one; a pending event is refused (2001/409, docs/api.md §8)."""
+    not found (2002), as a missing one; a pending event is refused (2001/409, docs/api.md §9)."""
     # Every request that reaches here spends the budget, found or not, so the endpoint cannot be used to probe ids
     # faster than the limit.
     if not merchant_resend_allowed(merchant_id=merchant.pk):

@@ -1,4 +1,4 @@
-"""Request and response shapes of /callbacks/list and /callbacks/resend (docs/api.md §8; formats contract §1)."""
+"""Request and response shapes of /callbacks/list and /callbacks/resend (docs/api.md §9; formats contract §1)."""
 
 import base64
 import binascii
