@@ -4,14 +4,28 @@ import logging
 import os
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun
+from celery.signals import setup_logging, task_postrun, task_prerun
 from django.db import close_old_connections
+from django_structlog.celery.steps import DjangoStructLogInitStep
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
 app = Celery("payments")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# Logs: a task queued during a request logs that request's request_id (django-structlog's receivers carry it in the
+# task's headers); the worker formats its lines with Django's LOGGING (LOG_FORMAT), not Celery's own format.
+app.steps["worker"].add(DjangoStructLogInitStep)
+
+
+@setup_logging.connect
+def _logging_from_django_settings(**kwargs) -> None:
+    from logging.config import dictConfig
+
+    from django.conf import settings
+
+    dictConfig(settings.LOGGING)
 
 # Database connections in a worker follow the web's rule (CONN_MAX_AGE, CONN_HEALTH_CHECKS), not Celery's default
 # of closing every connection before and after every task: a fresh PostgreSQL connection per task cost more than

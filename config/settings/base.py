@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Redoc's JavaScript for /openapi/v1/docs/, served from our static files (no CDN)
+    "django_structlog",
     "apps.common",
     "apps.currencies",
     "apps.merchants",
@@ -42,6 +43,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "config.logging.RequestIdHeader",
+    "django_structlog.middlewares.RequestMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -213,11 +216,18 @@ CALLBACK_REDISPATCH_SECONDS = env.int("CALLBACK_REDISPATCH_SECONDS", default=30)
 SANDBOX_PAYOUT_SETTLE_SECONDS = env.float("SANDBOX_PAYOUT_SETTLE_SECONDS", default=1.0)
 SANDBOX_PAYOUT_RETURN_SECONDS = env.float("SANDBOX_PAYOUT_RETURN_SECONDS", default=3.0)
 
+# Logs (README, Operations: Logs): stdlib logging and structlog share one handler on stderr. LOG_FORMAT=json writes
+# one JSON object a line (production's default), plain a readable line; both carry the request_id bound by
+# django-structlog's RequestMiddleware, in the request and in every Celery task it queued.
+LOG_FORMAT = env("LOG_FORMAT", default="plain")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "json": {"()": "config.logging.formatter", "json": True},
+        "plain": {"()": "config.logging.formatter", "json": False},
+    },
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["stderr"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
@@ -225,8 +235,15 @@ LOGGING = {
         # request with its status, so django.request's "Not Found: /x", "Unauthorized: /y" for 4xx would be a second
         # line. Its 5xx errors, with their tracebacks, stay.
         "django.request": {"level": "ERROR"},
+        # django-structlog's request_started / request_finished / request_failed would double the access log and
+        # django.request's 5xx line; its task_enqueued / task_started / task_succeeded the worker's own lines.
+        "django_structlog.middlewares": {"level": "CRITICAL"},
+        "django_structlog.celery": {"level": "WARNING"},
     },
 }
+DJANGO_STRUCTLOG_CELERY_ENABLED = True
+DJANGO_STRUCTLOG_TRUST_UPSTREAM_REQUEST_ID = True  # only a well-formed one reaches it (config.logging.RequestIdHeader)
+DJANGO_STRUCTLOG_IP_LOGGING_ENABLED = False
 
 # Merchant self-serve re-send (POST /openapi/v1/callbacks/resend): re-send requests per merchant per minute (1106).
 CALLBACK_RESEND_PER_MINUTE = env.int("CALLBACK_RESEND_PER_MINUTE", default=10)

@@ -22,3 +22,7 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
+
+# One JSON object per log line on stderr, unless LOG_FORMAT=plain.
+LOG_FORMAT = env("LOG_FORMAT", default="json")
+LOGGING["handlers"]["stderr"]["formatter"] = LOG_FORMAT  # noqa: F405
