@@ -3,6 +3,7 @@ from django.urls import include, path, re_path
 
 from apps.common.api.exceptions import api_not_found
 from apps.common.api.views import ApiDocsView
+from config.metrics import metrics
 from config.views import healthz, home
 from apps.currencies.api.views import CurrencyListView
 
@@ -24,6 +25,7 @@ urlpatterns = [
     re_path(r"^openapi/v1$", api_not_found),
     path("pay/", include("apps.collection.urls")),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
 ]
 

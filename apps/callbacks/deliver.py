@@ -22,6 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.callbacks.enqueue import callback_dispatch, callback_url_for
+from apps.callbacks.metrics import attempt_counted
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
 from apps.callbacks.transport import PostResult, post_callback
 from apps.common import signing
@@ -196,4 +197,6 @@ def callback_deliver(*, event_id: int) -> CallbackEvent | None:
                             int((time.monotonic() - started) * 1000))
     if not result.success:
         logger.info("callback event %s attempt %s failed: %s", claim.event_id, claim.number, result.error)
-    return callback_attempt_record(claim=claim, result=result)
+    event = callback_attempt_record(claim=claim, result=result)
+    attempt_counted(event=event, success=result.success)
+    return event

@@ -45,6 +45,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "config.logging.RequestIdHeader",
     "django_structlog.middlewares.RequestMiddleware",
+    "config.metrics.RequestMetrics",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -244,6 +245,11 @@ LOGGING = {
 DJANGO_STRUCTLOG_CELERY_ENABLED = True
 DJANGO_STRUCTLOG_TRUST_UPSTREAM_REQUEST_ID = True  # only a well-formed one reaches it (config.logging.RequestIdHeader)
 DJANGO_STRUCTLOG_IP_LOGGING_ENABLED = False
+
+# Metrics (README, Operations: Metrics): GET /metrics answers clients in these networks, or bearing METRICS_TOKEN
+# (Authorization: Bearer ...); anyone else gets a 404.
+METRICS_ALLOWED_NETWORKS = env.list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.0/8", "::1/128"])
+METRICS_TOKEN = env("METRICS_TOKEN", default="")
 
 # Merchant self-serve re-send (POST /openapi/v1/callbacks/resend): re-send requests per merchant per minute (1106).
 CALLBACK_RESEND_PER_MINUTE = env.int("CALLBACK_RESEND_PER_MINUTE", default=10)

@@ -1,0 +1,131 @@
+"""Prometheus metrics at /metrics (README, Operations: Metrics).
+
+Request latency is a histogram by route template (never the raw path, which holds order numbers), method and status.
+Business gauges (orders by status, due and dead callbacks, the review queue, settlement pending) are read from
+PostgreSQL at scrape time, one GROUP BY query each, so they are right whichever process answers the scrape. The
+endpoint answers only clients in METRICS_ALLOWED_NETWORKS or bearing METRICS_TOKEN; anyone else gets a 404.
+"""
+
+import hmac
+import ipaddress
+import os
+import time
+
+from django.conf import settings
+from django.db.models import Count, Sum
+from django.http import Http404, HttpResponse
+from django.utils import timezone
+from prometheus_client import REGISTRY, CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+REQUEST_SECONDS = Histogram("payments_http_request_duration_seconds", "Request latency by route, method and status.",
+                            ["route", "method", "status"])
+
+
+def route_of(request) -> str:
+    """The URL pattern that answered (`openapi/v1/payout/create`, `pay/<str:platform_order_no>`), not the path."""
+    match = getattr(request, "resolver_match", None)
+    if match is None:
+        return "unmatched"
+    return match.route or match.view_name or "unmatched"
+
+
+class RequestMetrics:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        started = time.perf_counter()
+        response = self.get_response(request)
+        REQUEST_SECONDS.labels(route_of(request), request.method, str(response.status_code)).observe(
+            time.perf_counter() - started)
+        return response
+
+
+class DatabaseCollector:
+    """Gauges read at scrape time (one GROUP BY query each)."""
+
+    def collect(self):
+        from apps.callbacks.models import CallbackEvent
+        from apps.collection.models import CollectionOrder
+        from apps.payout.models import Payout
+
+        collection = GaugeMetricFamily("payments_collection_orders", "Collection orders by status.", labels=["status"])
+        for row in CollectionOrder.objects.order_by().values("status").annotate(n=Count("pk")):
+            collection.add_metric([row["status"]], row["n"])
+        yield collection
+
+        payouts = GaugeMetricFamily("payments_payout_orders", "Payout orders by status.", labels=["status"])
+        frozen = 0
+        for row in Payout.objects.order_by().values("status").annotate(n=Count("pk")):
+            payouts.add_metric([row["status"]], row["n"])
+            frozen += row["n"] if row["status"] == Payout.Status.FROZEN else 0
+        yield payouts
+        yield GaugeMetricFamily("payments_payout_review_queue", "FROZEN payouts waiting for a reviewer.", value=frozen)
+
+        now = timezone.now()
+        due = dead = 0
+        for row in (CallbackEvent.objects.order_by().filter(status__in=[CallbackEvent.Status.PENDING,
+                                                                          CallbackEvent.Status.DEAD])
+                    .values("status").annotate(n=Count("pk", filter=_due_or_dead(now)))):
+            if row["status"] == CallbackEvent.Status.PENDING:
+                due = row["n"]
+            else:
+                dead = row["n"]
+        yield GaugeMetricFamily("payments_callbacks_due", "Pending callback events whose next attempt is due.",
+                                value=due)
+        yield GaugeMetricFamily("payments_callbacks_dead", "Callback events given up on (dead).", value=dead)
+
+        count = GaugeMetricFamily("payments_settlement_pending_orders",
+                                  "Successful D1 collection orders not yet released, per currency.", labels=["currency"])
+        amount = GaugeMetricFamily("payments_settlement_pending_amount",
+                                   "Their amount in minor units, per currency.", labels=["currency"])
+        for row in (CollectionOrder.objects.order_by()
+                    .filter(settlement="D1", status=CollectionOrder.Status.SUCCESS, settled_at__isnull=True)
+                    .values("currency_id").annotate(n=Count("pk"), total=Sum("amount"))):
+            count.add_metric([row["currency_id"]], row["n"])
+            amount.add_metric([row["currency_id"]], row["total"] or 0)
+        yield count
+        yield amount
+
+
+def _due_or_dead(now):
+    from django.db.models import Q
+
+    return Q(status="dead") | Q(status="pending", next_attempt_at__lte=now)
+
+
+_database_registry = CollectorRegistry(auto_describe=False)
+_database_registry.register(DatabaseCollector())
+
+
+def _process_registry():
+    """This process's counters, or every process's when PROMETHEUS_MULTIPROC_DIR is set (gunicorn workers, Celery
+    workers each write their own files there)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return registry
+    return REGISTRY
+
+
+def allowed(request) -> bool:
+    token = settings.METRICS_TOKEN
+    header = request.headers.get("Authorization", "")
+    if token and header.startswith("Bearer ") and hmac.compare_digest(header[7:].encode(), token.encode()):
+        return True
+    try:
+        client = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
+    except ValueError:
+        return False
+    return any(client in ipaddress.ip_network(network, strict=False) for network in settings.METRICS_ALLOWED_NETWORKS)
+
+
+def metrics(request):
+    """GET /metrics in Prometheus' text format; a 404 for anyone not allowed (its existence is not revealed)."""
+    if request.method != "GET" or not allowed(request):
+        raise Http404
+    body = generate_latest(_process_registry()) + generate_latest(_database_registry)
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,84 @@
+"""GET /metrics (issue 18, item 6): internal only, and it counts what just happened."""
+
+import re
+
+import pytest
+from django.test import override_settings
+
+from apps.callbacks.enqueue import callback_enqueue
+from apps.callbacks.metrics import attempt_counted
+from apps.callbacks.models import CallbackEvent
+from apps.payout.models import Payout
+from tests.payout.conftest import PHP_THRESHOLD, create, fund
+
+pytestmark = pytest.mark.django_db
+
+
+def scrape(client, **extra) -> str:
+    response = client.get("/metrics", **extra)
+    assert response.status_code == 200, response.status_code
+    return response.content.decode()
+
+
+def value(text: str, name: str, **labels) -> float:
+    """The sample `name{labels}` (labels in any order; others allowed), 0 when absent."""
+    for line in text.splitlines():
+        match = re.fullmatch(r"([a-zA-Z_:]+)(?:\{(.*)\})? (\S+)", line)
+        if not match or match.group(1) != name:
+            continue
+        have = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            return float(match.group(3))
+    return 0.0
+
+
+def test_a_client_outside_the_allowed_networks_gets_a_404(client):
+    assert client.get("/metrics", REMOTE_ADDR="203.0.113.9").status_code == 404
+    assert client.get("/metrics", REMOTE_ADDR="10.1.2.3").status_code == 404  # private, but not listed by default
+
+
+@override_settings(METRICS_TOKEN="s3cret-metrics-token")
+def test_a_wrong_token_gets_a_404_and_the_right_one_is_let_in(client):
+    outside = {"REMOTE_ADDR": "203.0.113.9"}
+    assert client.get("/metrics", headers={"Authorization": "Bearer wrong"}, **outside).status_code == 404
+    assert client.get("/metrics", headers={"Authorization": "s3cret-metrics-token"}, **outside).status_code == 404
+    scrape(client, headers={"Authorization": "Bearer s3cret-metrics-token"}, **outside)
+
+
+@override_settings(METRICS_ALLOWED_NETWORKS=["10.0.0.0/8"])
+def test_a_listed_private_network_is_let_in(client):
+    scrape(client, REMOTE_ADDR="10.1.2.3")
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 404
+
+
+def test_a_signed_payout_create_raises_the_request_count_of_its_route_and_code(client, merchant):
+    route = {"route": "openapi/v1/payout/create", "method": "POST", "status": "200"}
+    before = value(scrape(client), "payments_http_request_duration_seconds_count", **route)
+    fund(merchant, 100_000_000)
+    status, body = create(client, merchant)
+    assert (status, body["code"]) == (200, "0")
+    after = scrape(client)
+    assert value(after, "payments_http_request_duration_seconds_count", **route) == before + 1
+    assert body["data"]["platform_order_no"] not in after  # routes, never raw paths or order numbers
+
+
+def test_a_frozen_payout_raises_the_review_queue_gauge(client, merchant):
+    before = scrape(client)
+    assert value(before, "payments_payout_review_queue") == 0
+    fund(merchant, 100_000_000)
+    status, body = create(client, merchant, amount=PHP_THRESHOLD + 1)
+    assert Payout.objects.get().status == Payout.Status.FROZEN
+    after = scrape(client)
+    assert value(after, "payments_payout_review_queue") == 1
+    assert value(after, "payments_payout_orders", status="FROZEN") == 1
+
+
+def test_a_dead_callback_raises_the_dead_gauge(client, merchant):
+    assert value(scrape(client), "payments_callbacks_dead") == 0
+    event = callback_enqueue(merchant=merchant.merchant, type=CallbackEvent.Type.COLLECTION_SUCCESS,
+                             platform_order_no="C1", payload={"platform_order_no": "C1"})
+    CallbackEvent.objects.filter(pk=event.pk).update(status=CallbackEvent.Status.DEAD, next_attempt_at=None)
+    after = scrape(client)
+    assert value(after, "payments_callbacks_dead") == 1
+    attempt_counted(event=CallbackEvent.objects.get(pk=event.pk), success=False)
+    assert value(scrape(client), "payments_callback_attempts_total", outcome="dead") >= 1
