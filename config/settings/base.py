@@ -6,6 +6,7 @@ from pathlib import Path
 import environ
 
 from config.schedules import settlement_crontab
+from config.sentry import sentry_init
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -250,6 +251,14 @@ DJANGO_STRUCTLOG_IP_LOGGING_ENABLED = False
 # (Authorization: Bearer ...); anyone else gets a 404.
 METRICS_ALLOWED_NETWORKS = env.list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.0/8", "::1/128"])
 METRICS_TOKEN = env("METRICS_TOKEN", default="")
+
+# Sentry (README, Operations: Sentry): errors of the web and the workers are sent when SENTRY_DSN is set; no
+# personal data, no request bodies, no local variables. Unset: the SDK is not initialised at all.
+SENTRY_DSN = env("SENTRY_DSN", default="")
+SENTRY_ENVIRONMENT = env("SENTRY_ENVIRONMENT", default="")
+SENTRY_TRACES_SAMPLE_RATE = env.float("SENTRY_TRACES_SAMPLE_RATE", default=0.0)
+SENTRY_ENABLED = sentry_init(dsn=SENTRY_DSN, environment=SENTRY_ENVIRONMENT,
+                             traces_sample_rate=SENTRY_TRACES_SAMPLE_RATE)
 
 # Merchant self-serve re-send (POST /openapi/v1/callbacks/resend): re-send requests per merchant per minute (1106).
 CALLBACK_RESEND_PER_MINUTE = env.int("CALLBACK_RESEND_PER_MINUTE", default=10)
