@@ -12,10 +12,10 @@ import os
 import time
 
 from django.conf import settings
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 from django.http import Http404, HttpResponse
 from django.utils import timezone
-from prometheus_client import REGISTRY, CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 REQUEST_SECONDS = Histogram("payments_http_request_duration_seconds", "Request latency by route, method and status.",
@@ -77,7 +77,8 @@ class DatabaseCollector:
         yield GaugeMetricFamily("payments_callbacks_dead", "Callback events given up on (dead).", value=dead)
 
         count = GaugeMetricFamily("payments_settlement_pending_orders",
-                                  "Successful D1 collection orders not yet released, per currency.", labels=["currency"])
+                                  "Successful D1 collection orders not yet released, per currency.",
+                                  labels=["currency"])
         amount = GaugeMetricFamily("payments_settlement_pending_amount",
                                    "Their amount in minor units, per currency.", labels=["currency"])
         for row in (CollectionOrder.objects.order_by()
@@ -90,8 +91,6 @@ class DatabaseCollector:
 
 
 def _due_or_dead(now):
-    from django.db.models import Q
-
     return Q(status="dead") | Q(status="pending", next_attempt_at__lte=now)
 
 
