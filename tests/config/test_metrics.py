@@ -82,3 +82,28 @@ def test_a_dead_callback_raises_the_dead_gauge(client, merchant):
     assert value(after, "payments_callbacks_dead") == 1
     attempt_counted(event=CallbackEvent.objects.get(pk=event.pk), success=False)
     assert value(scrape(client), "payments_callback_attempts_total", outcome="dead") >= 1
+
+
+def test_a_pay_page_is_counted_by_its_pattern_not_its_token(client):
+    client.get("/pay/tok-SECRETISH-123456")
+    text = scrape(client)
+    assert "tok-SECRETISH-123456" not in text
+    assert value(text, "payments_http_request_duration_seconds_count", route="pay/(?P<pay_token>.*)$") >= 1
+
+
+def test_a_due_callback_raises_the_due_gauge_and_a_delivery_is_timed(client, merchant):
+    assert value(scrape(client), "payments_callbacks_due") == 0
+    event = callback_enqueue(merchant=merchant.merchant, type=CallbackEvent.Type.COLLECTION_SUCCESS,
+                             platform_order_no="C2", payload={"platform_order_no": "C2"})
+    CallbackEvent.objects.filter(pk=event.pk).update(next_attempt_at=event.created_at)
+    assert value(scrape(client), "payments_callbacks_due") == 1
+
+    before = value(scrape(client), "payments_callback_delivery_seconds_count")
+    delivered = value(scrape(client), "payments_callback_attempts_total", outcome="delivered")
+    CallbackEvent.objects.filter(pk=event.pk).update(status=CallbackEvent.Status.DELIVERED,
+                                                      delivered_at=event.created_at)
+    attempt_counted(event=CallbackEvent.objects.get(pk=event.pk), success=True)
+    text = scrape(client)
+    assert value(text, "payments_callback_delivery_seconds_count") == before + 1
+    assert value(text, "payments_callback_attempts_total", outcome="delivered") == delivered + 1
+    assert value(text, "payments_callbacks_due") == 0
