@@ -165,5 +165,23 @@ class Migration(migrations.Migration):
             model_name='entry',
             constraint=models.CheckConstraint(condition=models.Q(('amount', 0), _negated=True), name='ledger_entry_non_zero'),
         ),
+        migrations.CreateModel(
+            name='Statement',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('date', models.DateField()),
+                ('csv_text', models.TextField()),
+                ('digest', models.CharField(max_length=64)),
+                ('signature', models.TextField()),
+                ('key_version', models.PositiveIntegerField()),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('currency', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, to='currencies.currency')),
+                ('merchant', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='statements', to='merchants.merchant')),
+            ],
+            options={
+                'ordering': ['id'],
+                'constraints': [models.UniqueConstraint(fields=('merchant', 'currency', 'date'), name='ledger_statement_unique_day')],
+            },
+        ),
         migrations.RunSQL(INVARIANTS_SQL, INVARIANTS_DROP_SQL),
     ]
