@@ -35,8 +35,10 @@ run: install-run
 	uv run python -m config.embedded_postgres $(MAKE) --no-print-directory serve
 
 # The part of `run` that needs the database; on its own only with DATABASE_URL or a running `make run`.
+# PROMETHEUS_MULTIPROC_DIR, emptied here: /metrics adds up the web's and the Celery worker's counters.
 serve: bootstrap
-	uv run honcho start -f Procfile
+	rm -rf var/prometheus && mkdir -p var/prometheus
+	PROMETHEUS_MULTIPROC_DIR=$(CURDIR)/var/prometheus uv run honcho start -f Procfile
 
 # Debian's chromium drives the hosted-page and admin browser tests (playwright cannot download browsers here).
 browsers:
