@@ -46,6 +46,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "config.logging.RequestIdHeader",
     "django_structlog.middlewares.RequestMiddleware",
+    "config.logging.RequestIdEcho",
     "config.metrics.RequestMetrics",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
