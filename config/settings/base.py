@@ -115,7 +115,8 @@ if REDIS_URL:
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "cache_table"}}
     _broker_dir = VAR_DIR / "broker"
-    CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://")
+    # "localhost" means nothing to the filesystem transport; without a host kombu warns on every connection.
+    CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://localhost/")
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
