@@ -158,8 +158,13 @@ def code_step(request):
     if request.method == "POST" and form.is_valid():
         if _locked(request, user):
             return _failed_response(request, user, form)
+        devices = _devices_for(user, form.cleaned_data["code"])
+        if _throttled(devices):
+            form.add_error("code", THROTTLED)
+            return _render(request, "admin/signin/code.html", {"title": "Second factor", "form": form,
+                                                                "username": user.get_username()}, status=429)
         with transaction.atomic():
-            device = _match(user, form.cleaned_data["code"])
+            device = _match(devices, form.cleaned_data["code"])
         if device is not None:
             pending = _sign_in(request, user, device)
             if isinstance(device, StaticDevice):
@@ -182,9 +187,24 @@ def _failed_response(request, user, form):
                                                         "username": user.get_username()})
 
 
-def _match(user, code: str):
-    """The device this code belongs to (the authenticator first), or None. Each device throttles guesses itself."""
-    for device in sorted(devices_for_user(user, confirmed=True), key=lambda d: isinstance(d, StaticDevice)):
+def _throttled(devices) -> bool:
+    """A device refuses codes for a moment after a wrong one (django-otp: 1 s, then 2, 4, 8, ...)."""
+    return any(not device.verify_is_allowed()[0] for device in devices)
+
+
+THROTTLED = "Too many wrong codes in a row: wait a few seconds, then enter the code your app shows then."
+
+
+def _devices_for(user, code: str) -> list:
+    """The devices a code is for: six digits, the authenticator; anything else, the recovery codes. A recovery code
+    never counts as a wrong authenticator code (which would throttle the authenticator)."""
+    kind = TOTPDevice if code.isdigit() and len(code) == 6 else StaticDevice
+    return [device for device in devices_for_user(user, confirmed=True) if isinstance(device, kind)]
+
+
+def _match(devices: list, code: str):
+    """The device this code belongs to, or None. Each device throttles guesses itself."""
+    for device in devices:
         if device.verify_token(code):
             return device
     return None
@@ -208,6 +228,9 @@ def enrol_step(request):
     if request.method == "POST" and form.is_valid():
         if _locked(request, user):
             return _failed_response(request, user, form)
+        if _throttled([device]):
+            form.add_error("code", THROTTLED)
+            return _render(request, "admin/signin/enrol.html", _enrol_context(device, form, user), status=429)
         with transaction.atomic():
             if device.verify_token(form.cleaned_data["code"]):
                 device.confirmed = True
@@ -222,12 +245,14 @@ def enrol_step(request):
                            status=settings.AXES_HTTP_RESPONSE_CODE)
         form.add_error("code", "That code is not right: check the time on your phone, and enter the code the app "
                                "shows now.")
+    return _render(request, "admin/signin/enrol.html", _enrol_context(device, form, user))
+
+
+def _enrol_context(device, form, user) -> dict:
     secret = base64.b32encode(device.bin_key).decode()
-    return _render(request, "admin/signin/enrol.html", {
-        "title": "Set up your authenticator app", "form": form, "username": user.get_username(),
-        "secret": " ".join(secret[i:i + 4] for i in range(0, len(secret), 4)),
-        "qr_svg": mark_safe(segno.make(device.config_url, error="m").svg_inline(scale=5)),
-    })
+    return {"title": "Set up your authenticator app", "form": form, "username": user.get_username(),
+            "secret": " ".join(secret[i:i + 4] for i in range(0, len(secret), 4)),
+            "qr_svg": mark_safe(segno.make(device.config_url, error="m").svg_inline(scale=5))}
 
 
 password_step = PasswordStep.as_view()

@@ -37,7 +37,7 @@ def fresh_totp_code(device: TOTPDevice) -> str:
     """A code of a time step this device has not accepted yet (a TOTP code works once): waits for the next step if
     the current one was used (a second sign-in of the same user within 30 s)."""
     device.refresh_from_db()
-    while device.t() <= (device.last_t or -1):
+    while int((time.time() - device.t0) // device.step) <= device.last_t:
         time.sleep(0.5)
     return totp_code(device)
 
