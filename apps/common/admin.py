@@ -74,9 +74,26 @@ class SettingsHistoryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="changes (old \u2192 new)")
     def changes(self, event):
-        rows = [(name, "\u2014" if old is None else old, "\u2014" if new is None else new)
-                for name, (old, new) in event_changes(event).items()]
+        rows = [(name, _shown(name, old), _shown(name, new)) for name, (old, new) in event_changes(event).items()]
         return format_html_join(mark_safe("<br>"), "<b>{}</b>: {} \u2192 {}", rows) or "\u2014"
+
+    def get_fields(self, request, obj=None):
+        return ["pgh_created_at_display", "pgh_label", "changed_object", "who", "changes"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.get_fields(request, obj)
+
+
+MASKED_FIELDS = {"payee_account"}  # shown as on every other admin page: the last four digits
+
+
+def _shown(name: str, value) -> str:
+    if value is None:
+        return "\u2014"
+    text = str(value)
+    if name in MASKED_FIELDS:
+        return "\u2022\u2022\u2022\u2022" + text[-4:]
+    return text if len(text) <= 60 else f"{text[:40]}\u2026 ({len(text)} characters)"
 
 
 def register_settings_history() -> None:
