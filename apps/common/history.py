@@ -1,4 +1,4 @@
-"""The settings audit trail (issue 17, docs/back-office.md): django-pghistory's database triggers write an event row
+"""The settings audit trail (issue 17, docs/staff-access.md): django-pghistory's database triggers write an event row
 for every insert, update and delete of a tracked model (merchants, apps, keys, products, fees, thresholds,
 currencies, channels, bank codes, the deny list), whatever path made the change: the admin, a service, a command, a
 shell, raw SQL. Who made it comes from the pghistory context of the transaction: the admin user (middleware below),

@@ -23,7 +23,7 @@ class AuditLog(models.Model):
         indexes = [models.Index(fields=["object_type", "object_id"]),
                    models.Index(fields=["action"], name="audit_action_idx")]
         # Append-only by the database's own rule: a trigger refuses UPDATE and DELETE of an audit row, from any
-        # session, the application's or a console's (docs/back-office.md).
+        # session, the application's or a console's (docs/staff-access.md).
         triggers = [pgtrigger.Protect(name="auditlog_append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
 
     def __str__(self) -> str:

@@ -284,7 +284,7 @@ MIDDLEWARE.insert(MIDDLEWARE.index("apps.common.staff_signin.AdminRequiresSecond
 MIDDLEWARE.append("axes.middleware.AxesMiddleware")
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 
-# Failed sign-ins (docs/back-office.md): a wrong password, or a wrong second-factor code, counts as a failure of that
+# Failed sign-ins (docs/staff-access.md): a wrong password, or a wrong second-factor code, counts as a failure of that
 # username from that address; AXES_FAILURE_LIMIT of them lock that pair out for AXES_COOLOFF_HOURS (an administrator
 # lifts it sooner: manage.py axes_reset_username NAME). A success resets the count. Each TOTP device also slows
 # down guessing by itself (django-otp's throttling: 1, 2, 4, ... s after each wrong code).
@@ -294,7 +294,7 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "admin/signin/locked_out.html"
 AXES_VERBOSE = False
-AXES_ENABLE_ADMIN = False  # a lock is lifted with manage.py axes_reset_username (docs/back-office.md)
+AXES_ENABLE_ADMIN = False  # a lock is lifted with manage.py axes_reset_username (docs/staff-access.md)
 # A proxy in front (BEHIND_PROXY=true) is the one to ask for the client's address, and for the scheme (below).
 BEHIND_PROXY = env.bool("BEHIND_PROXY", default=False)
 AXES_IPWARE_PROXY_COUNT = 1 if BEHIND_PROXY else None
@@ -316,7 +316,7 @@ OTP_TOTP_ISSUER = env("OTP_TOTP_ISSUER", default="Payment Platform")
 OTP_TOTP_TOLERANCE = 1
 STAFF_RECOVERY_CODES = 10
 
-# Settings audit trail (django-pghistory, docs/back-office.md): triggers write an event row for every insert and
+# Settings audit trail (django-pghistory, docs/staff-access.md): triggers write an event row for every insert and
 # update of the tracked models, from any path; its context carries who (the admin user, or the command and the
 # operator). No context for GET requests.
 PGHISTORY_MIDDLEWARE_METHODS = ("POST", "PUT", "PATCH", "DELETE")

@@ -142,7 +142,8 @@ def test_every_event_table_is_append_only_in_the_database():
     with connection.cursor() as cursor:
         cursor.execute("SELECT tgrelid::regclass::text FROM pg_trigger WHERE tgname LIKE 'pgtrigger_append_only_%%'")
         protected = {row[0] for row in cursor.fetchall()}
-    tables = {event_model._meta.db_table for model in TRACKED_MODELS for event_model in event_models(tracks_model=model)}
+    tables = {event_model._meta.db_table
+              for model in TRACKED_MODELS for event_model in event_models(tracks_model=model)}
     assert tables and tables <= protected
 
 
@@ -179,3 +180,14 @@ def test_create_merchant_output_is_unchanged_by_the_trail(bootstrapped, rsa_keys
 
     created = history(Merchant.objects.get(merchant_no=merchant_no))[0]
     assert created.pgh_label == "insert" and "create_merchant" in event_who(created)
+
+
+def test_a_tracked_object_page_links_to_its_own_history(root_client, merchant, other_merchant):
+    page = root_client.get(f"/admin/merchants/merchant/{merchant.merchant.pk}/change/").content.decode()
+    link = f"/admin/merchants/merchantevent/?pgh_obj={merchant.merchant.pk}"
+    assert f'href="{link}"' in page
+    listed = root_client.get(link).content.decode()
+    assert f"merchant #{merchant.merchant.pk}<" in listed and f"merchant #{other_merchant.merchant.pk}<" not in listed
+    user_page = root_client.get(f"/admin/auth/user/{User.objects.get(username='root').pk}/change/")
+    assert user_page.status_code == 200 and "historylink" in user_page.content.decode()
+    assert "settings-history-link" not in user_page.content.decode()  # an untracked model: no such link

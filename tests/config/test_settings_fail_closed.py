@@ -13,8 +13,9 @@ from django.conf import settings
 
 ROOT = settings.BASE_DIR
 PRODUCTION_VARIABLES = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "PLATFORM_KEY_ENCRYPTION_KEY", "ALLOWED_HOSTS")
-PRODUCTION_ENV = {"DATABASE_URL": "postgres://app@db.invalid:5432/payments", "REDIS_URL": "redis://redis.invalid:6379/0",
-                  "SECRET_KEY": "s" * 50, "PLATFORM_KEY_ENCRYPTION_KEY": "k" * 44, "ALLOWED_HOSTS": "pay.example.com"}
+PRODUCTION_ENV = {"DATABASE_URL": "postgres://app@db.invalid:5432/payments",
+                  "REDIS_URL": "redis://redis.invalid:6379/0", "SECRET_KEY": "s" * 50,
+                  "PLATFORM_KEY_ENCRYPTION_KEY": "k" * 44, "ALLOWED_HOSTS": "pay.example.com"}
 SHOW = ("from django.conf import settings as s; import json; print(json.dumps({'DEBUG': s.DEBUG, "
         "'private_hosts': s.CALLBACK_ALLOW_PRIVATE_HOSTS, 'secret': s.SECRET_KEY, "
         "'proxy': s.SECURE_PROXY_SSL_HEADER, 'axes_proxy_count': s.AXES_IPWARE_PROXY_COUNT, "

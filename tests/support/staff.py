@@ -52,7 +52,8 @@ def admin_login(client, user):
     return client
 
 
-def browser_sign_in(page, base_url: str, username: str, *, password: str = PASSWORD, next_path: str = "/admin/") -> None:
+def browser_sign_in(page, base_url: str, username: str, *, password: str = PASSWORD,
+                    next_path: str = "/admin/") -> None:
     """Signs in through the admin's pages in a real browser: password, then the authenticator's current code. The
     user must have a confirmed authenticator (add_authenticator)."""
     from django.contrib.auth import get_user_model
