@@ -1,5 +1,7 @@
 """Admin building blocks: read-only admins for append-only records, and a page for a one-form admin action."""
 
+from datetime import timezone as dt_timezone
+
 from django.contrib import admin
 from django.template.response import TemplateResponse
 from django.utils.html import format_html_join
@@ -50,7 +52,7 @@ class SettingsHistoryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """The settings audit trail of one tracked model (apps.common.history): every insert, update and delete with who,
     when, and the old and new value of each field that changed. Read-only; the table itself is append-only."""
 
-    list_display = ["pgh_created_at_display", "changed_object", "pgh_label", "who", "changes"]
+    list_display = ["pgh_created_at_display", "changed_object", "change_kind", "who", "changes"]
     list_filter = ["pgh_label"]
     list_select_related = ["pgh_context"]
     list_per_page = 50
@@ -62,7 +64,11 @@ class SettingsHistoryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="when (UTC)", ordering="pgh_id")
     def pgh_created_at_display(self, event):
-        return event.pgh_created_at
+        return f"{event.pgh_created_at.astimezone(dt_timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+
+    @admin.display(description="change", ordering="pgh_label")
+    def change_kind(self, event):
+        return {"insert": "created", "update": "changed", "delete": "deleted"}.get(event.pgh_label, event.pgh_label)
 
     @admin.display(description="object")
     def changed_object(self, event):
@@ -78,7 +84,7 @@ class SettingsHistoryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return format_html_join(mark_safe("<br>"), "<b>{}</b>: {} \u2192 {}", rows) or "\u2014"
 
     def get_fields(self, request, obj=None):
-        return ["pgh_created_at_display", "pgh_label", "changed_object", "who", "changes"]
+        return ["pgh_created_at_display", "change_kind", "changed_object", "who", "changes"]
 
     def get_readonly_fields(self, request, obj=None):
         return self.get_fields(request, obj)

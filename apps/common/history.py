@@ -79,13 +79,13 @@ def event_who(event) -> str:
         return user.get_username() if user else f"user #{metadata['user']}"
     if metadata.get("command"):
         return f"{metadata.get('operator') or '?'} (manage.py {metadata['command']})"
-    return "unknown (no context: a database session outside the application)"
+    return "unknown (outside the application)"
 
 
 def event_changes(event) -> dict[str, tuple[Any, Any]]:
     """{field: (old, new)} of an event row against the previous event of the same object (an insert: old None; a
     delete: new None)."""
-    fields = [f.attname for f in event._meta.concrete_fields if not f.attname.startswith("pgh_")]
+    fields = [f.attname for f in event._meta.concrete_fields if not f.attname.startswith("pgh_") and f.attname != "id"]
     new = {name: getattr(event, name) for name in fields}
     previous = (type(event).objects.filter(pgh_obj_id=event.pgh_obj_id, pgh_id__lt=event.pgh_id)
                 .order_by("-pgh_id").first())
