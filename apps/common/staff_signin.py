@@ -9,6 +9,7 @@ sign-in for django-axes, as a wrong password does.
 """
 
 import base64
+import time
 
 import segno
 from axes.handlers.proxy import AxesProxyHandler
@@ -36,6 +37,7 @@ from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 PENDING = "staff_signin_pending"  # session key: the user who gave the right password, awaiting the second factor
+PENDING_SECONDS = 600  # the second factor must follow the password within this time
 AUTHENTICATOR_NAME = "Authenticator app"
 RECOVERY_NAME = "Recovery codes"
 
@@ -80,7 +82,7 @@ def new_recovery_codes(user) -> list[str]:
 
 def _pending_user(request):
     pending = request.session.get(PENDING)
-    if not pending:
+    if not pending or time.time() - pending.get("at", 0) > PENDING_SECONDS:
         return None
     user = get_user_model().objects.filter(pk=pending["user"], is_active=True, is_staff=True).first()
     if user is not None:
@@ -138,7 +140,7 @@ class PasswordStep(LoginView):
     def form_valid(self, form):
         user = form.get_user()
         self.request.session.cycle_key()
-        self.request.session[PENDING] = {"user": user.pk, "backend": user.backend,
+        self.request.session[PENDING] = {"user": user.pk, "backend": user.backend, "at": time.time(),
                                          "next": self.get_redirect_url()}
         step = "staff-signin-code" if confirmed_authenticator(user) else "staff-signin-enrol"
         return redirect(step)

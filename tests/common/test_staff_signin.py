@@ -169,3 +169,13 @@ def test_a_session_ends_after_a_working_day_without_a_request(client, ada):
         assert in_admin(client)
     with time_machine.travel(start + timedelta(hours=25, minutes=1), tick=False):
         assert not in_admin(client)  # 9 h 1 min since the last request
+
+
+def test_the_code_must_follow_the_password_within_ten_minutes(client, ada):
+    start = timezone.now()
+    with time_machine.travel(start, tick=False):
+        password_step(client)
+    with time_machine.travel(start + timedelta(minutes=11), tick=False):
+        response = code_step(client, totp_code(TOTPDevice.objects.get(user=ada)))
+        assert response["Location"] == "/admin/login/"  # start again, with the password
+        assert not in_admin(client)
