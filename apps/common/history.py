@@ -5,6 +5,7 @@ shell, raw SQL. Who made it comes from the pghistory context of the transaction:
 or the command and its operator (apps.common.management.json_command). Event tables are append-only: a trigger
 refuses UPDATE and DELETE (PGHISTORY_APPEND_ONLY)."""
 
+import functools
 import getpass
 import os
 from typing import Any
@@ -38,7 +39,7 @@ class AdminHistoryContext(HistoryMiddleware):
     requests (the signed API, the pay page) run without one, at no cost."""
 
     def __call__(self, request):
-        if not request.path.startswith(_admin_prefix()):
+        if not request.path.startswith(admin_prefix()):
             return self.get_response(request)
         return super().__call__(request)
 
@@ -50,7 +51,9 @@ class AdminHistoryContext(HistoryMiddleware):
         return context
 
 
-def _admin_prefix() -> str:
+@functools.cache
+def admin_prefix() -> str:
+    """The admin's URL prefix ("/admin/"), worked out once: this runs on every request."""
     from django.urls import reverse
 
     return reverse("admin:index")

@@ -36,6 +36,8 @@ from django_otp import login as otp_login
 from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
+from apps.common.history import admin_prefix
+
 PENDING = "staff_signin_pending"  # session key: the user who gave the right password, awaiting the second factor
 PENDING_SECONDS = 600  # the second factor must follow the password within this time
 AUTHENTICATOR_NAME = "Authenticator app"
@@ -51,7 +53,7 @@ class AdminRequiresSecondFactor:
         self.get_response = get_response
 
     def __call__(self, request):
-        if request.path.startswith(reverse("admin:index")):
+        if request.path.startswith(admin_prefix()):
             user = request.user
             if user.is_authenticated and not user.is_verified():
                 request.user = AnonymousUser()

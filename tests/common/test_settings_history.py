@@ -14,7 +14,7 @@ from apps.common import audit
 from apps.common.history import TRACKED_MODELS, event_changes, event_who, os_user
 from apps.common.models import AuditLog
 from apps.currencies.models import Currency
-from apps.merchants.models import MerchantCurrency, MerchantKey, Product
+from apps.merchants.models import MerchantCurrency, MerchantKey
 from apps.payout.models import DenyListedAccount
 from tests.merchants.test_admin import _empty_inlines
 from tests.support.staff import admin_login
@@ -85,8 +85,8 @@ def test_the_deny_list_added_and_lifted_in_the_admin_is_in_the_trail_with_the_ac
 
 
 def test_a_command_records_the_command_and_who_ran_it(merchant, rsa_keys):
-    from apps.merchants.services import merchant_key_add
     from apps.common import signing
+    from apps.merchants.services import merchant_key_add
 
     merchant_key_add(merchant_no=merchant.merchant_no,
                      public_key_pem=signing.public_key_to_pem(rsa_keys[1].public_key()))
