@@ -19,6 +19,11 @@ install-run: uv
 
 # The running targets' `uv run` (here and in the Procfile under honcho) must not install the dev group again.
 run serve migrate bootstrap: export UV_NO_DEV = 1
+# Development settings, said explicitly: without DJANGO_SETTINGS_MODULE, manage.py, wsgi and celery take production
+# settings, which refuse to start without their secrets (fail closed, README).
+run serve migrate bootstrap: export DJANGO_SETTINGS_MODULE = config.settings.local
+# The suite's settings, whatever a developer's shell exports (pytest-django prefers the environment to pyproject).
+test faults lint: export DJANGO_SETTINGS_MODULE = config.settings.test
 
 migrate: install-run
 	mkdir -p var/broker/queue var/broker/processed

@@ -4,7 +4,9 @@ import sys
 
 
 def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+    # Fail closed: without DJANGO_SETTINGS_MODULE, production settings, which refuse to start without their secrets
+    # (README, Running with production settings). Development sets config.settings.local (make run does).
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

@@ -8,7 +8,9 @@ from celery.signals import setup_logging, task_postrun, task_prerun
 from django.db import close_old_connections
 from django_structlog.celery.steps import DjangoStructLogInitStep
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+# Fail closed: without DJANGO_SETTINGS_MODULE, production settings, which refuse to start without their secrets
+# (README, Running with production settings). Development sets config.settings.local (make run does).
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 
 app = Celery("payments")
 app.config_from_object("django.conf:settings", namespace="CELERY")

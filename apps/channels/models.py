@@ -1,8 +1,10 @@
 from django.db import models
 
+from apps.common.history import tracked
 from apps.currencies.models import Currency
 
 
+@tracked()
 class Channel(models.Model):
     """An upstream provider route: which adapter serves which currency in which direction."""
 
@@ -25,6 +27,7 @@ class Channel(models.Model):
         return self.code
 
 
+@tracked()
 class BankCode(models.Model):
     """The bank code table of interface §4.5: banks and wallets per currency."""
 
