@@ -84,7 +84,7 @@ def test_the_forwarded_scheme_and_address_are_believed_only_behind_a_proxy():
     assert shown["proxy"] == ["HTTP_X_FORWARDED_PROTO", "https"] and shown["axes_proxy_count"] == 1
 
 
-def test_development_settings_are_only_ever_chosen_explicitly():
+def test_development_settings_are_chosen_explicitly_by_what_runs_them():
     procfile = (ROOT / "Procfile").read_text().splitlines()
     assert procfile and all("DJANGO_SETTINGS_MODULE=config.settings.local " in line for line in procfile if line)
     makefile = (ROOT / "Makefile").read_text()
@@ -92,7 +92,26 @@ def test_development_settings_are_only_ever_chosen_explicitly():
     assert "test faults lint: export DJANGO_SETTINGS_MODULE = config.settings.test" in makefile
     assert "DJANGO_SETTINGS_MODULE=config.settings.production" in (ROOT / "Dockerfile").read_text()
     assert "DJANGO_SETTINGS_MODULE: config.settings.production" in (ROOT / "docker-compose.yml").read_text()
-    for entry in ["manage.py", "config/wsgi.py", "config/celery.py"]:
+    for entry in ["config/wsgi.py", "config/celery.py"]:  # manage.py: the test below
         source = (ROOT / entry).read_text()
         assert '"config.settings.local"' not in source, entry
         assert 'setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")' in source, entry
+
+
+def test_manage_py_takes_development_settings_only_beside_a_running_make_run(tmp_path):
+    """make run's second terminal (README): this checkout's embedded PostgreSQL is running and no DATABASE_URL is set,
+    so `manage.py` takes the development settings; a postmaster.pid of a process that is gone, or a DATABASE_URL,
+    and it is production settings again."""
+    show = ["manage.py", "shell", "-c", SHOW]
+    (tmp_path / "postmaster.pid").write_text(f"{os.getpid()}\n{tmp_path}\n0\n5432\n{tmp_path}\n")
+    beside = run(*show, env=bare_environment(EMBEDDED_PGDATA=str(tmp_path)))
+    assert beside.returncode == 0, beside.stderr[-2000:]
+    assert json.loads(beside.stdout.strip().splitlines()[-1])["module"] == "config.settings.local"
+
+    with_url = run(*show, env=bare_environment(EMBEDDED_PGDATA=str(tmp_path), DATABASE_URL="postgres://x@y/z"))
+    assert with_url.returncode != 0 and "config.settings.production needs" in with_url.stderr
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / "postmaster.pid").write_text(f"{gone.stdout.strip()}\n{tmp_path}\n0\n5432\n{tmp_path}\n")
+    stale = run(*show, env=bare_environment(EMBEDDED_PGDATA=str(tmp_path)))
+    assert stale.returncode != 0 and "config.settings.production needs" in stale.stderr
