@@ -1,9 +1,14 @@
 """Admin building blocks: read-only admins for append-only records, and a page for a one-form admin action."""
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import redirect
 from django.template.response import TemplateResponse
+from django.urls import reverse
 
-from apps.common.models import AuditLog
+from apps.common.models import AuditLog, StaffRequest
 
 
 class ReadOnlyAdminMixin:
@@ -38,3 +43,138 @@ class AuditLogAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ["action", "object_type"]
     search_fields = ["object_id", "actor_label", "action"]
     date_hierarchy = "created_at"
+
+
+class StaffReasonForm(forms.Form):
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=255,
+                             help_text="Required. Kept in the audit trail.")
+
+    def clean_reason(self):
+        reason = self.cleaned_data["reason"].strip()
+        if not reason:
+            raise forms.ValidationError("A reason is required.")
+        return reason
+
+
+class BalanceAdjustmentRequestForm(forms.Form):
+    merchant_no = forms.CharField(max_length=32)
+    currency = forms.CharField(max_length=3)
+    amount = forms.IntegerField(help_text="Minor units; negative to debit. Not zero.")
+    reason = forms.CharField(max_length=255, help_text="Why (ticket, correction...). Kept in the audit trail.")
+
+    def clean_currency(self):
+        return self.cleaned_data["currency"].strip().upper()
+
+
+@admin.register(StaffRequest)
+class StaffRequestAdmin(admin.ModelAdmin):
+    """Four eyes for staff changes: what one person asked for, waiting for a second person's decision. A new
+    request here is a balance adjustment; reversals are asked for on the payout list, key uploads on the merchant
+    key page."""
+
+    list_display = ["id", "kind", "summary", "status", "requested_by", "created_at_utc", "decided_by"]
+    list_filter = ["status", "kind"]
+    list_select_related = ["requested_by", "decided_by"]
+    fields = ["kind", "summary", "reason", "status", "requested_by", "created_at_utc", "decided_by",
+              "decided_at_utc", "decision_reason", "result"]
+    readonly_fields = fields
+    actions = ["approve_selected", "reject_selected"]
+
+    @admin.display(description="asked at (UTC)", ordering="created_at")
+    def created_at_utc(self, obj):
+        return f"{obj.created_at:%Y-%m-%d %H:%M:%S} UTC"
+
+    @admin.display(description="decided at (UTC)")
+    def decided_at_utc(self, obj):
+        return f"{obj.decided_at:%Y-%m-%d %H:%M:%S} UTC" if obj.decided_at else "-"
+
+    def _may_decide(self, request) -> bool:
+        from apps.common.staff_requests import KINDS
+
+        return any(request.user.has_perm(spec.permission) for spec in KINDS.values())
+
+    def has_view_permission(self, request, obj=None):
+        return self._may_decide(request) or super().has_view_permission(request, obj)
+
+    def has_module_permission(self, request):
+        return self.has_view_permission(request)
+
+    def has_add_permission(self, request):
+        return request.user.has_perm("common.adjust_balance")
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_decide_permission(self, request) -> bool:
+        return self._may_decide(request)
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        extra_context = {**(extra_context or {}), "show_save": False, "show_save_and_continue": False,
+                         "show_save_and_add_another": False, "show_delete": False}
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def add_view(self, request, form_url="", extra_context=None):
+        from apps.common.staff_requests import StaffRequestRefused, staff_request_create
+
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = BalanceAdjustmentRequestForm(request.POST if request.method == "POST" else None)
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                created = staff_request_create(
+                    kind=StaffRequest.Kind.BALANCE_ADJUSTMENT, requested_by=request.user, reason=data["reason"],
+                    payload={"merchant_no": data["merchant_no"], "currency": data["currency"],
+                             "amount": data["amount"]})
+            except (ValueError, LookupError, KeyError) as exc:
+                form.add_error(None, str(exc) if isinstance(exc, StaffRequestRefused) else f"Refused: {exc}")
+            else:
+                self.message_user(request, f"Balance adjustment requested (request #{created.pk}): it takes effect "
+                                           f"when a second person approves it.", messages.SUCCESS)
+                return redirect(reverse("admin:common_staffrequest_changelist"))
+        return render_action_form(self, request, form=form, title="Ask for a balance adjustment",
+                                  submit_label="Request adjustment",
+                                  intro="A credit (or debit) of a merchant's available balance, as a ledger posting. "
+                                        "It takes effect only when a second person approves it.")
+
+    def _decide(self, request, queryset, *, approve: bool):
+        from apps.common.staff_requests import StaffRequestRefused, staff_request_approve, staff_request_reject
+
+        form = StaffReasonForm(request.POST if "apply" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            service = staff_request_approve if approve else staff_request_reject
+            for pk in queryset.values_list("pk", flat=True):
+                try:
+                    done = service(request_id=pk, approver=request.user, reason=form.cleaned_data["reason"])
+                except (ValueError, LookupError) as exc:
+                    self.message_user(request, f"Request #{pk} refused: {exc}", messages.ERROR)
+                else:
+                    self.message_user(request, f"Request #{pk} {done.get_status_display().lower()}.",
+                                      messages.SUCCESS)
+            return None
+        context = {
+            **self.admin_site.each_context(request), "opts": self.model._meta, "form": form,
+            "title": "Approve requests" if approve else "Reject requests",
+            "intro": "Approving applies each change now, in one transaction with its audit row." if approve
+                     else "A rejected request never takes effect.",
+            "submit_label": "Approve" if approve else "Reject", "requests": queryset,
+            "action": "approve_selected" if approve else "reject_selected",
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "admin/common/staffrequest/action_form.html", context)
+
+    @admin.action(description="Approve selected requests (asks for a reason)", permissions=["decide"])
+    def approve_selected(self, request, queryset):
+        return self._decide(request, queryset, approve=True)
+
+    @admin.action(description="Reject selected requests (asks for a reason)", permissions=["decide"])
+    def reject_selected(self, request, queryset):
+        return self._decide(request, queryset, approve=False)

@@ -13,22 +13,30 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.timesince import timesince
 
+from apps.common.models import StaffRequest
+from apps.common.staff_requests import StaffRequestRefused, staff_request_create
 from apps.currencies.formatting import format_minor
 from apps.payout.models import DenyListedAccount, Payout, PayoutReviewQueue
 from apps.payout.selectors import payout_decisions
 from apps.payout.services import (REVERSE_PERMISSION, REVIEW_PERMISSION, PayoutActionRefused, PayoutNotFound,
-                                  payout_approve, payout_reject, payout_reverse)
+                                  payout_approve, payout_reject)
 
 
-class RejectForm(forms.Form):
+class ReasonForm(forms.Form):
+    """A decision's reason: required for approval and rejection alike (four eyes, docs/back-office.md)."""
+
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=255,
-                             help_text="Required. Sent to the merchant as fail_reason and kept in the audit trail.")
+                             help_text="Required. Kept in the audit trail (sent to the merchant as fail_reason on "
+                                       "a rejection).")
 
     def clean_reason(self):
         reason = self.cleaned_data["reason"].strip()
         if not reason:
-            raise forms.ValidationError("A reason is required to reject a payout.")
+            raise forms.ValidationError("A reason is required to decide a payout.")
         return reason
+
+
+RejectForm = ReasonForm
 
 
 class ReverseForm(forms.Form):
@@ -42,6 +50,12 @@ class ReverseForm(forms.Form):
         for name, bound in (("reversal_amount", payout.amount), ("fee_refund", payout.fee)):
             self.fields[name].validators.append(MaxValueValidator(bound))
             self.fields[name].widget.attrs["max"] = bound
+
+
+def money(amount: int, currency) -> str:
+    """Major units with the currency's own scale and symbol, then its code: '₱50,000.00 PHP'."""
+    text = format_minor(amount, currency)
+    return text if text.startswith(currency.code) else f"{text} {currency.code}"
 
 
 class PayoutDisplayMixin:
@@ -132,7 +146,10 @@ def _action_page(model_admin, request, queryset, *, action: str, title: str, int
         "form": form,
         "submit_label": submit_label,
         "action": action,
-        "payouts": queryset,
+        "payouts": [{"payout": payout, "amount": money(payout.amount, payout.currency),
+                     "fee": money(payout.fee, payout.currency),
+                     "approvals": f"{payout.approvals.filter(decision='APPROVE').count()}/{payout.approvals_required}"}
+                    for payout in queryset.select_related("merchant", "currency")],
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
     }
     return TemplateResponse(request, "admin/payout/action_form.html", context)
@@ -167,20 +184,36 @@ class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
         actions.pop("delete_selected", None)
         return actions
 
-    @admin.action(description="Approve selected payouts", permissions=["review"])
+    @admin.action(description="Approve selected payouts (asks for a reason)", permissions=["review"])
     def approve_selected(self, request, queryset):
-        for payout_id in queryset.values_list("pk", flat=True):
-            self._decide(request, payout_approve, payout_id=payout_id, verb="approved")
+        two = list(queryset.filter(approvals_required__gt=1).values_list("platform_order_no", flat=True))
+        if two:
+            # Four eyes: a payout that needs two approvals is decided on its own page, never by "select all".
+            self.message_user(request, f"Not approved: {', '.join(two)} need two approvals; open each payout's "
+                                       f"decision page. Nothing was approved.", messages.ERROR)
+            return None
+        form = ReasonForm(request.POST if "apply" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            for payout_id in queryset.values_list("pk", flat=True):
+                self._decide(request, payout_approve, payout_id=payout_id, verb="approved",
+                             reason=form.cleaned_data["reason"])
+            return None
+        return _action_page(self, request, queryset.select_related("merchant", "currency"),
+                            action="approve_selected", title="Approve payouts",
+                            intro="Each payout is submitted to its channel after approval. Only payouts that need "
+                                  "one approval can be approved together.",
+                            form=form, submit_label="Approve")
 
     @admin.action(description="Reject selected payouts (asks for a reason)", permissions=["review"])
     def reject_selected(self, request, queryset):
-        form = RejectForm(request.POST if "apply" in request.POST else None)
+        form = ReasonForm(request.POST if "apply" in request.POST else None)
         if form.is_bound and form.is_valid():
             for payout_id in queryset.values_list("pk", flat=True):
                 self._decide(request, payout_reject, payout_id=payout_id, verb="rejected",
                              reason=form.cleaned_data["reason"])
             return None
-        return _action_page(self, request, queryset, action="reject_selected", title="Reject payouts",
+        return _action_page(self, request, queryset.select_related("merchant", "currency"),
+                            action="reject_selected", title="Reject payouts",
                             intro="The frozen amount and fee go back to the merchant's available balance and the "
                                   "merchant receives the REJECTED callback.",
                             form=form, submit_label="Reject")
@@ -190,6 +223,12 @@ class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
             payout = service(payout_id=payout_id, reviewer=request.user, **kwargs)
         except (PayoutActionRefused, PayoutNotFound) as exc:
             self.message_user(request, f"Refused: {exc}", messages.ERROR)
+            return
+        if payout.status == Payout.Status.FROZEN:
+            approvals = payout.approvals.filter(decision="APPROVE").count()
+            self.message_user(request, f"Payout {payout}: your approval is recorded ({approvals}/"
+                                       f"{payout.approvals_required}); a second reviewer must approve it.",
+                              messages.SUCCESS)
             return
         self.message_user(request, f"Payout {payout} {verb}: now {payout.status}.", messages.SUCCESS)
 
@@ -226,25 +265,27 @@ class PayoutAdmin(PayoutDisplayMixin, admin.ModelAdmin):
             form = ReverseForm(request.POST, payout=payout)
             if form.is_valid():
                 try:
-                    payout = payout_reverse(payout_id=payout.pk, actor=request.user, source="admin",
-                                            reversal_amount=form.cleaned_data["reversal_amount"],
-                                            fee_refund=form.cleaned_data["fee_refund"],
-                                            reason=form.cleaned_data["reason"])
-                except (PayoutActionRefused, PayoutNotFound) as exc:
+                    staff_request = staff_request_create(
+                        kind=StaffRequest.Kind.PAYOUT_REVERSAL, requested_by=request.user,
+                        payload={"payout_id": payout.pk, "reversal_amount": form.cleaned_data["reversal_amount"],
+                                 "fee_refund": form.cleaned_data["fee_refund"]},
+                        reason=form.cleaned_data["reason"])
+                except StaffRequestRefused as exc:
                     self.message_user(request, f"Refused: {exc}", messages.ERROR)
                 else:
-                    credited = format_minor(payout.reversal_amount + payout.fee_refund, payout.currency)
-                    self.message_user(request, f"Payout {payout} reversed: {credited} back to the merchant's "
-                                               f"available balance.", messages.SUCCESS)
+                    self.message_user(request, f"Reversal requested (request #{staff_request.pk}): it takes effect "
+                                               f"when a second person with the reverse role approves it.",
+                                      messages.SUCCESS)
                 return None
         else:
             form = ReverseForm(initial={"reversal_amount": payout.amount, "fee_refund": payout.fee}, payout=payout)
         return _action_page(self, request, queryset, action="reverse_selected", title=f"Reverse payout {payout}",
                             intro=f"Amount {format_minor(payout.amount, payout.currency)}, fee "
                                   f"{format_minor(payout.fee, payout.currency)} (minor units: {payout.amount} and "
-                                  f"{payout.fee}). The reversal credits the merchant's available balance once and "
-                                  f"sends the payout.reversed callback; the status stays SUCCESS.",
-                            form=form, submit_label="Reverse")
+                                  f"{payout.fee}). This asks for the reversal: once a second person approves it, "
+                                  f"it credits the merchant's available balance once and sends the payout.reversed "
+                                  f"callback; the status stays SUCCESS.",
+                            form=form, submit_label="Request reversal")
 
 
 @admin.register(DenyListedAccount)

@@ -58,7 +58,7 @@ def payout_query_data(payout: Payout) -> dict:
 
 
 def payout_risk_reasons(*, merchant_id: int, currency, amount: int, review_threshold: int,
-                        payee_account: str) -> list[str]:
+                        payee_account: str, dual_approval_threshold: int | None = None) -> list[str]:
     """Why a new payout must wait for a reviewer (contract §5); empty means it is APPROVED at once.
 
     Payout create calls it holding the (merchant, payee account) lock, so two creates to one payee account count
@@ -67,6 +67,9 @@ def payout_risk_reasons(*, merchant_id: int, currency, amount: int, review_thres
     if amount >= review_threshold:
         reasons.append(f"Amount {format_minor(amount, currency)} is at or above the merchant's review threshold "
                        f"{format_minor(review_threshold, currency)}.")
+    if dual_approval_threshold is not None and amount >= dual_approval_threshold:
+        reasons.append(f"Amount is at or above the two-approval threshold "
+                       f"{format_minor(dual_approval_threshold, currency)}: two different reviewers must approve.")
     listed = (DenyListedAccount.objects.filter(Q(currency__isnull=True) | Q(currency=currency),
                                                payee_account=payee_account, is_active=True)
               .order_by("pk").values_list("reason", flat=True).first())

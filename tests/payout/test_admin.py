@@ -3,7 +3,7 @@
 import pytest
 from django.contrib.admin import helpers
 
-from apps.common.models import AuditLog
+from apps.common.models import AuditLog, StaffRequest
 from apps.payout.models import DenyListedAccount, Payout
 from tests.payout.conftest import PHP_FEE, balances, money_snapshot, payout_in, staff_user
 
@@ -11,6 +11,7 @@ pytestmark = pytest.mark.django_db
 
 QUEUE = "/admin/payout/payoutreviewqueue/"
 PAYOUTS = "/admin/payout/payout/"
+REQUESTS = "/admin/common/staffrequest/"
 ACCOUNT = "0012349876"
 
 
@@ -37,8 +38,12 @@ def test_queue_lists_frozen_payouts_oldest_first_with_masked_payee_and_reasons(c
 def test_reviewer_approves_from_the_queue(client, funded, reviewer, django_capture_on_commit_callbacks):
     payout = payout_in(funded, "FROZEN")
     client.force_login(reviewer)
+    page = act(client, QUEUE, "approve_selected", [payout])  # asks for confirmation and a reason first
+    assert page.status_code == 200 and 'name="reason"' in page.content.decode()
+    assert "\u20b150,000.00 PHP" in page.content.decode() and "5000000 PHP" not in page.content.decode()
+    assert Payout.objects.get(pk=payout.pk).status == "FROZEN"
     with django_capture_on_commit_callbacks() as dispatched:
-        response = act(client, QUEUE, "approve_selected", [payout])
+        response = act(client, QUEUE, "approve_selected", [payout], apply="1", reason="known payee, ticket 7")
     assert "approved" in response.content.decode()
     assert Payout.objects.get(pk=payout.pk).status == "APPROVED"
     assert len(dispatched) == 1
@@ -64,7 +69,7 @@ def test_reviewer_who_administers_the_merchant_is_refused_in_the_queue(client, f
     payout = payout_in(funded, "FROZEN")
     client.force_login(reviewer)
     before = money_snapshot(funded)
-    response = act(client, QUEUE, "approve_selected", [payout])
+    response = act(client, QUEUE, "approve_selected", [payout], apply="1", reason="mine")
     assert "administers" in response.content.decode()
     act(client, QUEUE, "reject_selected", [payout], apply="1", reason="mine")
     assert (Payout.objects.get(pk=payout.pk).status, money_snapshot(funded)) == ("FROZEN", before)
@@ -92,18 +97,30 @@ def test_payout_page_is_read_only_masked_and_shows_the_decision_trail(client, fu
     assert client.get(f"{PAYOUTS}{payout.pk}/delete/").status_code == 403
 
 
-def test_ops_reverse_action_asks_for_amounts_then_reverses(client, funded, ops_user, adapter_calls):
+def test_ops_reverse_action_asks_for_amounts_then_a_second_operator_approves(client, funded, ops_user,
+                                                                              adapter_calls):
     payout = payout_in(funded, "SUCCESS", amount=20_000)
     available = balances(funded)["available"]
     client.force_login(ops_user)
     page = act(client, PAYOUTS, "reverse_selected", [payout])
     assert 'name="reversal_amount"' in page.content.decode()
-    act(client, PAYOUTS, "reverse_selected", [payout], apply="1", reversal_amount="20000", fee_refund=str(PHP_FEE),
-        reason="bank return ticket 42")
+    asked = act(client, PAYOUTS, "reverse_selected", [payout], apply="1", reversal_amount="20000",
+                fee_refund=str(PHP_FEE), reason="bank return ticket 42")
+    assert "Reversal requested" in asked.content.decode()
+    assert Payout.objects.get(pk=payout.pk).reversed_at is None  # a request only: nothing moved yet
+    assert balances(funded)["available"] == available
+    request = StaffRequest.objects.get()
+    # The requester may not approve it (four eyes).
+    act(client, REQUESTS, "approve_selected", [request], apply="1", reason="looks right")
+    assert StaffRequest.objects.get().status == "PENDING" and balances(funded)["available"] == available
+    second = staff_user("olga", "Payout operations")
+    client.force_login(second)
+    act(client, REQUESTS, "approve_selected", [request], apply="1", reason="checked the bank return")
     payout.refresh_from_db()
     assert (payout.reversal_amount, payout.fee_refund) == (20_000, PHP_FEE)
     assert balances(funded)["available"] == available + 20_000 + PHP_FEE
-    assert AuditLog.objects.get(action="payout.reverse").actor == ops_user
+    assert AuditLog.objects.get(action="payout.reverse").actor == second
+    assert StaffRequest.objects.get().status == "APPROVED"
 
 
 @pytest.mark.parametrize("amount, fee_refund", [("0", "0"), ("20001", "0"), ("100", str(PHP_FEE + 1))])
@@ -121,7 +138,8 @@ def test_reverse_action_on_failed_payout_is_refused(client, funded, ops_user, ad
     client.force_login(ops_user)
     response = act(client, PAYOUTS, "reverse_selected", [payout], apply="1", reversal_amount="100", fee_refund="0",
                    reason="r")
-    assert "only a SUCCESS payout" in response.content.decode()
+    assert "only an unreversed SUCCESS payout" in response.content.decode()
+    assert not StaffRequest.objects.exists()
 
 
 def test_reviewer_without_reverse_permission_cannot_reverse(client, funded, reviewer, adapter_calls):

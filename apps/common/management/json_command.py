@@ -1,19 +1,36 @@
 """Base of the operations CLI (contract §8): one JSON object on stdout, logs on stderr, non-zero on bad input."""
 
+import getpass
 import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from apps.common import audit
 from apps.common.errors import DomainError
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (a container with an arbitrary uid)
+        return "unknown"
 
 
 class JsonCommand(BaseCommand):
     # Errors a command turns into a clean message and exit code 1 (no traceback).
     expected_errors: tuple[type[Exception], ...] = (ValueError, DomainError, LookupError)
 
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.add_argument("--operator", default=None,
+                            help="who runs the command, recorded in the audit trail (default: the OS user)")
+        return parser
+
     def handle(self, *args, **options):
+        operator = (options.get("operator") or "").strip() or _os_user()
         try:
-            result = self.run(**options)
+            with audit.cli_operator(operator):
+                result = self.run(**options)
         except CommandError:
             raise
         except self.expected_errors as exc:
