@@ -69,8 +69,9 @@ class CallbackEventAdmin(admin.ModelAdmin):
         return False  # the outbox is the delivery history
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        # Every field is read-only: the page is a view, and says so ("View callback event", not "Change ...").
         extra_context = {**(extra_context or {}), "show_save": False, "show_save_and_continue": False,
-                         "show_save_and_add_another": False}
+                         "show_save_and_add_another": False, "title": f"View {self.model._meta.verbose_name}"}
         return super().changeform_view(request, object_id, form_url, extra_context)
 
     @admin.action(description="Re-send selected dead or delivered callbacks (one extra attempt)",

@@ -8,16 +8,21 @@ Actions run in the changelist view, outside any admin transaction, as the durabl
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.core.exceptions import PermissionDenied
 from django.core.validators import MaxValueValidator
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
-from django.utils.timesince import timesince
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import path, reverse
+from django.utils import timezone
 
 from apps.common.models import StaffRequest
 from apps.common.staff_requests import StaffRequestRefused, staff_request_create
 from apps.currencies.formatting import format_minor
-from apps.payout.models import DenyListedAccount, Payout, PayoutReviewQueue
-from apps.payout.selectors import payout_decisions
+from apps.payout.models import DenyListedAccount, Payout, PayoutApproval, PayoutReviewQueue
+from apps.ledger.selectors import merchant_balances
+from apps.payout.selectors import (merchant_recent_payouts, payee_history, payout_approvals_count, payout_decisions,
+                                   payout_risk_tags)
 from apps.payout.services import (REVERSE_PERMISSION, REVIEW_PERMISSION, PayoutActionRefused, PayoutNotFound,
                                   payout_approve, payout_reject)
 
@@ -52,6 +57,23 @@ class ReverseForm(forms.Form):
             self.fields[name].widget.attrs["max"] = bound
 
 
+def utc(value) -> str:
+    return f"{value:%Y-%m-%d %H:%M:%S} UTC" if value else "-"
+
+
+def short_age(value) -> str:
+    """'3d 4h', '5h 12m', '7m': fits a narrow column, unlike timesince's '3 days, 4 hours'."""
+    seconds = max(0, int((timezone.now() - value).total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    return f"{minutes}m"
+
+
 def money(amount: int, currency) -> str:
     """Major units with the currency's own scale and symbol, then its code: '₱50,000.00 PHP'."""
     text = format_minor(amount, currency)
@@ -62,11 +84,14 @@ class PayoutDisplayMixin:
     """Columns and detail fields shared by the queue and the all-orders page; nothing here shows a full account."""
 
     list_select_related = ["merchant", "currency"]
-    detail_fields = ["platform_order_no", "mch_order_no", "merchant", "status", "review_required",
-                     "risk_reasons_display", "amount_display", "fee_display", "currency", "product", "channel",
-                     "payee_name", "payee", "bank_code", "attach", "created_at", "age", "reviewed_by", "reviewed_at",
-                     "review_reason", "upstream_reference", "submitted_at", "finished_at", "fail_reason",
-                     "reversed_at", "reversal_amount_display", "fee_refund_display", "decision_history"]
+    # Merchant, currency, product and channel as plain text: a reviewer has no permission on their pages, and a
+    # link answering 403 helps nobody. Times say UTC, like the audit trail.
+    detail_fields = ["platform_order_no", "mch_order_no", "merchant_text", "status", "review_required",
+                     "approvals_display", "risk_reasons_display", "amount_display", "fee_display", "currency_text",
+                     "product_text", "channel_text", "payee_name", "payee", "bank_code", "attach", "created_utc",
+                     "age", "reviewed_by", "reviewed_utc", "review_reason", "upstream_reference", "submitted_utc",
+                     "finished_utc", "fail_reason", "reversed_utc", "reversal_amount_display", "fee_refund_display",
+                     "decision_history"]
 
     def get_fields(self, request, obj=None):
         return self.detail_fields
@@ -76,19 +101,59 @@ class PayoutDisplayMixin:
 
     @admin.display(description="amount", ordering="amount")
     def amount_display(self, obj: Payout) -> str:
-        return format_minor(obj.amount, obj.currency)
+        return money(obj.amount, obj.currency)
 
     @admin.display(description="fee", ordering="fee")
     def fee_display(self, obj: Payout) -> str:
-        return format_minor(obj.fee, obj.currency)
+        return money(obj.fee, obj.currency)
+
+    @admin.display(description="merchant", ordering="merchant__merchant_no")
+    def merchant_text(self, obj: Payout) -> str:
+        return str(obj.merchant)
+
+    @admin.display(description="currency")
+    def currency_text(self, obj: Payout) -> str:
+        return obj.currency_id
+
+    @admin.display(description="product")
+    def product_text(self, obj: Payout) -> str:
+        return obj.product.code
+
+    @admin.display(description="channel")
+    def channel_text(self, obj: Payout) -> str:
+        return obj.channel.code
+
+    @admin.display(description="approvals")
+    def approvals_display(self, obj: Payout) -> str:
+        return f"{payout_approvals_count(obj)}/{obj.approvals_required}"
+
+    @admin.display(description="created (UTC)", ordering="created_at")
+    def created_utc(self, obj: Payout) -> str:
+        return utc(obj.created_at)
+
+    @admin.display(description="reviewed (UTC)")
+    def reviewed_utc(self, obj: Payout) -> str:
+        return utc(obj.reviewed_at)
+
+    @admin.display(description="submitted (UTC)")
+    def submitted_utc(self, obj: Payout) -> str:
+        return utc(obj.submitted_at)
+
+    @admin.display(description="finished (UTC)", ordering="finished_at")
+    def finished_utc(self, obj: Payout) -> str:
+        return utc(obj.finished_at)
+
+    @admin.display(description="reversed (UTC)", ordering="reversed_at")
+    def reversed_utc(self, obj: Payout) -> str:
+        return utc(obj.reversed_at)
 
     @admin.display(description="reversal amount")
     def reversal_amount_display(self, obj: Payout) -> str:
-        return format_minor(obj.reversal_amount, obj.currency) if obj.reversal_amount is not None else "-"
+        return money(obj.reversal_amount, obj.currency) if obj.reversal_amount is not None else "-"
 
     @admin.display(description="fee refund")
     def fee_refund_display(self, obj: Payout) -> str:
-        return format_minor(obj.fee_refund, obj.currency) if obj.fee_refund is not None else "-"
+        return money(obj.fee_refund, obj.currency) if obj.fee_refund is not None else "-"
 
     @admin.display(description="payee account")
     def payee(self, obj: Payout) -> str:
@@ -103,7 +168,12 @@ class PayoutDisplayMixin:
 
     @admin.display(description="age", ordering="created_at")
     def age(self, obj: Payout) -> str:
-        return timesince(obj.created_at)
+        return short_age(obj.created_at)
+
+    @admin.display(description="reasons")
+    def reason_tags(self, obj: Payout) -> str:
+        return format_html_join(" ", "<span class='risk-tag'>{}</span>",
+                                ((tag,) for tag in payout_risk_tags(obj.risk_reasons)))
 
     @admin.display(description="decisions (audit trail)")
     def decision_history(self, obj: Payout) -> str:
@@ -114,7 +184,7 @@ class PayoutDisplayMixin:
             "<table><thead><tr><th>when (UTC)</th><th>who</th><th>what</th><th>why</th><th>change</th></tr></thead>"
             "<tbody>{}</tbody></table>",
             format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} &rarr; {}</td></tr>", (
-                (f"{row.created_at:%Y-%m-%d %H:%M:%S}", row.actor_label, row.action, row.reason or "-",
+                (utc(row.created_at), row.actor_label, row.action, row.reason or "-",
                  row.old.get("status", "-") if row.old else "-", _change_summary(row.new))
                 for row in rows)),
         )
@@ -129,6 +199,13 @@ class PayoutDisplayMixin:
         extra_context = {**(extra_context or {}), "show_save": False, "show_save_and_continue": False,
                          "show_save_and_add_another": False, "show_delete": False}
         return super().changeform_view(request, object_id, form_url, extra_context)
+
+
+def _row(payout: Payout) -> dict:
+    return {"order": payout.platform_order_no, "merchant": payout.merchant.merchant_no
+            if "merchant" in payout._state.fields_cache else payout.merchant_id,
+            "amount": money(payout.amount, payout.currency), "status": payout.get_status_display(),
+            "payee": payout.masked_payee_account, "bank": payout.bank_code, "created": utc(payout.created_at)}
 
 
 def _change_summary(new: dict) -> str:
@@ -159,13 +236,75 @@ def _action_page(model_admin, request, queryset, *, action: str, title: str, int
 class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
     """FROZEN payouts, oldest first: what a risk reviewer works through."""
 
-    list_display = ["platform_order_no", "age", "merchant", "amount_display", "payee", "bank_code",
-                    "risk_reasons_display", "created_at"]
-    list_display_links = ["platform_order_no"]
-    list_filter = ["currency", "merchant"]
+    # Fits 1280 px: short columns, reasons as tags, the full words on the decision page.
+    list_display = ["order_short", "amount_display", "merchant_no", "payee", "bank_code", "reason_tags", "age",
+                    "approvals_display"]
+    list_display_links = ["order_short"]
+    list_filter = ["currency", "approvals_required"]
     search_fields = ["platform_order_no", "mch_order_no", "merchant__merchant_no"]
     ordering = ["created_at", "id"]
     actions = ["approve_selected", "reject_selected"]
+    list_per_page = 50
+
+    class Media:
+        css = {"all": ["payout/review.css"]}
+
+    @admin.display(description="payout", ordering="created_at")
+    def order_short(self, obj: Payout) -> str:
+        return format_html("<span title='{}'>{}…{}</span>", obj.platform_order_no, obj.platform_order_no[:10],
+                           obj.platform_order_no[-6:])
+
+    @admin.display(description="merchant", ordering="merchant__merchant_no")
+    def merchant_no(self, obj: Payout) -> str:
+        return format_html("<span title='{}'>{}</span>", obj.merchant.name, obj.merchant.merchant_no)
+
+    def get_urls(self):
+        info = self.model._meta.app_label, self.model._meta.model_name
+        urls = super().get_urls()  # the changelist first; before the catch-all "<path:object_id>/"
+        return [urls[0], path("<int:payout_id>/decide/", self.admin_site.admin_view(self.decide_view),
+                              name="%s_%s_decide" % info), *urls[1:]]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        return redirect(reverse("admin:payout_payoutreviewqueue_decide", args=[object_id]))
+
+    def decide_view(self, request, payout_id: int):
+        """One payout, everything a reviewer decides from, and the Approve and Reject buttons (each confirms and
+        needs a reason). A POST calls the payout service, outside any admin transaction."""
+        if not self.has_review_permission(request):
+            raise PermissionDenied
+        payout = get_object_or_404(Payout.objects.select_related("merchant", "currency", "product", "channel"),
+                                   pk=payout_id)
+        form = ReasonForm(request.POST if request.method == "POST" else None)
+        if request.method == "POST" and form.is_valid():
+            decision = request.POST.get("decision")
+            if decision in ("approve", "reject"):
+                service, verb = (payout_approve, "approved") if decision == "approve" else (payout_reject, "rejected")
+                self._decide(request, service, payout_id=payout.pk, verb=verb, reason=form.cleaned_data["reason"])
+                return redirect(reverse("admin:payout_payoutreviewqueue_decide", args=[payout.pk]))
+        balance = merchant_balances(merchant_id=payout.merchant_id, currency=payout.currency_id)
+        approvals = list(payout.approvals.select_related("reviewer"))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Decide payout {payout.platform_order_no}",
+            "payout": payout,
+            "amount": money(payout.amount, payout.currency),
+            "fee": money(payout.fee, payout.currency),
+            "available": money(balance["available"], payout.currency),
+            "frozen": money(balance["frozen"], payout.currency),
+            "created": utc(payout.created_at),
+            "age": short_age(payout.created_at),
+            "approvals": approvals,
+            "approvals_so_far": f"{sum(a.decision == PayoutApproval.Decision.APPROVE for a in approvals)}/"
+                                f"{payout.approvals_required}",
+            "payee_rows": [_row(p) for p in payee_history(payout)],
+            "merchant_rows": [_row(p) for p in merchant_recent_payouts(payout)],
+            "trail": [{"when": utc(r.created_at), "who": r.actor_label, "what": r.action, "why": r.reason or "-",
+                       "change": _change_summary(r.new)} for r in payout_decisions(payout)],
+            "form": form,
+            "can_decide": payout.status == Payout.Status.FROZEN,
+        }
+        return TemplateResponse(request, "admin/payout/decide.html", context)
 
     def get_queryset(self, request):
         return super().get_queryset(request).filter(status=Payout.Status.FROZEN)

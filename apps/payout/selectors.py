@@ -105,3 +105,34 @@ def payouts_processing_unsent(*, older_than: timedelta) -> list[int]:
     return list(Payout.objects.filter(status=Payout.Status.PROCESSING, upstream_reference="",
                                       submitted_at__lt=cutoff)
                 .order_by("created_at").values_list("pk", flat=True)[:SWEEP_LIMIT])
+
+
+# --- the reviewer's decision page ------------------------------------------------------------------------------
+
+RISK_TAGS = [("two-approval", "2 approvals"), ("review threshold", "amount"), ("deny list", "deny list"),
+             ("within 24 h", "velocity")]
+
+
+def payout_risk_tags(reasons: list[str]) -> list[str]:
+    """Short tags for the queue's narrow column: 'amount', 'deny list', 'velocity', '2 approvals'."""
+    tags = []
+    for reason in reasons:
+        tag = next((tag for needle, tag in RISK_TAGS if needle in reason), "other")
+        if tag not in tags:
+            tags.append(tag)
+    return tags
+
+
+def payout_approvals_count(payout: Payout) -> int:
+    return payout.approvals.filter(decision="APPROVE").count()
+
+
+def payee_history(payout: Payout, *, limit: int = 20) -> list[Payout]:
+    """Earlier payouts to this payee account and bank, across every merchant (newest first); shown masked."""
+    return list(Payout.objects.filter(payee_account=payout.payee_account, bank_code=payout.bank_code)
+                .exclude(pk=payout.pk).select_related("merchant", "currency").order_by("-created_at")[:limit])
+
+
+def merchant_recent_payouts(payout: Payout, *, limit: int = 10) -> list[Payout]:
+    return list(Payout.objects.filter(merchant_id=payout.merchant_id).exclude(pk=payout.pk)
+                .select_related("currency").order_by("-created_at")[:limit])

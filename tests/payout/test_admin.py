@@ -32,7 +32,8 @@ def test_queue_lists_frozen_payouts_oldest_first_with_masked_payee_and_reasons(c
     assert html.index(older.platform_order_no) < html.index(newer.platform_order_no)
     assert approved.platform_order_no not in html
     assert "\u2022\u2022\u2022\u20229876" in html and ACCOUNT not in html
-    assert "review threshold" in html and "PHP" in html and funded.merchant_no in html
+    assert "risk-tag'>amount<" in html and "\u20b150,000.00 PHP" in html and funded.merchant_no in html
+    assert ">0/1<" in html  # approvals so far
 
 
 def test_reviewer_approves_from_the_queue(client, funded, reviewer, django_capture_on_commit_callbacks):
@@ -160,8 +161,8 @@ def test_deny_list_shows_accounts_masked(client, reviewer):
 def test_queue_detail_page_shows_risk_reasons_read_only(client, funded, reviewer):
     payout = payout_in(funded, "FROZEN", payee_account=ACCOUNT)
     client.force_login(reviewer)
-    response = client.get(f"{QUEUE}{payout.pk}/change/")
+    response = client.get(f"{QUEUE}{payout.pk}/change/", follow=True)  # the queue opens the decision page
     html = response.content.decode()
-    assert response.status_code == 200
+    assert response.status_code == 200 and response.redirect_chain[-1][0].endswith("/decide/")
     assert "review threshold" in html and "payout.create" in html
-    assert ACCOUNT not in html and "<textarea" not in html and 'type="submit" value="Save' not in html
+    assert ACCOUNT not in html and 'type="submit" value="Save' not in html and 'name="reason"' in html

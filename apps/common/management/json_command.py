@@ -22,8 +22,9 @@ class JsonCommand(BaseCommand):
 
     def create_parser(self, prog_name, subcommand, **kwargs):
         parser = super().create_parser(prog_name, subcommand, **kwargs)
-        parser.add_argument("--operator", default=None,
-                            help="who runs the command, recorded in the audit trail (default: the OS user)")
+        if "--operator" not in parser._option_string_actions:  # a command may define its own (resend_callbacks)
+            parser.add_argument("--operator", default=None,
+                                help="who runs the command, recorded in the audit trail (default: the OS user)")
         return parser
 
     def handle(self, *args, **options):
