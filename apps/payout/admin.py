@@ -89,7 +89,7 @@ class PayoutDisplayMixin:
     detail_fields = ["platform_order_no", "mch_order_no", "merchant_text", "status", "review_required",
                      "approvals_display", "risk_reasons_display", "amount_display", "fee_display", "currency_text",
                      "product_text", "channel_text", "payee_name", "payee", "bank_code", "attach", "created_utc",
-                     "age", "reviewed_by", "reviewed_utc", "review_reason", "upstream_reference", "submitted_utc",
+                     "age", "reviewed_by_text", "reviewed_utc", "review_reason", "upstream_reference", "submitted_utc",
                      "finished_utc", "fail_reason", "reversed_utc", "reversal_amount_display", "fee_refund_display",
                      "decision_history"]
 
@@ -122,6 +122,10 @@ class PayoutDisplayMixin:
     @admin.display(description="channel")
     def channel_text(self, obj: Payout) -> str:
         return obj.channel.code
+
+    @admin.display(description="reviewed by")
+    def reviewed_by_text(self, obj: Payout) -> str:
+        return obj.reviewed_by.get_username() if obj.reviewed_by_id else "-"
 
     @admin.display(description="approvals")
     def approvals_display(self, obj: Payout) -> str:
@@ -185,7 +189,7 @@ class PayoutDisplayMixin:
             "<tbody>{}</tbody></table>",
             format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} &rarr; {}</td></tr>", (
                 (utc(row.created_at), row.actor_label, row.action, row.reason or "-",
-                 row.old.get("status", "-") if row.old else "-", _change_summary(row.new))
+                 row.old.get("status", "-") if row.old else "-", _change_summary(row.new, obj.currency))
                 for row in rows)),
         )
 
@@ -208,8 +212,20 @@ def _row(payout: Payout) -> dict:
             "payee": payout.masked_payee_account, "bank": payout.bank_code, "created": utc(payout.created_at)}
 
 
-def _change_summary(new: dict) -> str:
-    return ", ".join(f"{key}={value}" for key, value in new.items() if key != "payee_account") or "-"
+MONEY_KEYS = {"amount", "fee", "reversal_amount", "fee_refund"}
+
+
+def _change_summary(new: dict, currency=None) -> str:
+    """The audit row's new values in words: money in major units, without the full payee account or the risk
+    reasons (shown in full elsewhere on the page)."""
+    parts = []
+    for key, value in new.items():
+        if key in ("payee_account", "risk_reasons"):
+            continue
+        if key in MONEY_KEYS and currency is not None and type(value) is int:
+            value = money(value, currency)
+        parts.append(f"{key}={value}")
+    return ", ".join(parts) or "-"
 
 
 def _action_page(model_admin, request, queryset, *, action: str, title: str, intro: str, form,
@@ -237,10 +253,10 @@ class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
     """FROZEN payouts, oldest first: what a risk reviewer works through."""
 
     # Fits 1280 px: short columns, reasons as tags, the full words on the decision page.
-    list_display = ["order_short", "amount_display", "merchant_no", "payee", "bank_code", "reason_tags", "age",
+    list_display = ["order_short", "amount_display", "merchant_no", "payee_short", "bank", "reason_tags", "age",
                     "approvals_display"]
     list_display_links = ["order_short"]
-    list_filter = ["currency", "approvals_required"]
+    list_filter = []  # the filter column would cost 270 px; search covers order and merchant numbers
     search_fields = ["platform_order_no", "mch_order_no", "merchant__merchant_no"]
     ordering = ["created_at", "id"]
     actions = ["approve_selected", "reject_selected"]
@@ -257,6 +273,18 @@ class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
     @admin.display(description="merchant", ordering="merchant__merchant_no")
     def merchant_no(self, obj: Payout) -> str:
         return format_html("<span title='{}'>{}</span>", obj.merchant.name, obj.merchant.merchant_no)
+
+    @admin.display(description="payee")
+    def payee_short(self, obj: Payout) -> str:
+        return obj.masked_payee_account
+
+    @admin.display(description="bank", ordering="bank_code")
+    def bank(self, obj: Payout) -> str:
+        return obj.bank_code
+
+    def changelist_view(self, request, extra_context=None):
+        # The page needs the whole width at 1280 px: no navigation sidebar here (the breadcrumbs lead back).
+        return super().changelist_view(request, {**(extra_context or {}), "is_nav_sidebar_enabled": False})
 
     def get_urls(self):
         info = self.model._meta.app_label, self.model._meta.model_name
@@ -300,9 +328,10 @@ class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
             "payee_rows": [_row(p) for p in payee_history(payout)],
             "merchant_rows": [_row(p) for p in merchant_recent_payouts(payout)],
             "trail": [{"when": utc(r.created_at), "who": r.actor_label, "what": r.action, "why": r.reason or "-",
-                       "change": _change_summary(r.new)} for r in payout_decisions(payout)],
+                       "change": _change_summary(r.new, payout.currency)} for r in payout_decisions(payout)],
             "form": form,
             "can_decide": payout.status == Payout.Status.FROZEN,
+            "is_nav_sidebar_enabled": False,
         }
         return TemplateResponse(request, "admin/payout/decide.html", context)
 

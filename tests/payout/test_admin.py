@@ -166,3 +166,18 @@ def test_queue_detail_page_shows_risk_reasons_read_only(client, funded, reviewer
     assert response.status_code == 200 and response.redirect_chain[-1][0].endswith("/decide/")
     assert "review threshold" in html and "payout.create" in html
     assert ACCOUNT not in html and 'type="submit" value="Save' not in html and 'name="reason"' in html
+
+
+def test_no_link_on_a_payout_page_answers_403_to_a_reviewer_and_times_say_utc(client, funded, reviewer):
+    import re
+
+    payout = payout_in(funded, "FROZEN")
+    client.force_login(reviewer)
+    act(client, QUEUE, "reject_selected", [payout], apply="1", reason="mismatch")
+    for url in (f"{PAYOUTS}{payout.pk}/change/", f"{QUEUE}{payout.pk}/decide/"):
+        html = client.get(url).content.decode()
+        content = html[html.index('id="content"'):]
+        links = set(re.findall(r'href="(/admin/[^"#?]+)"', content))
+        for link in links:
+            assert client.get(link).status_code != 403, (url, link)
+        assert "UTC" in content and "Payments back office" in html and "Django administration" not in html
