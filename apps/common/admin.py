@@ -8,7 +8,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from apps.common.models import AuditLog, StaffRequest
+from apps.common.models import AuditLog, OperationsOverview, StaffRequest
 
 
 class ReadOnlyAdminMixin:
@@ -178,3 +178,57 @@ class StaffRequestAdmin(admin.ModelAdmin):
     @admin.action(description="Reject selected requests (asks for a reason)", permissions=["decide"])
     def reject_selected(self, request, queryset):
         return self._decide(request, queryset, approve=False)
+
+
+@admin.register(OperationsOverview)
+class OperationsOverviewAdmin(admin.ModelAdmin):
+    """One page for on-call staff (issue 17 item 5): today's orders, the review queue, callbacks, settlement
+    awaiting release, the periodic jobs' last runs and a chart of the last 24 h. Read-only."""
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.has_perm("common.view_operationsoverview")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_urls(self):
+        return super().get_urls()[:1]  # the overview only; no object pages
+
+    def changelist_view(self, request, extra_context=None):
+        from django.utils.safestring import mark_safe
+
+        from apps.common.operations import hourly_chart_svg, operations_overview
+        from apps.currencies.models import Currency
+        from apps.payout.admin import money, short_age, utc
+
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        overview = operations_overview()
+        currencies = {c.code: c for c in Currency.objects.all()}
+
+        def rows(figures):
+            return [{"currency": code, "count": f["count"], "amount": money(f["amount"], currencies[code]),
+                     "paid": f.get("paid"), "paid_amount": money(f.get("paid_amount", 0), currencies[code])}
+                    for code, f in sorted(figures.items())]
+
+        context = {
+            **self.admin_site.each_context(request), "opts": self.model._meta, "title": "Operations overview",
+            "now": utc(overview.now), "day_start": utc(overview.day_start),
+            "payins": rows(overview.payins), "payouts": rows(overview.payouts),
+            "review_count": overview.review_count,
+            "review_oldest": short_age(overview.review_oldest) if overview.review_oldest else "-",
+            "review_oldest_at": utc(overview.review_oldest),
+            "callbacks_due": overview.callbacks_due, "callbacks_dead": overview.callbacks_dead,
+            "settling": rows(overview.settling),
+            "heartbeats": [{"job": label, "at": utc(at), "ago": short_age(at) if at else "never"}
+                           for label, at in overview.heartbeats],
+            "chart": mark_safe(hourly_chart_svg(overview.hourly)),  # numbers and our own markup only
+            "hourly_total": (sum(i for _, i, _ in overview.hourly), sum(o for _, _, o in overview.hourly)),
+        }
+        return TemplateResponse(request, "admin/common/operations_overview.html", context)

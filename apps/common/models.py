@@ -86,3 +86,13 @@ class StaffRequest(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.get_kind_display()}: {self.summary}"
+
+
+class OperationsOverview(Heartbeat):
+    """The admin's operations overview page (apps.common.operations); a proxy so that it has an admin entry and a
+    view permission of its own."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "operations overview"
+        verbose_name_plural = "Operations overview"
