@@ -46,4 +46,4 @@ def settlement_pending_by_currency() -> dict[str, dict[str, int]]:
     return {row["currency_id"]: {"count": row["n"], "amount": row["total"] or 0}
             for row in (CollectionOrder.objects.order_by()
                         .filter(settlement="D1", status=CollectionOrder.Status.SUCCESS, settled_at__isnull=True)
-                        .values("currency_id").annotate(n=Count("pk"), total=Sum("amount")))}
+                        .values("currency_id").annotate(n=Count("*"), total=Sum("amount")))}

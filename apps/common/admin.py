@@ -146,7 +146,7 @@ class StaffRequestAdmin(admin.ModelAdmin):
                                         "It takes effect only when a second person approves it.")
 
     def _decide(self, request, queryset, *, approve: bool):
-        from apps.common.staff_requests import StaffRequestRefused, staff_request_approve, staff_request_reject
+        from apps.common.staff_requests import staff_request_approve, staff_request_reject
 
         form = StaffReasonForm(request.POST if "apply" in request.POST else None)
         if form.is_bound and form.is_valid():
@@ -196,9 +196,6 @@ class OperationsOverviewAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
-
-    def get_urls(self):
-        return super().get_urls()[:1]  # the overview only; no object pages
 
     def changelist_view(self, request, extra_context=None):
         from django.utils.safestring import mark_safe

@@ -1,8 +1,9 @@
 """Reads of the operations overview (admin, on-call): the platform's state on one page.
 
 Each figure is one index-friendly query (docs/performance.md, "Operations overview"): today's and the last 24 h's
-orders are read through the covering created_at indexes (index-only scans), the review queue through
-payout_status_created_idx, callbacks and pending settlement through the selectors /metrics uses too.
+orders are read through the covering created_at indexes (index-only scans: the queries count rows with COUNT(*) or
+a column the index holds, never the id), the review queue through payout_status_created_idx, callbacks and pending
+settlement through the selectors /metrics uses too.
 """
 
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ class Overview:
 
 def _today_by_currency(queryset, *, since: datetime, success: str) -> dict[str, dict[str, int]]:
     rows = (queryset.order_by().filter(created_at__gte=since).values("currency_id")
-            .annotate(n=Count("pk"), total=Sum("amount"), paid=Count("pk", filter=Q(status=success)),
+            .annotate(n=Count("*"), total=Sum("amount"), paid=Count("created_at", filter=Q(status=success)),
                       paid_total=Sum("amount", filter=Q(status=success))))
     return {row["currency_id"]: {"count": row["n"], "amount": row["total"] or 0, "paid": row["paid"],
                                  "paid_amount": row["paid_total"] or 0} for row in rows.order_by("currency_id")}
@@ -44,7 +45,7 @@ def _today_by_currency(queryset, *, since: datetime, success: str) -> dict[str, 
 def _hourly(queryset, *, since: datetime) -> dict[datetime, int]:
     return {row["hour"]: row["n"] for row in (queryset.order_by().filter(created_at__gte=since)
                                               .annotate(hour=TruncHour("created_at")).values("hour")
-                                              .annotate(n=Count("pk")))}
+                                              .annotate(n=Count("*")))}
 
 
 def operations_overview(*, now: datetime | None = None) -> Overview:
@@ -55,7 +56,7 @@ def operations_overview(*, now: datetime | None = None) -> Overview:
 
     now = now or timezone.now()
     day_start = now.replace(hour=0, minute=0, second=0, microsecond=0)  # UTC, like every time in the admin
-    queue = Payout.objects.order_by().filter(status=Payout.Status.FROZEN).aggregate(n=Count("pk"),
+    queue = Payout.objects.order_by().filter(status=Payout.Status.FROZEN).aggregate(n=Count("*"),
                                                                                     oldest=Min("created_at"))
     due, dead = callbacks_due_and_dead(now=now)
     beats = dict(Heartbeat.objects.filter(name__in=SWEEPERS).values_list("name", "beat_at"))

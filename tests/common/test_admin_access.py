@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
-from apps.common.models import StaffRequest
+from apps.common.models import Heartbeat, OperationsOverview, StaffRequest
 from apps.collection.services import collection_create, collection_notify_paid
 from apps.ledger.services import balance_adjust, statements_prepare
 from apps.ledger.statements import statement_today
@@ -70,7 +70,9 @@ def world(merchant, rsa_keys, monkeypatch):
                                         payload={"merchant_no": merchant.merchant_no, "currency": "PHP",
                                                  "amount": 500},
                                         summary="Credit 5.00 PHP", reason="goodwill")
+    beat, _ = Heartbeat.objects.update_or_create(name="payout.sweeper", defaults={"beat_at": timezone.now()})
     return {"auth.user": someone, "payout.payoutreviewqueue": frozen, "common.staffrequest": asked,
+            "common.operationsoverview": OperationsOverview.objects.get(pk=beat.pk),
             "payout.payout": Payout.objects.get(pk=paid.pk), "callbacks.callbackevent": event,
             "merchants.merchantkey": MerchantKey.objects.get(merchant=merchant.merchant),
             "collection.collectionorder": order}
