@@ -244,6 +244,7 @@ def _action_page(model_admin, request, queryset, *, action: str, title: str, int
                      "approvals": f"{payout.approvals.filter(decision='APPROVE').count()}/{payout.approvals_required}"}
                     for payout in queryset.select_related("merchant", "currency")],
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "is_nav_sidebar_enabled": False,  # the payouts' table needs the width
     }
     return TemplateResponse(request, "admin/payout/action_form.html", context)
 
