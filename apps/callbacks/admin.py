@@ -45,9 +45,14 @@ class CallbackEventAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     actions = ["resend"]
     inlines = [CallbackAttemptInline]
-    fields = ["merchant", "type", "platform_order_no", "status", "url", "attempts_count", "next_attempt_at",
+    # The merchant as text: staff who may see callbacks need not see merchant pages (a link would answer 403).
+    fields = ["merchant_text", "type", "platform_order_no", "status", "url", "attempts_count", "next_attempt_at",
               "locked_until", "delivered_at", "last_error", "created_at", "business_payload", "last_body_sent"]
     readonly_fields = fields
+
+    @admin.display(description="merchant")
+    def merchant_text(self, obj: CallbackEvent) -> str:
+        return str(obj.merchant)
 
     @admin.display(description="last error")
     def last_error_short(self, obj: CallbackEvent) -> str:

@@ -103,3 +103,10 @@ def test_event_page_is_titled_view_and_attempts_do_not_read_attempt_n_of_m(admin
     attempt = dead_event.attempts.get()
     assert str(attempt) == f"event {dead_event.pk}, attempt 1"
     assert f"attempt 1 of {dead_event.pk}" not in page
+
+
+def test_the_event_page_names_the_merchant_without_a_link_that_would_answer_403(client, dead_event):
+    client.force_login(staff("view_callbackevent", "view_callbackattempt"))
+    page = client.get(f"{CHANGELIST}{dead_event.pk}/change/").content.decode()
+    assert dead_event.merchant.merchant_no in page
+    assert f"/admin/merchants/merchant/{dead_event.merchant_id}/" not in page
