@@ -311,6 +311,7 @@ def _human(text: str) -> str:
     """No internal names for people: '<…_PinnedHTTPPool object at 0x…>: Failed to establish a new connection:
     [Errno 111] Connection refused' → 'connection refused'; 'timed out' stays 'timed out'."""
     text = re.sub(r"<[^<>]*\bobject at 0x[0-9a-f]+>:?\s*", "", text)  # urllib3's pool/connection objects
+    text = re.sub(r"\b_?\w*(?:Pool|Connection)\(host=[^()]*\):\s*", "", text)  # a pool's str: _HTTPPool(host=…, port=…)
     text = re.sub(r"^\w+(?:Error|Exception)\(\s*|\)$", "", text)  # a wrapper's repr
     errno = re.search(r"\[Errno -?\d+\]\s*(.+)$", text)
     if errno:

@@ -110,3 +110,24 @@ def test_the_event_page_names_the_merchant_without_a_link_that_would_answer_403(
     page = client.get(f"{CHANGELIST}{dead_event.pk}/change/").content.decode()
     assert dead_event.merchant.merchant_no in page
     assert f"/admin/merchants/merchant/{dead_event.merchant_id}/" not in page
+
+
+def test_urllib3_errors_that_carry_our_pool_and_connection_objects_are_told_in_words():
+    import requests
+    from urllib3.exceptions import NewConnectionError, ProtocolError, ReadTimeoutError
+
+    from apps.callbacks.transport import _HTTPPool, _WatchedHTTPConnection, _describe
+
+    pool = _HTTPPool("127.0.0.1", 9)
+    conn = _WatchedHTTPConnection("127.0.0.1", 9)
+    cases = [
+        requests.ConnectionError(ReadTimeoutError(pool, "/cb", "Read timed out.")),
+        requests.ConnectionError(NewConnectionError(conn, "Failed to establish a new connection: [Errno 111] "
+                                                          "Connection refused")),
+        requests.ConnectionError(ProtocolError("Connection aborted.", ConnectionResetError(104, "Connection reset by peer"))),
+    ]
+    texts = [_describe(exc, 5) for exc in cases]
+    assert texts == ["connection failed: read timed out.", "connection failed: connection refused",
+                     "connection failed: connection reset by peer"], texts
+    for text in texts:
+        assert "Pool" not in text and "_Watched" not in text and "0x" not in text and "Errno" not in text
