@@ -23,15 +23,16 @@ app.steps["worker"].add(DjangoStructLogInitStep)
 
 @setup_logging.connect
 def _logging_from_django_settings(loglevel=None, **kwargs) -> None:
-    """Django's LOGGING instead of Celery's; Celery's `--loglevel` still sets the root level (beat runs at WARNING:
-    its INFO is a "Sending due task" line every 5 s)."""
+    """Django's LOGGING instead of Celery's; Celery's `--loglevel` still sets the level of Celery's own loggers (beat
+    runs at WARNING: its INFO is a "Sending due task" line every 5 s). The apps' loggers keep LOG_LEVEL: a worker
+    started in a test process must not silence them."""
     from logging.config import dictConfig
 
     from django.conf import settings
 
     dictConfig(settings.LOGGING)
     if loglevel:
-        logging.getLogger().setLevel(loglevel)
+        logging.getLogger("celery").setLevel(loglevel)
 
 # Database connections in a worker follow the web's rule (CONN_MAX_AGE, CONN_HEALTH_CHECKS), not Celery's default
 # of closing every connection before and after every task: a fresh PostgreSQL connection per task cost more than

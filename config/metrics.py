@@ -12,7 +12,7 @@ import os
 import time
 
 from django.conf import settings
-from django.db.models import Count, Q, Sum
+from django.db.models import Count
 from django.http import Http404, HttpResponse
 from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Histogram, generate_latest
@@ -46,8 +46,9 @@ class DatabaseCollector:
     """Gauges read at scrape time (one GROUP BY query each)."""
 
     def collect(self):
-        from apps.callbacks.models import CallbackEvent
+        from apps.callbacks.selectors import callbacks_due_and_dead
         from apps.collection.models import CollectionOrder
+        from apps.collection.selectors import settlement_pending_by_currency
         from apps.payout.models import Payout
 
         collection = GaugeMetricFamily("payments_collection_orders", "Collection orders by status.", labels=["status"])
@@ -63,15 +64,7 @@ class DatabaseCollector:
         yield payouts
         yield GaugeMetricFamily("payments_payout_review_queue", "FROZEN payouts waiting for a reviewer.", value=frozen)
 
-        now = timezone.now()
-        due = dead = 0
-        for row in (CallbackEvent.objects.order_by().filter(status__in=[CallbackEvent.Status.PENDING,
-                                                                          CallbackEvent.Status.DEAD])
-                    .values("status").annotate(n=Count("pk", filter=_due_or_dead(now)))):
-            if row["status"] == CallbackEvent.Status.PENDING:
-                due = row["n"]
-            else:
-                dead = row["n"]
+        due, dead = callbacks_due_and_dead(now=timezone.now())
         yield GaugeMetricFamily("payments_callbacks_due", "Pending callback events whose next attempt is due.",
                                 value=due)
         yield GaugeMetricFamily("payments_callbacks_dead", "Callback events given up on (dead).", value=dead)
@@ -81,17 +74,11 @@ class DatabaseCollector:
                                   labels=["currency"])
         amount = GaugeMetricFamily("payments_settlement_pending_amount",
                                    "Their amount in minor units, per currency.", labels=["currency"])
-        for row in (CollectionOrder.objects.order_by()
-                    .filter(settlement="D1", status=CollectionOrder.Status.SUCCESS, settled_at__isnull=True)
-                    .values("currency_id").annotate(n=Count("pk"), total=Sum("amount"))):
-            count.add_metric([row["currency_id"]], row["n"])
-            amount.add_metric([row["currency_id"]], row["total"] or 0)
+        for currency, pending in settlement_pending_by_currency().items():
+            count.add_metric([currency], pending["count"])
+            amount.add_metric([currency], pending["amount"])
         yield count
         yield amount
-
-
-def _due_or_dead(now):
-    return Q(status="dead") | Q(status="pending", next_attempt_at__lte=now)
 
 
 _database_registry = CollectorRegistry(auto_describe=False)

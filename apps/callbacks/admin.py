@@ -45,9 +45,14 @@ class CallbackEventAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     actions = ["resend"]
     inlines = [CallbackAttemptInline]
-    fields = ["merchant", "type", "platform_order_no", "status", "url", "attempts_count", "next_attempt_at",
+    # The merchant as text: staff who may see callbacks need not see merchant pages (a link would answer 403).
+    fields = ["merchant_text", "type", "platform_order_no", "status", "url", "attempts_count", "next_attempt_at",
               "locked_until", "delivered_at", "last_error", "created_at", "business_payload", "last_body_sent"]
     readonly_fields = fields
+
+    @admin.display(description="merchant")
+    def merchant_text(self, obj: CallbackEvent) -> str:
+        return str(obj.merchant)
 
     @admin.display(description="last error")
     def last_error_short(self, obj: CallbackEvent) -> str:
@@ -69,8 +74,9 @@ class CallbackEventAdmin(admin.ModelAdmin):
         return False  # the outbox is the delivery history
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        # Every field is read-only: the page is a view, and says so ("View callback event", not "Change ...").
         extra_context = {**(extra_context or {}), "show_save": False, "show_save_and_continue": False,
-                         "show_save_and_add_another": False}
+                         "show_save_and_add_another": False, "title": f"View {self.model._meta.verbose_name}"}
         return super().changeform_view(request, object_id, form_url, extra_context)
 
     @admin.action(description="Re-send selected dead or delivered callbacks (one extra attempt)",

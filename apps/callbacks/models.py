@@ -79,4 +79,4 @@ class CallbackAttempt(models.Model):
         constraints = [models.UniqueConstraint(fields=["event", "number"], name="callback_attempt_unique_number")]
 
     def __str__(self) -> str:
-        return f"attempt {self.number} of {self.event_id}"
+        return f"event {self.event_id}, attempt {self.number}"

@@ -60,3 +60,21 @@ def callback_events_to_resend(*, status: str, merchant_id: int | None = None, ty
     if created_until is not None:
         events = events.filter(created_at__lte=created_until)
     return list(events.order_by("pk"))
+
+
+def callbacks_due_and_dead(*, now: datetime) -> tuple[int, int]:
+    """Pending events whose next attempt is due, and dead events: for /metrics and the operations overview. One
+    GROUP BY over the status index (pending and dead only)."""
+    from django.db.models import Count, Q
+
+    due = dead = 0
+    for row in (CallbackEvent.objects.order_by().filter(status__in=[CallbackEvent.Status.PENDING,
+                                                                      CallbackEvent.Status.DEAD])
+                .values("status").annotate(n=Count("pk", filter=Q(status=CallbackEvent.Status.DEAD)
+                                                      | Q(status=CallbackEvent.Status.PENDING,
+                                                          next_attempt_at__lte=now)))):
+        if row["status"] == CallbackEvent.Status.PENDING:
+            due = row["n"]
+        else:
+            dead = row["n"]
+    return due, dead

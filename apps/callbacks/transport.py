@@ -304,4 +304,17 @@ def _cause(exc: BaseException) -> str:
         exc = inner
     text = (exc.strerror if isinstance(exc, OSError) and isinstance(exc.strerror, str) else None) or str(exc)
     text = re.sub(r"^\[SSL: [A-Z_]+\] | \(_ssl\.c:\d+\)$", "", text)  # OpenSSL's code and source line
-    return text[:300] or "unknown error"
+    return _human(text)[:300] or "unknown error"
+
+
+def _human(text: str) -> str:
+    """No internal names for people: '<…_PinnedHTTPPool object at 0x…>: Failed to establish a new connection:
+    [Errno 111] Connection refused' → 'connection refused'; 'timed out' stays 'timed out'."""
+    text = re.sub(r"<[^<>]*\bobject at 0x[0-9a-f]+>:?\s*", "", text)  # urllib3's pool/connection objects
+    text = re.sub(r"\b_?\w*(?:Pool|Connection)\(host=[^()]*\):\s*", "", text)  # a pool's str: _HTTPPool(host=…, port=…)
+    text = re.sub(r"^\w+(?:Error|Exception)\(\s*|\)$", "", text)  # a wrapper's repr
+    errno = re.search(r"\[Errno -?\d+\]\s*(.+)$", text)
+    if errno:
+        text = errno.group(1)
+    text = re.sub(r"^Failed to establish a new connection:\s*", "", text).strip(" '\"")
+    return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text

@@ -36,3 +36,14 @@ def collection_orders_due_for_release(*, cutoff: datetime) -> QuerySet:
     return CollectionOrder.objects.filter(
         settlement="D1", status=CollectionOrder.Status.SUCCESS, settled_at__isnull=True, paid_at__lt=cutoff
     ).order_by("paid_at", "pk")
+
+
+def settlement_pending_by_currency() -> dict[str, dict[str, int]]:
+    """Successful D1 orders not yet released, count and amount per currency (the partial index
+    collection_settlement_due_idx holds exactly these rows): for /metrics and the operations overview."""
+    from django.db.models import Count, Sum
+
+    return {row["currency_id"]: {"count": row["n"], "amount": row["total"] or 0}
+            for row in (CollectionOrder.objects.order_by()
+                        .filter(settlement="D1", status=CollectionOrder.Status.SUCCESS, settled_at__isnull=True)
+                        .values("currency_id").annotate(n=Count("*"), total=Sum("amount")))}

@@ -23,6 +23,7 @@ from apps.collection.selectors import (
     collection_orders_due_for_release,
 )
 from apps.common.errors import DomainError, ErrorCode
+from apps.common.models import Heartbeat
 from apps.common.orders import order_create_or_replay, replay_or_conflict
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
@@ -155,6 +156,9 @@ def collection_settlement_release_order(*, order_id: int, cutoff: datetime) -> C
     return order
 
 
+SETTLEMENT_HEARTBEAT = "collection.settlement_release"
+
+
 def collection_settlement_release(*, now: datetime | None = None, as_of: date | None = None,
                                   dry_run: bool = False) -> dict:
     """Release every due D1 credit (each in its own transaction); returns what was released per currency.
@@ -183,4 +187,6 @@ def collection_settlement_release(*, now: datetime | None = None, as_of: date | 
         total = released.setdefault(order.currency_id, {"count": 0, "amount": 0})
         total["count"] += 1
         total["amount"] += order.net_amount
+    # The operations overview shows when the release last ran (whatever ran it: beat or release_settlement).
+    Heartbeat.objects.update_or_create(name=SETTLEMENT_HEARTBEAT, defaults={"beat_at": timezone.now()})
     return {"released": released, "cutoff": cutoff.isoformat()}

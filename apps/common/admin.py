@@ -2,8 +2,13 @@
 
 from datetime import timezone as dt_timezone
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import redirect
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
 from django_otp.plugins.otp_static.models import StaticDevice
@@ -11,7 +16,7 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 from pghistory.core import event_models as pghistory_event_models
 
 from apps.common.history import TRACKED_MODELS, event_changes, event_who
-from apps.common.models import AuditLog
+from apps.common.models import AuditLog, OperationsOverview, StaffRequest
 
 
 class ReadOnlyAdminMixin:
@@ -130,3 +135,191 @@ class StaffSecondFactorAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 admin.site.register(TOTPDevice, StaffSecondFactorAdmin)
 admin.site.register(StaticDevice, StaffSecondFactorAdmin)
+
+class StaffReasonForm(forms.Form):
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=255,
+                             help_text="Required. Kept in the audit trail.")
+
+    def clean_reason(self):
+        reason = self.cleaned_data["reason"].strip()
+        if not reason:
+            raise forms.ValidationError("A reason is required.")
+        return reason
+
+
+class BalanceAdjustmentRequestForm(forms.Form):
+    merchant_no = forms.CharField(max_length=32)
+    currency = forms.CharField(max_length=3)
+    amount = forms.IntegerField(help_text="Minor units; negative to debit. Not zero.")
+    reason = forms.CharField(max_length=255, help_text="Why (ticket, correction...). Kept in the audit trail.")
+
+    def clean_currency(self):
+        return self.cleaned_data["currency"].strip().upper()
+
+
+@admin.register(StaffRequest)
+class StaffRequestAdmin(admin.ModelAdmin):
+    """Four eyes for staff changes: what one person asked for, waiting for a second person's decision. A new
+    request here is a balance adjustment; reversals are asked for on the payout list, key uploads on the merchant
+    key page."""
+
+    list_display = ["id", "kind", "summary", "status", "requested_by", "created_at_utc", "decided_by"]
+    list_filter = []  # the filter column would cut the table off at 1280 px; the status column sorts
+    list_select_related = ["requested_by", "decided_by"]
+    fields = ["kind", "summary", "reason", "status", "requested_by", "created_at_utc", "decided_by",
+              "decided_at_utc", "decision_reason", "result"]
+    readonly_fields = fields
+    actions = ["approve_selected", "reject_selected"]
+
+    @admin.display(description="asked at (UTC)", ordering="created_at")
+    def created_at_utc(self, obj):
+        return f"{obj.created_at:%Y-%m-%d %H:%M:%S} UTC"
+
+    @admin.display(description="decided at (UTC)")
+    def decided_at_utc(self, obj):
+        return f"{obj.decided_at:%Y-%m-%d %H:%M:%S} UTC" if obj.decided_at else "-"
+
+    def _may_decide(self, request) -> bool:
+        from apps.common.staff_requests import KINDS
+
+        return any(request.user.has_perm(spec.permission) for spec in KINDS.values())
+
+    def has_view_permission(self, request, obj=None):
+        return self._may_decide(request) or super().has_view_permission(request, obj)
+
+    def has_module_permission(self, request):
+        return self.has_view_permission(request)
+
+    def has_add_permission(self, request):
+        return request.user.has_perm("common.adjust_balance")
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_decide_permission(self, request) -> bool:
+        return self._may_decide(request)
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        extra_context = {**(extra_context or {}), "show_save": False, "show_save_and_continue": False,
+                         "show_save_and_add_another": False, "show_delete": False}
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {**(extra_context or {}), "is_nav_sidebar_enabled": False})
+
+    def add_view(self, request, form_url="", extra_context=None):
+        from apps.common.staff_requests import StaffRequestRefused, staff_request_create
+
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = BalanceAdjustmentRequestForm(request.POST if request.method == "POST" else None)
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                created = staff_request_create(
+                    kind=StaffRequest.Kind.BALANCE_ADJUSTMENT, requested_by=request.user, reason=data["reason"],
+                    payload={"merchant_no": data["merchant_no"], "currency": data["currency"],
+                             "amount": data["amount"]})
+            except (ValueError, LookupError, KeyError) as exc:
+                form.add_error(None, str(exc) if isinstance(exc, StaffRequestRefused) else f"Refused: {exc}")
+            else:
+                self.message_user(request, f"Balance adjustment requested (request #{created.pk}): it takes effect "
+                                           f"when a second person approves it.", messages.SUCCESS)
+                return redirect(reverse("admin:common_staffrequest_changelist"))
+        return render_action_form(self, request, form=form, title="Ask for a balance adjustment",
+                                  submit_label="Request adjustment",
+                                  intro="A credit (or debit) of a merchant's available balance, as a ledger posting. "
+                                        "It takes effect only when a second person approves it.")
+
+    def _decide(self, request, queryset, *, approve: bool):
+        from apps.common.staff_requests import staff_request_approve, staff_request_reject
+
+        form = StaffReasonForm(request.POST if "apply" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            service = staff_request_approve if approve else staff_request_reject
+            for pk in queryset.values_list("pk", flat=True):
+                try:
+                    done = service(request_id=pk, approver=request.user, reason=form.cleaned_data["reason"])
+                except (ValueError, LookupError) as exc:
+                    self.message_user(request, f"Request #{pk} refused: {exc}", messages.ERROR)
+                else:
+                    self.message_user(request, f"Request #{pk} {done.get_status_display().lower()}.",
+                                      messages.SUCCESS)
+            return None
+        context = {
+            **self.admin_site.each_context(request), "opts": self.model._meta, "form": form,
+            "title": "Approve requests" if approve else "Reject requests",
+            "intro": "Approving applies each change now, in one transaction with its audit row." if approve
+                     else "A rejected request never takes effect.",
+            "submit_label": "Approve" if approve else "Reject", "requests": queryset,
+            "action": "approve_selected" if approve else "reject_selected",
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "admin/common/staffrequest/action_form.html", context)
+
+    @admin.action(description="Approve selected requests (asks for a reason)", permissions=["decide"])
+    def approve_selected(self, request, queryset):
+        return self._decide(request, queryset, approve=True)
+
+    @admin.action(description="Reject selected requests (asks for a reason)", permissions=["decide"])
+    def reject_selected(self, request, queryset):
+        return self._decide(request, queryset, approve=False)
+
+
+@admin.register(OperationsOverview)
+class OperationsOverviewAdmin(admin.ModelAdmin):
+    """One page for on-call staff (issue 17 item 5): today's orders, the review queue, callbacks, settlement
+    awaiting release, the periodic jobs' last runs and a chart of the last 24 h. Read-only."""
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.has_perm("common.view_operationsoverview")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def changelist_view(self, request, extra_context=None):
+        from django.utils.safestring import mark_safe
+
+        from apps.common.operations import hourly_chart_svg, operations_overview
+        from apps.currencies.models import Currency
+        from apps.payout.admin import money, short_age, utc
+
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        overview = operations_overview()
+        currencies = {c.code: c for c in Currency.objects.all()}
+
+        def rows(figures):
+            return [{"currency": code, "count": f["count"], "amount": money(f["amount"], currencies[code]),
+                     "paid": f.get("paid"), "paid_amount": money(f.get("paid_amount", 0), currencies[code])}
+                    for code, f in sorted(figures.items())]
+
+        context = {
+            **self.admin_site.each_context(request), "opts": self.model._meta, "title": "Operations overview",
+            "now": utc(overview.now), "day_start": utc(overview.day_start),
+            "payins": rows(overview.payins), "payouts": rows(overview.payouts),
+            "review_count": overview.review_count,
+            "review_oldest": short_age(overview.review_oldest) if overview.review_oldest else "-",
+            "review_oldest_at": utc(overview.review_oldest),
+            "callbacks_due": overview.callbacks_due, "callbacks_dead": overview.callbacks_dead,
+            "settling": rows(overview.settling),
+            "heartbeats": [{"job": label, "at": utc(at), "ago": short_age(at) if at else "never"}
+                           for label, at in overview.heartbeats],
+            "chart": mark_safe(hourly_chart_svg(overview.hourly)),  # numbers and our own markup only
+            "hourly_total": (sum(i for _, i, _ in overview.hourly), sum(o for _, _, o in overview.hourly)),
+        }
+        return TemplateResponse(request, "admin/common/operations_overview.html", context)

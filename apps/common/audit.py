@@ -1,8 +1,29 @@
 """Audit trail: call inside the transaction that makes the change."""
 
+import contextvars
+from contextlib import contextmanager
 from typing import Any
 
 from apps.common.models import AuditLog
+
+# The person running a management command (contract §8: `--operator`, else the OS user), set by JsonCommand for
+# the command's duration; every row the command writes without a user is labelled "cli:<operator>".
+_cli_operator: contextvars.ContextVar[str | None] = contextvars.ContextVar("cli_operator", default=None)
+
+
+@contextmanager
+def cli_operator(name: str):
+    token = _cli_operator.set(name)
+    try:
+        yield
+    finally:
+        _cli_operator.reset(token)
+
+
+def cli_label(label: str) -> str:
+    """'cli' → 'cli:<operator>' while a command runs for a named operator; any other label unchanged."""
+    operator = _cli_operator.get()
+    return f"cli:{operator}" if label == "cli" and operator else label
 
 
 def record(*, actor, action: str, obj, old: dict[str, Any] | None = None, new: dict[str, Any] | None = None,
@@ -10,7 +31,7 @@ def record(*, actor, action: str, obj, old: dict[str, Any] | None = None, new: d
     user = actor if getattr(actor, "pk", None) else None
     return AuditLog.objects.create(
         actor=user,
-        actor_label=actor_label or (user.get_username() if user else "system"),
+        actor_label=cli_label(actor_label) if actor_label else (user.get_username() if user else "system"),
         action=action,
         object_type=obj._meta.label_lower,
         object_id=str(obj.pk),

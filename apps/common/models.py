@@ -48,3 +48,55 @@ class ReferenceGeneration(models.Model):
 
     def __str__(self) -> str:
         return f"reference generation {self.value}"
+
+
+class StaffRequest(models.Model):
+    """A money or key change asked for by one staff member in the admin that takes effect only when a second
+    person with the right role approves it (four eyes, docs/back-office.md). On approval the owning app's service
+    runs in the approval's transaction; the audit trail names both people."""
+
+    class Kind(models.TextChoices):
+        PAYOUT_REVERSAL = "payout_reversal", "Payout reversal"
+        BALANCE_ADJUSTMENT = "balance_adjustment", "Balance adjustment"
+        MERCHANT_KEY = "merchant_key", "Merchant key upload"
+
+    class Status(models.TextChoices):
+        PENDING = "PENDING", "Pending approval"
+        APPROVED = "APPROVED", "Approved (applied)"
+        REJECTED = "REJECTED", "Rejected"
+
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    payload = models.JSONField(help_text="The service's arguments, as asked for.")
+    summary = models.CharField(max_length=255, help_text="What it does, in words, for the approver.")
+    reason = models.TextField(help_text="Why the requester asks for it.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                                     related_name="staff_requests")
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="decided_staff_requests")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_reason = models.TextField(blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["status", "created_at"], name="staff_request_status_idx")]
+        permissions = [("adjust_balance", "Can ask for and approve merchant balance adjustments")]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(decided_by__isnull=True) | ~models.Q(decided_by=models.F("requested_by")),
+                                   name="staff_request_not_self_decided"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.get_kind_display()}: {self.summary}"
+
+
+class OperationsOverview(Heartbeat):
+    """The admin's operations overview page (apps.common.operations); a proxy so that it has an admin entry and a
+    view permission of its own."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "operations overview"
+        verbose_name_plural = "Operations overview"

@@ -196,7 +196,14 @@ def hold_settle(*, hold_id: int, destinations: list[Leg], memo: str = "") -> Hol
 
 @transaction.atomic(durable=True)
 def balance_adjust(*, merchant_no: str, currency: str, amount: int, reason: str, actor=None) -> dict:
-    """Ops credit (positive) or debit (negative) of available against the adjustments account, audited."""
+    """Ops credit (positive) or debit (negative) of available against the adjustments account, audited.
+    The CLI's entry (contract §8); in the admin it is a staff request approved by a second person."""
+    return balance_adjust_in_transaction(merchant_no=merchant_no, currency=currency, amount=amount, reason=reason,
+                                         actor=actor)
+
+
+def balance_adjust_in_transaction(*, merchant_no: str, currency: str, amount: int, reason: str, actor=None) -> dict:
+    """The adjustment inside the caller's transaction (an approved staff request, apps.common.staff_requests)."""
     if not reason.strip():
         raise ValueError("a reason is required")
     if type(amount) is not int or amount == 0:

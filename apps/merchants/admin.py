@@ -9,6 +9,8 @@ from django.urls import reverse
 
 from apps.common import audit, signing
 from apps.common.admin import render_action_form
+from apps.common.models import StaffRequest
+from apps.common.staff_requests import StaffRequestRefused, staff_request_create
 from apps.merchants.forms import ConfirmForm, MerchantChangeForm, MerchantCreateForm, MerchantKeyUploadForm
 from apps.merchants.models import (
     App,
@@ -22,7 +24,6 @@ from apps.merchants.models import (
 from apps.merchants.services import (
     MerchantInputError,
     merchant_create,
-    merchant_key_add,
     merchant_key_revoke,
     platform_key_rotate,
 )
@@ -77,7 +78,7 @@ class MerchantKeyInline(admin.TabularInline):
 
 class MerchantCurrencyInline(admin.TabularInline):
     model = MerchantCurrency
-    fields = ["currency", "is_enabled", "payout_review_threshold"]
+    fields = ["currency", "is_enabled", "payout_review_threshold", "payout_dual_approval_threshold"]
     extra = 0
 
     def has_delete_permission(self, request, obj=None):
@@ -129,6 +130,19 @@ class MerchantAdmin(admin.ModelAdmin):
         return render_action_form(self, request, form=form, title="Create a merchant", submit_label="Create merchant",
                                   intro="One app, key version 1 and the default products of each currency are created.")
 
+    def get_readonly_fields(self, request, obj=None):
+        # Who administers a merchant decides who may not review its payouts: only a superuser changes it.
+        readonly = list(super().get_readonly_fields(request, obj))
+        return readonly if request.user.is_superuser else [*readonly, "administrators"]
+
+    def save_related(self, request, form, formsets, change):
+        before = set(form.instance.administrators.values_list("username", flat=True)) if change else set()
+        super().save_related(request, form, formsets, change)
+        after = set(form.instance.administrators.values_list("username", flat=True))
+        if before != after:
+            audit.record(actor=request.user, action="merchant.administrators", obj=form.instance,
+                         old={"administrators": sorted(before)}, new={"administrators": sorted(after)})
+
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
         if change and form.changed_data:
@@ -164,20 +178,23 @@ class MerchantKeyAdmin(admin.ModelAdmin):
         initial = {"merchant": request.GET.get("merchant")} if request.GET.get("merchant") else None
         form = MerchantKeyUploadForm(*_bound(request), initial=initial)
         if request.method == "POST" and form.is_valid():
+            # Four eyes: a staff upload is a request; the key exists only once a second person approves it.
             try:
-                key = merchant_key_add(merchant_no=form.cleaned_data["merchant"].merchant_no,
-                                       public_key_pem=form.cleaned_data["public_key_pem"], actor=request.user)
-            except MerchantInputError as exc:
+                staff_request = staff_request_create(
+                    kind=StaffRequest.Kind.MERCHANT_KEY, requested_by=request.user, reason=form.cleaned_data["reason"],
+                    payload={"merchant_no": form.cleaned_data["merchant"].merchant_no,
+                             "public_key_pem": form.cleaned_data["public_key_pem"]})
+            except StaffRequestRefused as exc:
                 form.add_error(None, str(exc))
             else:
-                self.log_addition(request, key, [{"added": {}}])
-                self.message_user(request, f"Key version {key.version} added for {key.merchant.merchant_no} "
-                                           f"(fingerprint {key.fingerprint}).", messages.SUCCESS)
-                return redirect(reverse("admin:merchants_merchantkey_change", args=[key.pk]))
+                self.message_user(request, f"Key upload for {form.cleaned_data['merchant'].merchant_no} requested "
+                                           f"(request #{staff_request.pk}): the key verifies only after a second "
+                                           f"person approves it.", messages.SUCCESS)
+                return redirect(reverse("admin:common_staffrequest_changelist"))
         return render_action_form(self, request, form=form, title="Upload a merchant public key",
-                                  submit_label="Add key version",
-                                  intro="The key becomes the merchant's next version; older versions keep "
-                                        "verifying until revoked.")
+                                  submit_label="Request key version",
+                                  intro="Once a second person approves the request, the key becomes the merchant's "
+                                        "next version; older versions keep verifying until revoked.")
 
     @admin.action(description="Revoke selected keys (requests signed with them get 1104)", permissions=["change"])
     def revoke_selected(self, request, queryset):

@@ -48,6 +48,7 @@ def _clean_callback_url(value: str) -> str:
 
 class MerchantKeyUploadForm(PublicKeyFormMixin):
     merchant = forms.ModelChoiceField(queryset=Merchant.objects.all(), to_field_name="merchant_no")
+    reason = forms.CharField(max_length=255, help_text="Why (the merchant's ticket...). The approver sees it.")
 
 
 class MerchantCreateForm(PublicKeyFormMixin):

@@ -115,10 +115,19 @@ class MerchantCurrency(models.Model):
     payout_review_threshold = models.BigIntegerField(
         validators=[MinValueValidator(1)], help_text="Payouts at or above this amount (minor units) go to review."
     )
+    payout_dual_approval_threshold = models.BigIntegerField(
+        validators=[MinValueValidator(1)],
+        help_text="Payouts at or above this amount (minor units) need approvals by two different reviewers.",
+    )
 
     class Meta:
         ordering = ["merchant", "currency"]
-        constraints = [models.UniqueConstraint(fields=["merchant", "currency"], name="merchant_currency_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["merchant", "currency"], name="merchant_currency_unique"),
+            # Four eyes (docs/back-office.md): the two-approval threshold is never below the review threshold.
+            models.CheckConstraint(condition=Q(payout_dual_approval_threshold__gte=models.F("payout_review_threshold")),
+                                   name="merchant_currency_dual_threshold_gte_review"),
+        ]
         verbose_name_plural = "merchant currencies"
 
     def __str__(self) -> str:

@@ -21,6 +21,7 @@ DEFAULT_PAYOUT_MIN_MAJOR = 1
 DEFAULT_PAYOUT_MAX_MAJOR = 500_000
 DEFAULT_PAYOUT_FEE_FIXED_MAJOR = 10
 DEFAULT_REVIEW_THRESHOLD_MAJOR = 50_000
+DEFAULT_DUAL_APPROVAL_THRESHOLD_MAJOR = 500_000  # four eyes: two reviewers at or above this
 
 
 class MerchantInputError(ValueError):
@@ -120,7 +121,8 @@ def merchant_create(*, name: str, public_key_pem: str, currencies: list[str], co
             account_get_or_create(merchant_id=merchant.pk, currency=currency.code, kind=kind)
         enabled.append(MerchantCurrency.objects.create(
             merchant=merchant, currency=currency,
-            payout_review_threshold=_major(DEFAULT_REVIEW_THRESHOLD_MAJOR, currency)))
+            payout_review_threshold=_major(DEFAULT_REVIEW_THRESHOLD_MAJOR, currency),
+            payout_dual_approval_threshold=_major(DEFAULT_DUAL_APPROVAL_THRESHOLD_MAJOR, currency)))
     audit.record(actor=actor, actor_label=None if actor else "cli", action="merchant.create", obj=merchant,
                  new={"merchant_no": merchant.merchant_no, "currencies": list(dict.fromkeys(currencies))})
     return MerchantCreated(merchant, app, key, products, enabled)
@@ -128,7 +130,13 @@ def merchant_create(*, name: str, public_key_pem: str, currencies: list[str], co
 
 @transaction.atomic(durable=True)
 def merchant_key_add(*, merchant_no: str, public_key_pem: str, actor=None) -> MerchantKey:
-    """The next key version; older versions keep verifying until revoked."""
+    """The next key version; older versions keep verifying until revoked. The CLI's entry (contract §8); in the
+    admin an upload is a staff request approved by a second person."""
+    return merchant_key_add_in_transaction(merchant_no=merchant_no, public_key_pem=public_key_pem, actor=actor)
+
+
+def merchant_key_add_in_transaction(*, merchant_no: str, public_key_pem: str, actor=None) -> MerchantKey:
+    """The key upload inside the caller's transaction (an approved staff request, apps.common.staff_requests)."""
     merchant = Merchant.objects.select_for_update().filter(merchant_no=merchant_no).first()
     if merchant is None:
         raise MerchantInputError(f"unknown merchant {merchant_no}")

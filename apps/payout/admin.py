@@ -8,27 +8,40 @@ Actions run in the changelist view, outside any admin transaction, as the durabl
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.core.exceptions import PermissionDenied
 from django.core.validators import MaxValueValidator
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
-from django.utils.timesince import timesince
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import path, reverse
+from django.utils import timezone
 
+from apps.common.models import StaffRequest
+from apps.common.staff_requests import StaffRequestRefused, staff_request_create
 from apps.currencies.formatting import format_minor
-from apps.payout.models import DenyListedAccount, Payout, PayoutReviewQueue
-from apps.payout.selectors import payout_decisions
+from apps.payout.models import DenyListedAccount, Payout, PayoutApproval, PayoutReviewQueue
+from apps.ledger.selectors import merchant_balances
+from apps.payout.selectors import (merchant_recent_payouts, payee_history, payout_approvals_count, payout_decisions,
+                                   payout_risk_tags)
 from apps.payout.services import (REVERSE_PERMISSION, REVIEW_PERMISSION, PayoutActionRefused, PayoutNotFound,
-                                  payout_approve, payout_reject, payout_reverse)
+                                  payout_approve, payout_reject)
 
 
-class RejectForm(forms.Form):
+class ReasonForm(forms.Form):
+    """A decision's reason: required for approval and rejection alike (four eyes, docs/back-office.md)."""
+
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=255,
-                             help_text="Required. Sent to the merchant as fail_reason and kept in the audit trail.")
+                             help_text="Required. Kept in the audit trail (sent to the merchant as fail_reason on "
+                                       "a rejection).")
 
     def clean_reason(self):
         reason = self.cleaned_data["reason"].strip()
         if not reason:
-            raise forms.ValidationError("A reason is required to reject a payout.")
+            raise forms.ValidationError("A reason is required to decide a payout.")
         return reason
+
+
+RejectForm = ReasonForm
 
 
 class ReverseForm(forms.Form):
@@ -44,15 +57,41 @@ class ReverseForm(forms.Form):
             self.fields[name].widget.attrs["max"] = bound
 
 
+def utc(value) -> str:
+    return f"{value:%Y-%m-%d %H:%M:%S} UTC" if value else "-"
+
+
+def short_age(value) -> str:
+    """'3d 4h', '5h 12m', '7m': fits a narrow column, unlike timesince's '3 days, 4 hours'."""
+    seconds = max(0, int((timezone.now() - value).total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    return f"{minutes}m"
+
+
+def money(amount: int, currency) -> str:
+    """Major units with the currency's own scale and symbol, then its code: '₱50,000.00 PHP'."""
+    text = format_minor(amount, currency)
+    return text if text.startswith(currency.code) else f"{text} {currency.code}"
+
+
 class PayoutDisplayMixin:
     """Columns and detail fields shared by the queue and the all-orders page; nothing here shows a full account."""
 
     list_select_related = ["merchant", "currency"]
-    detail_fields = ["platform_order_no", "mch_order_no", "merchant", "status", "review_required",
-                     "risk_reasons_display", "amount_display", "fee_display", "currency", "product", "channel",
-                     "payee_name", "payee", "bank_code", "attach", "created_at", "age", "reviewed_by", "reviewed_at",
-                     "review_reason", "upstream_reference", "submitted_at", "finished_at", "fail_reason",
-                     "reversed_at", "reversal_amount_display", "fee_refund_display", "decision_history"]
+    # Merchant, currency, product and channel as plain text: a reviewer has no permission on their pages, and a
+    # link answering 403 helps nobody. Times say UTC, like the audit trail.
+    detail_fields = ["platform_order_no", "mch_order_no", "merchant_text", "status", "review_required",
+                     "approvals_display", "risk_reasons_display", "amount_display", "fee_display", "currency_text",
+                     "product_text", "channel_text", "payee_name", "payee", "bank_code", "attach", "created_utc",
+                     "age", "reviewed_by_text", "reviewed_utc", "review_reason", "upstream_reference", "submitted_utc",
+                     "finished_utc", "fail_reason", "reversed_utc", "reversal_amount_display", "fee_refund_display",
+                     "decision_history"]
 
     def get_fields(self, request, obj=None):
         return self.detail_fields
@@ -62,19 +101,63 @@ class PayoutDisplayMixin:
 
     @admin.display(description="amount", ordering="amount")
     def amount_display(self, obj: Payout) -> str:
-        return format_minor(obj.amount, obj.currency)
+        return money(obj.amount, obj.currency)
 
     @admin.display(description="fee", ordering="fee")
     def fee_display(self, obj: Payout) -> str:
-        return format_minor(obj.fee, obj.currency)
+        return money(obj.fee, obj.currency)
+
+    @admin.display(description="merchant", ordering="merchant__merchant_no")
+    def merchant_text(self, obj: Payout) -> str:
+        return str(obj.merchant)
+
+    @admin.display(description="currency")
+    def currency_text(self, obj: Payout) -> str:
+        return obj.currency_id
+
+    @admin.display(description="product")
+    def product_text(self, obj: Payout) -> str:
+        return obj.product.code
+
+    @admin.display(description="channel")
+    def channel_text(self, obj: Payout) -> str:
+        return obj.channel.code
+
+    @admin.display(description="reviewed by")
+    def reviewed_by_text(self, obj: Payout) -> str:
+        return obj.reviewed_by.get_username() if obj.reviewed_by_id else "-"
+
+    @admin.display(description="approvals")
+    def approvals_display(self, obj: Payout) -> str:
+        return f"{payout_approvals_count(obj)}/{obj.approvals_required}"
+
+    @admin.display(description="created (UTC)", ordering="created_at")
+    def created_utc(self, obj: Payout) -> str:
+        return utc(obj.created_at)
+
+    @admin.display(description="reviewed (UTC)")
+    def reviewed_utc(self, obj: Payout) -> str:
+        return utc(obj.reviewed_at)
+
+    @admin.display(description="submitted (UTC)")
+    def submitted_utc(self, obj: Payout) -> str:
+        return utc(obj.submitted_at)
+
+    @admin.display(description="finished (UTC)", ordering="finished_at")
+    def finished_utc(self, obj: Payout) -> str:
+        return utc(obj.finished_at)
+
+    @admin.display(description="reversed (UTC)", ordering="reversed_at")
+    def reversed_utc(self, obj: Payout) -> str:
+        return utc(obj.reversed_at)
 
     @admin.display(description="reversal amount")
     def reversal_amount_display(self, obj: Payout) -> str:
-        return format_minor(obj.reversal_amount, obj.currency) if obj.reversal_amount is not None else "-"
+        return money(obj.reversal_amount, obj.currency) if obj.reversal_amount is not None else "-"
 
     @admin.display(description="fee refund")
     def fee_refund_display(self, obj: Payout) -> str:
-        return format_minor(obj.fee_refund, obj.currency) if obj.fee_refund is not None else "-"
+        return money(obj.fee_refund, obj.currency) if obj.fee_refund is not None else "-"
 
     @admin.display(description="payee account")
     def payee(self, obj: Payout) -> str:
@@ -89,7 +172,12 @@ class PayoutDisplayMixin:
 
     @admin.display(description="age", ordering="created_at")
     def age(self, obj: Payout) -> str:
-        return timesince(obj.created_at)
+        return short_age(obj.created_at)
+
+    @admin.display(description="reasons")
+    def reason_tags(self, obj: Payout) -> str:
+        return format_html_join(" ", "<span class='risk-tag'>{}</span>",
+                                ((tag,) for tag in payout_risk_tags(obj.risk_reasons)))
 
     @admin.display(description="decisions (audit trail)")
     def decision_history(self, obj: Payout) -> str:
@@ -100,8 +188,8 @@ class PayoutDisplayMixin:
             "<table><thead><tr><th>when (UTC)</th><th>who</th><th>what</th><th>why</th><th>change</th></tr></thead>"
             "<tbody>{}</tbody></table>",
             format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} &rarr; {}</td></tr>", (
-                (f"{row.created_at:%Y-%m-%d %H:%M:%S}", row.actor_label, row.action, row.reason or "-",
-                 row.old.get("status", "-") if row.old else "-", _change_summary(row.new))
+                (utc(row.created_at), row.actor_label, row.action, row.reason or "-",
+                 row.old.get("status", "-") if row.old else "-", _change_summary(row.new, obj.currency))
                 for row in rows)),
         )
 
@@ -117,8 +205,27 @@ class PayoutDisplayMixin:
         return super().changeform_view(request, object_id, form_url, extra_context)
 
 
-def _change_summary(new: dict) -> str:
-    return ", ".join(f"{key}={value}" for key, value in new.items() if key != "payee_account") or "-"
+def _row(payout: Payout) -> dict:
+    return {"order": payout.platform_order_no, "merchant": payout.merchant.merchant_no
+            if "merchant" in payout._state.fields_cache else payout.merchant_id,
+            "amount": money(payout.amount, payout.currency), "status": payout.get_status_display(),
+            "payee": payout.masked_payee_account, "bank": payout.bank_code, "created": utc(payout.created_at)}
+
+
+MONEY_KEYS = {"amount", "fee", "reversal_amount", "fee_refund"}
+
+
+def _change_summary(new: dict, currency=None) -> str:
+    """The audit row's new values in words: money in major units, without the full payee account or the risk
+    reasons (shown in full elsewhere on the page)."""
+    parts = []
+    for key, value in new.items():
+        if key in ("payee_account", "risk_reasons"):
+            continue
+        if key in MONEY_KEYS and currency is not None and type(value) is int:
+            value = money(value, currency)
+        parts.append(f"{key}={value}")
+    return ", ".join(parts) or "-"
 
 
 def _action_page(model_admin, request, queryset, *, action: str, title: str, intro: str, form,
@@ -132,8 +239,12 @@ def _action_page(model_admin, request, queryset, *, action: str, title: str, int
         "form": form,
         "submit_label": submit_label,
         "action": action,
-        "payouts": queryset,
+        "payouts": [{"payout": payout, "amount": money(payout.amount, payout.currency),
+                     "fee": money(payout.fee, payout.currency),
+                     "approvals": f"{payout.approvals.filter(decision='APPROVE').count()}/{payout.approvals_required}"}
+                    for payout in queryset.select_related("merchant", "currency")],
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "is_nav_sidebar_enabled": False,  # the payouts' table needs the width
     }
     return TemplateResponse(request, "admin/payout/action_form.html", context)
 
@@ -142,13 +253,88 @@ def _action_page(model_admin, request, queryset, *, action: str, title: str, int
 class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
     """FROZEN payouts, oldest first: what a risk reviewer works through."""
 
-    list_display = ["platform_order_no", "age", "merchant", "amount_display", "payee", "bank_code",
-                    "risk_reasons_display", "created_at"]
-    list_display_links = ["platform_order_no"]
-    list_filter = ["currency", "merchant"]
+    # Fits 1280 px: short columns, reasons as tags, the full words on the decision page.
+    list_display = ["order_short", "amount_display", "merchant_no", "payee_short", "bank", "reason_tags", "age",
+                    "approvals_display"]
+    list_display_links = ["order_short"]
+    list_filter = []  # the filter column would cost 270 px; search covers order and merchant numbers
     search_fields = ["platform_order_no", "mch_order_no", "merchant__merchant_no"]
     ordering = ["created_at", "id"]
     actions = ["approve_selected", "reject_selected"]
+    list_per_page = 50
+
+    class Media:
+        css = {"all": ["payout/review.css"]}
+
+    @admin.display(description="payout", ordering="created_at")
+    def order_short(self, obj: Payout) -> str:
+        return format_html("<span title='{}'>{}…{}</span>", obj.platform_order_no, obj.platform_order_no[:10],
+                           obj.platform_order_no[-6:])
+
+    @admin.display(description="merchant", ordering="merchant__merchant_no")
+    def merchant_no(self, obj: Payout) -> str:
+        return format_html("<span title='{}'>{}</span>", obj.merchant.name, obj.merchant.merchant_no)
+
+    @admin.display(description="payee")
+    def payee_short(self, obj: Payout) -> str:
+        return obj.masked_payee_account
+
+    @admin.display(description="bank", ordering="bank_code")
+    def bank(self, obj: Payout) -> str:
+        return obj.bank_code
+
+    def changelist_view(self, request, extra_context=None):
+        # The page needs the whole width at 1280 px: no navigation sidebar here (the breadcrumbs lead back).
+        return super().changelist_view(request, {**(extra_context or {}), "is_nav_sidebar_enabled": False})
+
+    def get_urls(self):
+        info = self.model._meta.app_label, self.model._meta.model_name
+        urls = super().get_urls()  # the changelist first; before the catch-all "<path:object_id>/"
+        return [urls[0], path("<int:payout_id>/decide/", self.admin_site.admin_view(self.decide_view),
+                              name="%s_%s_decide" % info), *urls[1:]]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        return redirect(reverse("admin:payout_payoutreviewqueue_decide", args=[object_id]))
+
+    def decide_view(self, request, payout_id: int):
+        """One payout, everything a reviewer decides from, and the Approve and Reject buttons (each confirms and
+        needs a reason). A POST calls the payout service, outside any admin transaction."""
+        if not self.has_review_permission(request):
+            raise PermissionDenied
+        payout = get_object_or_404(Payout.objects.select_related("merchant", "currency", "product", "channel"),
+                                   pk=payout_id)
+        form = ReasonForm(request.POST if request.method == "POST" else None)
+        if request.method == "POST" and form.is_valid():
+            decision = request.POST.get("decision")
+            if decision in ("approve", "reject"):
+                service, verb = (payout_approve, "approved") if decision == "approve" else (payout_reject, "rejected")
+                self._decide(request, service, payout_id=payout.pk, verb=verb, reason=form.cleaned_data["reason"])
+                return redirect(reverse("admin:payout_payoutreviewqueue_decide", args=[payout.pk]))
+        balance = merchant_balances(merchant_id=payout.merchant_id, currency=payout.currency_id)
+        approvals = list(payout.approvals.select_related("reviewer"))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Decide payout {payout.platform_order_no}",
+            "payout": payout,
+            "amount": money(payout.amount, payout.currency),
+            "fee": money(payout.fee, payout.currency),
+            "available": money(balance["available"], payout.currency),
+            "frozen": money(balance["frozen"], payout.currency),
+            "created": utc(payout.created_at),
+            "age": short_age(payout.created_at),
+            "approvals": approvals,
+            "approvals_so_far": f"{sum(a.decision == PayoutApproval.Decision.APPROVE for a in approvals)}/"
+                                f"{payout.approvals_required}",
+            "payee_rows": [_row(p) for p in payee_history(payout)],
+            "merchant_rows": [_row(p) for p in merchant_recent_payouts(payout)],
+            "trail": [{"when": utc(r.created_at), "who": r.actor_label, "what": r.action, "why": r.reason or "-",
+                       "change": _change_summary(r.new, payout.currency)} for r in payout_decisions(payout)],
+            "form": form,
+            "can_decide": payout.status == Payout.Status.FROZEN,
+            "is_nav_sidebar_enabled": False,
+        }
+        return TemplateResponse(request, "admin/payout/decide.html", context)
 
     def get_queryset(self, request):
         return super().get_queryset(request).filter(status=Payout.Status.FROZEN)
@@ -167,20 +353,36 @@ class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
         actions.pop("delete_selected", None)
         return actions
 
-    @admin.action(description="Approve selected payouts", permissions=["review"])
+    @admin.action(description="Approve selected payouts (asks for a reason)", permissions=["review"])
     def approve_selected(self, request, queryset):
-        for payout_id in queryset.values_list("pk", flat=True):
-            self._decide(request, payout_approve, payout_id=payout_id, verb="approved")
+        two = list(queryset.filter(approvals_required__gt=1).values_list("platform_order_no", flat=True))
+        if two:
+            # Four eyes: a payout that needs two approvals is decided on its own page, never by "select all".
+            self.message_user(request, f"Not approved: {', '.join(two)} need two approvals; open each payout's "
+                                       f"decision page. Nothing was approved.", messages.ERROR)
+            return None
+        form = ReasonForm(request.POST if "apply" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            for payout_id in queryset.values_list("pk", flat=True):
+                self._decide(request, payout_approve, payout_id=payout_id, verb="approved",
+                             reason=form.cleaned_data["reason"])
+            return None
+        return _action_page(self, request, queryset.select_related("merchant", "currency"),
+                            action="approve_selected", title="Approve payouts",
+                            intro="Each payout is submitted to its channel after approval. Only payouts that need "
+                                  "one approval can be approved together.",
+                            form=form, submit_label="Approve")
 
     @admin.action(description="Reject selected payouts (asks for a reason)", permissions=["review"])
     def reject_selected(self, request, queryset):
-        form = RejectForm(request.POST if "apply" in request.POST else None)
+        form = ReasonForm(request.POST if "apply" in request.POST else None)
         if form.is_bound and form.is_valid():
             for payout_id in queryset.values_list("pk", flat=True):
                 self._decide(request, payout_reject, payout_id=payout_id, verb="rejected",
                              reason=form.cleaned_data["reason"])
             return None
-        return _action_page(self, request, queryset, action="reject_selected", title="Reject payouts",
+        return _action_page(self, request, queryset.select_related("merchant", "currency"),
+                            action="reject_selected", title="Reject payouts",
                             intro="The frozen amount and fee go back to the merchant's available balance and the "
                                   "merchant receives the REJECTED callback.",
                             form=form, submit_label="Reject")
@@ -190,6 +392,12 @@ class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
             payout = service(payout_id=payout_id, reviewer=request.user, **kwargs)
         except (PayoutActionRefused, PayoutNotFound) as exc:
             self.message_user(request, f"Refused: {exc}", messages.ERROR)
+            return
+        if payout.status == Payout.Status.FROZEN:
+            approvals = payout.approvals.filter(decision="APPROVE").count()
+            self.message_user(request, f"Payout {payout}: your approval is recorded ({approvals}/"
+                                       f"{payout.approvals_required}); a second reviewer must approve it.",
+                              messages.SUCCESS)
             return
         self.message_user(request, f"Payout {payout} {verb}: now {payout.status}.", messages.SUCCESS)
 
@@ -226,25 +434,27 @@ class PayoutAdmin(PayoutDisplayMixin, admin.ModelAdmin):
             form = ReverseForm(request.POST, payout=payout)
             if form.is_valid():
                 try:
-                    payout = payout_reverse(payout_id=payout.pk, actor=request.user, source="admin",
-                                            reversal_amount=form.cleaned_data["reversal_amount"],
-                                            fee_refund=form.cleaned_data["fee_refund"],
-                                            reason=form.cleaned_data["reason"])
-                except (PayoutActionRefused, PayoutNotFound) as exc:
+                    staff_request = staff_request_create(
+                        kind=StaffRequest.Kind.PAYOUT_REVERSAL, requested_by=request.user,
+                        payload={"payout_id": payout.pk, "reversal_amount": form.cleaned_data["reversal_amount"],
+                                 "fee_refund": form.cleaned_data["fee_refund"]},
+                        reason=form.cleaned_data["reason"])
+                except StaffRequestRefused as exc:
                     self.message_user(request, f"Refused: {exc}", messages.ERROR)
                 else:
-                    credited = format_minor(payout.reversal_amount + payout.fee_refund, payout.currency)
-                    self.message_user(request, f"Payout {payout} reversed: {credited} back to the merchant's "
-                                               f"available balance.", messages.SUCCESS)
+                    self.message_user(request, f"Reversal requested (request #{staff_request.pk}): it takes effect "
+                                               f"when a second person with the reverse role approves it.",
+                                      messages.SUCCESS)
                 return None
         else:
             form = ReverseForm(initial={"reversal_amount": payout.amount, "fee_refund": payout.fee}, payout=payout)
         return _action_page(self, request, queryset, action="reverse_selected", title=f"Reverse payout {payout}",
                             intro=f"Amount {format_minor(payout.amount, payout.currency)}, fee "
                                   f"{format_minor(payout.fee, payout.currency)} (minor units: {payout.amount} and "
-                                  f"{payout.fee}). The reversal credits the merchant's available balance once and "
-                                  f"sends the payout.reversed callback; the status stays SUCCESS.",
-                            form=form, submit_label="Reverse")
+                                  f"{payout.fee}). This asks for the reversal: once a second person approves it, "
+                                  f"it credits the merchant's available balance once and sends the payout.reversed "
+                                  f"callback; the status stays SUCCESS.",
+                            form=form, submit_label="Request reversal")
 
 
 @admin.register(DenyListedAccount)

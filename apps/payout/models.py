@@ -57,6 +57,13 @@ class Payout(models.Model):
 
     status = FSMField(max_length=16, choices=Status.choices)
     review_required = models.BooleanField(default=False)
+    approvals_required = models.PositiveSmallIntegerField(
+        default=1, help_text="Reviewer approvals needed to release a payout in review: 2 at or above the merchant "
+                             "currency's two-approval threshold (four eyes).")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                     related_name="requested_payouts", editable=False,
+                                     help_text="The staff user who asked for this payout on the merchant's behalf, "
+                                               "if any: they may not decide it.")
     risk_reasons = models.JSONField(default=list, blank=True, help_text="Why the order went to review.")
     hold = models.OneToOneField(Hold, on_delete=models.PROTECT, related_name="payout",
                                 help_text="The freeze of amount + fee placed at creation.")
@@ -75,7 +82,7 @@ class Payout(models.Model):
     reversal_amount = models.BigIntegerField(null=True, blank=True)
     fee_refund = models.BigIntegerField(null=True, blank=True)
 
-    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    created_at = models.DateTimeField(default=timezone.now)  # indexed below (covering)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -87,6 +94,11 @@ class Payout(models.Model):
         indexes = [
             models.Index(fields=["merchant", "payee_account", "created_at"], name="payout_velocity_idx"),
             models.Index(fields=["status", "created_at"], name="payout_status_created_idx"),
+            # Replaces the plain created_at index; INCLUDE: the operations overview's sums are index-only scans.
+            models.Index(fields=["created_at"], include=["currency", "status", "amount"],
+                         name="payout_created_cover_idx"),
+            # The decision page: this payee account's earlier payouts across every merchant.
+            models.Index(fields=["payee_account", "created_at"], name="payout_payee_history_idx"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["platform_order_no"], name="payout_platform_order_no_unique"),
@@ -152,6 +164,36 @@ class Payout(models.Model):
         self.reviewed_by = reviewer if getattr(reviewer, "pk", None) else None
         self.reviewed_at = timezone.now()
         self.review_reason = reason
+
+
+class PayoutApproval(models.Model):
+    """One reviewer's decision on a payout in review (four eyes): one row per reviewer and payout.
+
+    A payout needing two approvals leaves FROZEN only when two rows by different reviewers say APPROVE; one
+    REJECT rejects it. The CLI (a shell on the server, contract §8) decides alone and leaves a row without a
+    reviewer, labelled with the operator."""
+
+    class Decision(models.TextChoices):
+        APPROVE = "APPROVE", "Approve"
+        REJECT = "REJECT", "Reject"
+
+    payout = models.ForeignKey(Payout, on_delete=models.PROTECT, related_name="approvals", db_index=False)
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                 related_name="payout_approvals")
+    actor_label = models.CharField(max_length=128)
+    decision = models.CharField(max_length=8, choices=Decision.choices)
+    reason = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["payout", "reviewer"], name="payout_approval_one_per_reviewer"),
+            models.CheckConstraint(condition=~Q(reason=""), name="payout_approval_reason_required"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.payout_id} {self.decision} by {self.actor_label}"
 
 
 class PayoutReviewQueue(Payout):

@@ -4,25 +4,37 @@ GROUPS = {
     # Review queue: see it and the orders, approve or reject, keep the deny list.
     "Risk reviewer": ["review_payout", "view_payout", "view_payoutreviewqueue", "view_denylistedaccount",
                       "add_denylistedaccount", "change_denylistedaccount"],
-    # Operations: see the orders and reverse a successful one (admin action / reverse_payout).
-    "Payout operations": ["reverse_payout", "view_payout"],
+    # Operations: see the orders, ask for and approve (someone else's) reversals and balance adjustments
+    # (four eyes: apps.common.staff_requests).
+    "Payout operations": ["reverse_payout", "view_payout", "common.adjust_balance", "common.view_staffrequest",
+                          "common.view_operationsoverview"],
 }
 
 
 def payout_groups_ensure(apps) -> None:
-    """Idempotent: each group exists with at least its permissions. `apps`: a historical or the live registry."""
+    """Idempotent: each group exists with at least its permissions ("codename" of the payout app or
+    "app_label.codename"). `apps`: a historical or the live registry."""
     from django.contrib.auth.management import create_permissions
+    from django.db.models import Q
 
-    app_config = apps.get_app_config("payout")
-    if not getattr(app_config, "models_module", None):
-        app_config.models_module = True  # a migration-state stub: let create_permissions see its models
-    create_permissions(app_config, apps=apps, verbosity=0)  # normally created only after all migrations ran
+    wanted = [(name.split(".", 1) if "." in name else ("payout", name)) for names in GROUPS.values() for name in names]
+    for label in {label for label, _ in wanted}:
+        try:
+            app_config = apps.get_app_config(label)
+        except LookupError:
+            continue
+        if not getattr(app_config, "models_module", None):
+            app_config.models_module = True  # a migration-state stub: let create_permissions see its models
+        create_permissions(app_config, apps=apps, verbosity=0)  # normally created only after all migrations ran
     group_model = apps.get_model("auth", "Group")
     permission_model = apps.get_model("auth", "Permission")
     for name, codenames in GROUPS.items():
         group, _ = group_model.objects.get_or_create(name=name)
-        group.permissions.add(*permission_model.objects.filter(content_type__app_label="payout",
-                                                               codename__in=codenames))
+        match = Q(pk__in=[])
+        for codename in codenames:
+            label, code = codename.split(".", 1) if "." in codename else ("payout", codename)
+            match |= Q(content_type__app_label=label, codename=code)
+        group.permissions.add(*permission_model.objects.filter(match))
 
 
 # --- staff users with a named role (management command create_staff) -----------------------------------------

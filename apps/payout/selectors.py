@@ -58,7 +58,7 @@ def payout_query_data(payout: Payout) -> dict:
 
 
 def payout_risk_reasons(*, merchant_id: int, currency, amount: int, review_threshold: int,
-                        payee_account: str) -> list[str]:
+                        payee_account: str, dual_approval_threshold: int | None = None) -> list[str]:
     """Why a new payout must wait for a reviewer (contract §5); empty means it is APPROVED at once.
 
     Payout create calls it holding the (merchant, payee account) lock, so two creates to one payee account count
@@ -67,6 +67,9 @@ def payout_risk_reasons(*, merchant_id: int, currency, amount: int, review_thres
     if amount >= review_threshold:
         reasons.append(f"Amount {format_minor(amount, currency)} is at or above the merchant's review threshold "
                        f"{format_minor(review_threshold, currency)}.")
+    if dual_approval_threshold is not None and amount >= dual_approval_threshold:
+        reasons.append(f"Amount is at or above the two-approval threshold "
+                       f"{format_minor(dual_approval_threshold, currency)}: two different reviewers must approve.")
     listed = (DenyListedAccount.objects.filter(Q(currency__isnull=True) | Q(currency=currency),
                                                payee_account=payee_account, is_active=True)
               .order_by("pk").values_list("reason", flat=True).first())
@@ -102,3 +105,34 @@ def payouts_processing_unsent(*, older_than: timedelta) -> list[int]:
     return list(Payout.objects.filter(status=Payout.Status.PROCESSING, upstream_reference="",
                                       submitted_at__lt=cutoff)
                 .order_by("created_at").values_list("pk", flat=True)[:SWEEP_LIMIT])
+
+
+# --- the reviewer's decision page ------------------------------------------------------------------------------
+
+RISK_TAGS = [("two-approval", "2 approvals"), ("review threshold", "amount"), ("deny list", "deny list"),
+             ("within 24 h", "velocity")]
+
+
+def payout_risk_tags(reasons: list[str]) -> list[str]:
+    """Short tags for the queue's narrow column: 'amount', 'deny list', 'velocity', '2 approvals'."""
+    tags = []
+    for reason in reasons:
+        tag = next((tag for needle, tag in RISK_TAGS if needle in reason), "other")
+        if tag not in tags:
+            tags.append(tag)
+    return tags
+
+
+def payout_approvals_count(payout: Payout) -> int:
+    return payout.approvals.filter(decision="APPROVE").count()
+
+
+def payee_history(payout: Payout, *, limit: int = 20) -> list[Payout]:
+    """Earlier payouts to this payee account and bank, across every merchant (newest first); shown masked."""
+    return list(Payout.objects.filter(payee_account=payout.payee_account, bank_code=payout.bank_code)
+                .exclude(pk=payout.pk).select_related("merchant", "currency").order_by("-created_at")[:limit])
+
+
+def merchant_recent_payouts(payout: Payout, *, limit: int = 10) -> list[Payout]:
+    return list(Payout.objects.filter(merchant_id=payout.merchant_id).exclude(pk=payout.pk)
+                .select_related("currency").order_by("-created_at")[:limit])

@@ -22,7 +22,7 @@ from apps.common.orders import order_create_or_replay, replay_or_conflict
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
 from apps.merchants.models import Merchant, Product
-from apps.payout.models import Payout, mask_account
+from apps.payout.models import Payout, PayoutApproval, mask_account
 from apps.payout.selectors import payout_for_merchant, payout_risk_reasons
 
 logger = logging.getLogger(__name__)
@@ -104,20 +104,25 @@ def _payout_insert(*, merchant: Merchant, route: Route, mch_order_no: str, amoun
     """Risk rules, the freeze of amount + fee (2003 when available is short) and the order, in one transaction."""
     currency = route.merchant_currency.currency
     _lock_payee_account(merchant_id=merchant.pk, payee_account=payee_account)
+    merchant_currency = route.merchant_currency
     reasons = payout_risk_reasons(merchant_id=merchant.pk, currency=currency, amount=amount,
-                                  review_threshold=route.merchant_currency.payout_review_threshold,
-                                  payee_account=payee_account)
+                                  review_threshold=merchant_currency.payout_review_threshold,
+                                  payee_account=payee_account,
+                                  dual_approval_threshold=merchant_currency.payout_dual_approval_threshold)
     fee = route.product.fee_for(amount)
+    approvals_required = 2 if amount >= merchant_currency.payout_dual_approval_threshold else 1
     payout = Payout(merchant=merchant, mch_order_no=mch_order_no, product=route.product, currency=currency,
                     channel=route.channel, amount=amount, fee=fee, payee_name=payee_name, payee_account=payee_account,
                     bank_code=bank_code, attach=attach, review_required=bool(reasons), risk_reasons=reasons,
+                    approvals_required=approvals_required,
                     status=Payout.Status.FROZEN if reasons else Payout.Status.APPROVED)
     payout.hold = ledger.hold_place(merchant_id=merchant.pk, currency=currency.code, amount=amount + fee,
                                     cause=payout.platform_order_no, memo=f"payout {mch_order_no}")
     payout.save(force_insert=True)
     audit.record(actor=None, actor_label=merchant.merchant_no, action="payout.create", obj=payout,
                  new={"status": payout.status, "amount": amount, "fee": fee, "currency": currency.code,
-                      "payee_account": payout.masked_payee_account, "bank_code": bank_code, "risk_reasons": reasons})
+                      "payee_account": payout.masked_payee_account, "bank_code": bank_code, "risk_reasons": reasons,
+                      "approvals_required": approvals_required})
     if payout.status == Payout.Status.APPROVED:
         transaction.on_commit(lambda: payout_submit_dispatch(payout_id=payout.pk))
     logger.info("payout %s created %s: %s %s to %s", payout.platform_order_no, payout.status, amount, currency.code,
@@ -129,13 +134,17 @@ def _payout_insert(*, merchant: Merchant, route: Route, mch_order_no: str, amoun
 
 
 def _check_reviewer(payout: Payout, reviewer) -> None:
+    """Who may decide this payout at all: a risk reviewer who neither administers its merchant nor asked for it.
+    The CLI (no user: a shell on the server is the highest authority, contract §8) is not checked."""
     if not getattr(reviewer, "pk", None):
-        return  # operations CLI: the shell account is the authority
+        return
     if not reviewer.has_perm(REVIEW_PERMISSION):
         raise PayoutActionRefused(f"{reviewer.get_username()} may not review payouts.")
     if payout.merchant.administrators.filter(pk=reviewer.pk).exists():
         raise PayoutActionRefused(f"{reviewer.get_username()} administers merchant {payout.merchant.merchant_no} "
                                   f"and may not review its payouts.")
+    if payout.requested_by_id == reviewer.pk:
+        raise PayoutActionRefused(f"{reviewer.get_username()} asked for payout {payout} and may not decide it.")
 
 
 def _refuse_unless_frozen(payout: Payout) -> None:
@@ -145,10 +154,30 @@ def _refuse_unless_frozen(payout: Payout) -> None:
         raise PayoutActionRefused(f"payout {payout} is {payout.status}, not FROZEN; nothing changed.")
 
 
+def _decision_row(payout: Payout, reviewer, *, decision: str, reason: str, label: str) -> PayoutApproval:
+    """The reviewer's one decision on this payout; a second decision by the same reviewer is refused (the
+    unique (payout, reviewer) constraint backs this check, which runs under the payout's row lock)."""
+    user = reviewer if getattr(reviewer, "pk", None) else None
+    if user is not None:
+        earlier = payout.approvals.filter(reviewer=user).first()
+        if earlier is not None:
+            raise PayoutActionRefused(
+                f"{user.get_username()} already decided payout {payout} ({earlier.get_decision_display().lower()}); "
+                f"a different reviewer must give the next decision.")
+    return PayoutApproval.objects.create(payout=payout, reviewer=user, actor_label=label, decision=decision,
+                                         reason=reason)
+
+
+def _label(reviewer, via: str) -> str:
+    return reviewer.get_username() if getattr(reviewer, "pk", None) else audit.cli_label(via)
+
+
 @transaction.atomic(durable=True)
 def payout_approve(*, payout_id: int, reviewer, reason: str = "", via: str = "admin",
                    replay: bool = True) -> Payout:
-    """FROZEN → APPROVED by a risk reviewer; the order is then submitted to the channel (after commit).
+    """A reviewer's approval of a FROZEN payout (reason required). A payout needing one approval becomes
+    APPROVED and is submitted to the channel (after commit); one needing two (four eyes) stays FROZEN until a
+    second, different reviewer approves. The CLI (no reviewer) approves alone, reason optional.
     `replay=False`: an order already decided is refused instead of returned as it is."""
     payout = lock_payout(payout_id=payout_id)
     _check_reviewer(payout, reviewer)
@@ -158,17 +187,33 @@ def payout_approve(*, payout_id: int, reviewer, reason: str = "", via: str = "ad
         return payout  # approved before (it may have moved on since): the same decision twice moves nothing
     if payout.status != Payout.Status.FROZEN:
         raise PayoutActionRefused(f"payout {payout} is {payout.status}; only a FROZEN payout can be approved.")
-    payout.approve(reviewer=reviewer, reason=reason.strip())
+    reason = reason.strip()
+    by_user = bool(getattr(reviewer, "pk", None))
+    if by_user and not reason:
+        raise PayoutActionRefused("a reason is required to approve a payout.")
+    label = _label(reviewer, via)
+    _decision_row(payout, reviewer, decision=PayoutApproval.Decision.APPROVE,
+                  reason=reason or f"approved from the {via}", label=label)
+    approvals = payout.approvals.filter(decision=PayoutApproval.Decision.APPROVE).count()
+    if by_user and approvals < payout.approvals_required:
+        audit.record(actor=reviewer, action="payout.approval", obj=payout, reason=reason,
+                     old={"status": payout.status},
+                     new={"status": payout.status, "approvals": f"{approvals}/{payout.approvals_required}"})
+        return payout  # four eyes: waits for a second reviewer
+    payout.approve(reviewer=reviewer, reason=reason)
     payout.save(update_fields=["status", "reviewed_by", "reviewed_at", "review_reason", "updated_at"])
-    audit.record(actor=reviewer, actor_label=_actor_label(reviewer, via), action="payout.approve", obj=payout,
-                 old={"status": Payout.Status.FROZEN}, new={"status": payout.status}, reason=payout.review_reason)
+    audit.record(actor=reviewer, actor_label=None if by_user else label, action="payout.approve", obj=payout,
+                 old={"status": Payout.Status.FROZEN},
+                 new={"status": payout.status, "approvals": f"{approvals}/{payout.approvals_required}"},
+                 reason=payout.review_reason)
     transaction.on_commit(lambda: payout_submit_dispatch(payout_id=payout.pk))
     return payout
 
 
 @transaction.atomic(durable=True)
 def payout_reject(*, payout_id: int, reviewer, reason: str, via: str = "admin", replay: bool = True) -> Payout:
-    """FROZEN → REJECTED by a risk reviewer (reason required, sent as fail_reason): the freeze goes back.
+    """FROZEN → REJECTED by one risk reviewer (reason required, sent as fail_reason): the freeze goes back.
+    A reviewer who already approved it may not reject it too (one decision per reviewer).
     `replay=False`: an order already decided is refused instead of returned as it is."""
     payout = lock_payout(payout_id=payout_id)
     _check_reviewer(payout, reviewer)
@@ -180,12 +225,14 @@ def payout_reject(*, payout_id: int, reviewer, reason: str, via: str = "admin", 
         raise PayoutActionRefused("a reason is required to reject a payout.")
     if payout.status != Payout.Status.FROZEN:
         raise PayoutActionRefused(f"payout {payout} is {payout.status}; only a FROZEN payout can be rejected.")
+    label = _label(reviewer, via)
+    _decision_row(payout, reviewer, decision=PayoutApproval.Decision.REJECT, reason=reason.strip(), label=label)
     payout.reject(reviewer=reviewer, reason=reason.strip())
     payout.save(update_fields=["status", "reviewed_by", "reviewed_at", "review_reason", "fail_reason",
                                "finished_at", "updated_at"])
     ledger.hold_release(hold_id=payout.hold_id, memo=f"payout {payout} rejected")
     _enqueue_terminal(payout)
-    audit.record(actor=reviewer, actor_label=_actor_label(reviewer, via), action="payout.reject", obj=payout,
+    audit.record(actor=reviewer, actor_label=_actor_label(reviewer, label), action="payout.reject", obj=payout,
                  old={"status": Payout.Status.FROZEN}, new={"status": payout.status}, reason=payout.review_reason)
     return payout
 
@@ -275,8 +322,17 @@ def _enqueue_terminal(payout: Payout) -> None:
 @transaction.atomic(durable=True)
 def payout_reverse(*, reversal_amount: int, fee_refund: int, actor=None, source: str = "ops", reason: str = "",
                    payout_id: int | None = None, platform_order_no: str | None = None) -> Payout:
-    """Ops reversal of a SUCCESS payout (admin action, reverse_payout): at most once, within the bounds of
-    contract §5; reversing twice is refused."""
+    """Ops reversal of a SUCCESS payout (reverse_payout CLI; in the admin an approved staff request): at most
+    once, within the bounds of contract §5; reversing twice is refused."""
+    return payout_reverse_in_transaction(reversal_amount=reversal_amount, fee_refund=fee_refund, actor=actor,
+                                         source=source, reason=reason, payout_id=payout_id,
+                                         platform_order_no=platform_order_no)
+
+
+def payout_reverse_in_transaction(*, reversal_amount: int, fee_refund: int, actor=None, source: str = "ops",
+                                  reason: str = "", payout_id: int | None = None,
+                                  platform_order_no: str | None = None) -> Payout:
+    """The reversal inside the caller's transaction (an approved staff request, apps.common.staff_requests)."""
     payout = lock_payout(payout_id=payout_id, platform_order_no=platform_order_no)
     if getattr(actor, "pk", None) and not actor.has_perm(REVERSE_PERMISSION):
         raise PayoutActionRefused(f"{actor.get_username()} may not reverse payouts.")
@@ -318,7 +374,8 @@ def _reverse_locked(payout: Payout, *, reversal_amount: int, fee_refund: int, ac
                 merchant_id=payout.merchant_id, memo=reason or f"payout {payout} reversed ({source})")
     callback_enqueue(merchant=payout.merchant, type=CallbackEvent.Type.PAYOUT_REVERSED,
                      platform_order_no=payout.platform_order_no, payload=payout_reversed_payload(payout))
-    audit.record(actor=actor, actor_label=_actor_label(actor, source), action="payout.reverse", obj=payout,
+    audit.record(actor=actor, actor_label=_actor_label(actor, audit.cli_label(source)), action="payout.reverse",
+                 obj=payout,
                  old={"reversed_at": None},
                  new={"reversal_amount": reversal_amount, "fee_refund": fee_refund, "source": source},
                  reason=reason)

@@ -75,3 +75,60 @@ def test_resend_needs_the_change_permission(client, dead_event):
     client.post(CHANGELIST, {"action": "resend", "_selected_action": [dead_event.pk]})
     assert CallbackEvent.objects.get(pk=dead_event.pk).status == CallbackEvent.Status.DEAD
     assert not AuditLog.objects.filter(action="callback.resend").exists()
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]  # closed again when the block ends: nothing listens there
+
+
+def test_attempt_errors_read_as_words_without_internal_class_names(admin_client, hooked_merchant, enqueue,
+                                                                   settings):
+    settings.CALLBACK_RETRY_DELAYS_SECONDS = []
+    hooked_merchant.collection_callback_url = f"http://127.0.0.1:{_closed_port()}/cb"
+    hooked_merchant.save(update_fields=["collection_callback_url"])
+    event = callback_deliver(event_id=enqueue(hooked_merchant).pk)
+    error = event.attempts.get().error
+    assert "connection refused" in error.lower(), error
+    assert "Pool" not in error and "object at 0x" not in error and "Errno" not in error, error
+    page = admin_client.get(f"{CHANGELIST}{event.pk}/change/").content.decode()
+    assert "_PinnedHTTPPool" not in page
+
+
+def test_event_page_is_titled_view_and_attempts_do_not_read_attempt_n_of_m(admin_client, dead_event):
+    page = admin_client.get(f"{CHANGELIST}{dead_event.pk}/change/").content.decode()
+    assert "| View callback event |" in page and "Change callback event" not in page
+    attempt = dead_event.attempts.get()
+    assert str(attempt) == f"event {dead_event.pk}, attempt 1"
+    assert f"attempt 1 of {dead_event.pk}" not in page
+
+
+def test_the_event_page_names_the_merchant_without_a_link_that_would_answer_403(client, dead_event):
+    admin_login(client, staff("view_callbackevent", "view_callbackattempt"))
+    page = client.get(f"{CHANGELIST}{dead_event.pk}/change/").content.decode()
+    assert dead_event.merchant.merchant_no in page
+    assert f"/admin/merchants/merchant/{dead_event.merchant_id}/" not in page
+
+
+def test_urllib3_errors_that_carry_our_pool_and_connection_objects_are_told_in_words():
+    import requests
+    from urllib3.exceptions import NewConnectionError, ProtocolError, ReadTimeoutError
+
+    from apps.callbacks.transport import _HTTPPool, _WatchedHTTPConnection, _describe
+
+    pool = _HTTPPool("127.0.0.1", 9)
+    conn = _WatchedHTTPConnection("127.0.0.1", 9)
+    cases = [
+        requests.ConnectionError(ReadTimeoutError(pool, "/cb", "Read timed out.")),
+        requests.ConnectionError(NewConnectionError(conn, "Failed to establish a new connection: [Errno 111] "
+                                                          "Connection refused")),
+        requests.ConnectionError(ProtocolError("Connection aborted.", ConnectionResetError(104, "Connection reset by peer"))),
+    ]
+    texts = [_describe(exc, 5) for exc in cases]
+    assert texts == ["connection failed: read timed out.", "connection failed: connection refused",
+                     "connection failed: connection reset by peer"], texts
+    for text in texts:
+        assert "Pool" not in text and "_Watched" not in text and "0x" not in text and "Errno" not in text

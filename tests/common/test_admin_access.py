@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
+from apps.common.models import Heartbeat, OperationsOverview, StaffRequest
 from apps.collection.services import collection_create, collection_notify_paid
 from apps.common.staff_signin import new_recovery_codes
 from apps.ledger.services import balance_adjust, statements_prepare
@@ -68,7 +69,14 @@ def world(merchant, rsa_keys, monkeypatch):
     new_recovery_codes(someone)
     # Today's statement, stored as the daily task would store it once the day is closed.
     statements_prepare(day=statement_today(), now=timezone.now() + timedelta(days=2))
-    return {"auth.user": someone, "payout.payoutreviewqueue": frozen,
+    # A balance adjustment someone asked for, waiting for a second person (four eyes).
+    asked = StaffRequest.objects.create(kind=StaffRequest.Kind.BALANCE_ADJUSTMENT, requested_by=someone,
+                                        payload={"merchant_no": merchant.merchant_no, "currency": "PHP",
+                                                 "amount": 500},
+                                        summary="Credit 5.00 PHP", reason="goodwill")
+    beat, _ = Heartbeat.objects.update_or_create(name="payout.sweeper", defaults={"beat_at": timezone.now()})
+    return {"auth.user": someone, "payout.payoutreviewqueue": frozen, "common.staffrequest": asked,
+            "common.operationsoverview": OperationsOverview.objects.get(pk=beat.pk),
             "payout.payout": Payout.objects.get(pk=paid.pk), "callbacks.callbackevent": event,
             "merchants.merchantkey": MerchantKey.objects.get(merchant=merchant.merchant),
             "collection.collectionorder": order}
@@ -174,14 +182,24 @@ ACTIONS = {
         ["callbacks.change_callbackevent"], lambda w: {},
         lambda w: CallbackEvent.objects.get(pk=w["callbacks.callbackevent"].pk).status == "pending"),
     ("payout.payoutreviewqueue", "approve_selected"): (
-        ["payout.review_payout"], lambda w: {},
+        ["payout.review_payout"], lambda w: {"apply": "1", "reason": "payee known"},
         lambda w: Payout.objects.get(pk=w["payout.payoutreviewqueue"].pk).status == "APPROVED"),
     ("payout.payoutreviewqueue", "reject_selected"): (
         ["payout.review_payout"], lambda w: {"apply": "1", "reason": "payee unverified"},
         lambda w: Payout.objects.get(pk=w["payout.payoutreviewqueue"].pk).status == "REJECTED"),
-    ("payout.payout", "reverse_selected"): (
+    ("payout.payout", "reverse_selected"): (  # asks for the reversal; a second person approves it
         ["payout.reverse_payout"], _reverse_data,
-        lambda w: Payout.objects.get(pk=w["payout.payout"].pk).reversed_at is not None),
+        lambda w: StaffRequest.objects.filter(kind=StaffRequest.Kind.PAYOUT_REVERSAL).exists()),
+    # Deciding needs the permission of the request's kind (a balance adjustment here); every kind's permission
+    # is excluded so the action is not even offered, then adjust_balance alone is added back.
+    ("common.staffrequest", "approve_selected"): (
+        ["common.adjust_balance", "payout.reverse_payout", "merchants.add_merchantkey"],
+        lambda w: {"apply": "1", "reason": "checked"},
+        lambda w: StaffRequest.objects.get(pk=w["common.staffrequest"].pk).status == "APPROVED"),
+    ("common.staffrequest", "reject_selected"): (
+        ["common.adjust_balance", "payout.reverse_payout", "merchants.add_merchantkey"],
+        lambda w: {"apply": "1", "reason": "no ticket"},
+        lambda w: StaffRequest.objects.get(pk=w["common.staffrequest"].pk).status == "REJECTED"),
 }
 
 
@@ -245,7 +263,7 @@ def _merchant_form(world, rsa_keys):
 def _key_form(world, rsa_keys):
     from apps.common import signing
 
-    return {"merchant": world["merchants.merchantkey"].merchant.merchant_no,
+    return {"merchant": world["merchants.merchantkey"].merchant.merchant_no, "reason": "merchant ticket 9",
             "public_key_text": signing.public_key_to_pem(rsa_keys[2].public_key())}
 
 
@@ -253,8 +271,13 @@ def _key_form(world, rsa_keys):
 ADD_VIEWS = {
     "merchants.merchant": ("add_merchant", _merchant_form,
                            lambda: MODELS["merchants.merchant"].objects.filter(name="Created In Admin").exists()),
+    # A staff upload is a request (four eyes): the key exists only after a second person approves it.
     "merchants.merchantkey": ("add_merchantkey", _key_form,
-                              lambda: MerchantKey.objects.filter(version=2).exists()),
+                              lambda: StaffRequest.objects.filter(kind=StaffRequest.Kind.MERCHANT_KEY).exists()),
+    "common.staffrequest": ("adjust_balance",
+                            lambda world, keys: {"merchant_no": world["merchants.merchantkey"].merchant.merchant_no,
+                                                 "currency": "PHP", "amount": "250", "reason": "goodwill credit"},
+                            lambda: StaffRequest.objects.filter(summary__contains="2.50").exists()),
     "merchants.platformkey": ("add_platformkey", lambda world, keys: {},
                               lambda: MODELS["merchants.platformkey"].objects.filter(version=2).exists()),
 }

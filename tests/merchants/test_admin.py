@@ -55,21 +55,36 @@ def test_anonymous_is_sent_to_the_login_page(client, db):
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
 
 
-def test_superuser_uploads_a_key_file_as_the_next_version(superuser_client, merchant, rsa_keys):
+def _approve_requests(approver_name: str = "second") -> None:
+    """A second superuser approves every pending staff request (four eyes)."""
+    from apps.common.models import StaffRequest
+    from apps.common.staff_requests import staff_request_approve
+
+    approver = User.objects.create_superuser(approver_name, password="pw")
+    for pk in StaffRequest.objects.filter(status="PENDING").values_list("pk", flat=True):
+        staff_request_approve(request_id=pk, approver=approver, reason="checked with the merchant")
+
+
+def test_superuser_uploads_a_key_file_as_a_request_a_second_person_approves(superuser_client, merchant, rsa_keys):
     response = superuser_client.post("/admin/merchants/merchantkey/add/", {
-        "merchant": merchant.merchant_no, "public_key_file": pem_upload(rsa_keys[2])})
+        "merchant": merchant.merchant_no, "public_key_file": pem_upload(rsa_keys[2]), "reason": "rotation ticket"})
     assert response.status_code == 302, response.content.decode()[:2000]
+    assert not MerchantKey.objects.filter(merchant=merchant.merchant, version=2).exists()  # not before approval
+    _approve_requests()
     key = MerchantKey.objects.get(merchant=merchant.merchant, version=2)
     assert key.fingerprint == signing.fingerprint(signing.public_key_to_pem(rsa_keys[2].public_key()))
-    assert AuditLog.objects.filter(action="merchant_key.add", actor=superuser_client.user).exists()
+    assert AuditLog.objects.filter(action="merchant_key.add", actor__username="second").exists()
+    assert AuditLog.objects.filter(action="staff_request.create", actor=superuser_client.user).exists()
     page = superuser_client.get(f"/admin/merchants/merchantkey/{key.pk}/change/").content.decode()
     assert key.fingerprint in page and "PRIVATE" not in page
 
 
 def test_superuser_can_paste_a_key_instead_of_uploading(superuser_client, merchant, rsa_keys):
     response = superuser_client.post("/admin/merchants/merchantkey/add/", {
-        "merchant": merchant.merchant_no, "public_key_text": signing.public_key_to_pem(rsa_keys[2].public_key())})
+        "merchant": merchant.merchant_no, "public_key_text": signing.public_key_to_pem(rsa_keys[2].public_key()),
+        "reason": "rotation"})
     assert response.status_code == 302
+    _approve_requests()
     assert MerchantKey.objects.filter(merchant=merchant.merchant, version=2).exists()
 
 
@@ -132,7 +147,8 @@ def _empty_inlines(merchant) -> dict:
                 data.update({f"{prefix}-{i}-name": row.name, f"{prefix}-{i}-is_active": "on"})
             if prefix == "currencies":
                 data.update({f"{prefix}-{i}-currency": row.currency_id, f"{prefix}-{i}-is_enabled": "on",
-                             f"{prefix}-{i}-payout_review_threshold": str(row.payout_review_threshold)})
+                             f"{prefix}-{i}-payout_review_threshold": str(row.payout_review_threshold),
+                             f"{prefix}-{i}-payout_dual_approval_threshold": str(row.payout_dual_approval_threshold)})
             if prefix == "merchant_products":
                 data.update({f"{prefix}-{i}-product": str(row.product_id), f"{prefix}-{i}-is_enabled": "on"})
     return data

@@ -734,7 +734,8 @@ def _setup_world(rsa_keys) -> World:
             MerchantProduct.objects.create(merchant=ctx.merchant, product=product)
         for spec in CURRENCIES.values():
             MerchantCurrency.objects.filter(merchant=ctx.merchant, currency_id=spec.code).update(
-                payout_review_threshold=spec.review_threshold)
+                payout_review_threshold=spec.review_threshold,
+                payout_dual_approval_threshold=spec.review_threshold * 10)
         merchants.append(ctx.merchant)
     return World(merchants=merchants, products=products)
 

@@ -3,7 +3,7 @@
 import pytest
 from django.contrib.admin import helpers
 
-from apps.common.models import AuditLog
+from apps.common.models import AuditLog, StaffRequest
 from apps.payout.models import DenyListedAccount, Payout
 from tests.payout.conftest import PHP_FEE, balances, money_snapshot, payout_in, staff_user
 from tests.support.staff import admin_login
@@ -12,6 +12,7 @@ pytestmark = pytest.mark.django_db
 
 QUEUE = "/admin/payout/payoutreviewqueue/"
 PAYOUTS = "/admin/payout/payout/"
+REQUESTS = "/admin/common/staffrequest/"
 ACCOUNT = "0012349876"
 
 
@@ -32,14 +33,19 @@ def test_queue_lists_frozen_payouts_oldest_first_with_masked_payee_and_reasons(c
     assert html.index(older.platform_order_no) < html.index(newer.platform_order_no)
     assert approved.platform_order_no not in html
     assert "\u2022\u2022\u2022\u20229876" in html and ACCOUNT not in html
-    assert "review threshold" in html and "PHP" in html and funded.merchant_no in html
+    assert "risk-tag'>amount<" in html and "\u20b150,000.00 PHP" in html and funded.merchant_no in html
+    assert ">0/1<" in html  # approvals so far
 
 
 def test_reviewer_approves_from_the_queue(client, funded, reviewer, django_capture_on_commit_callbacks):
     payout = payout_in(funded, "FROZEN")
     admin_login(client, reviewer)
+    page = act(client, QUEUE, "approve_selected", [payout])  # asks for confirmation and a reason first
+    assert page.status_code == 200 and 'name="reason"' in page.content.decode()
+    assert "\u20b150,000.00 PHP" in page.content.decode() and "5000000 PHP" not in page.content.decode()
+    assert Payout.objects.get(pk=payout.pk).status == "FROZEN"
     with django_capture_on_commit_callbacks() as dispatched:
-        response = act(client, QUEUE, "approve_selected", [payout])
+        response = act(client, QUEUE, "approve_selected", [payout], apply="1", reason="known payee, ticket 7")
     assert "approved" in response.content.decode()
     assert Payout.objects.get(pk=payout.pk).status == "APPROVED"
     assert len(dispatched) == 1
@@ -65,7 +71,7 @@ def test_reviewer_who_administers_the_merchant_is_refused_in_the_queue(client, f
     payout = payout_in(funded, "FROZEN")
     admin_login(client, reviewer)
     before = money_snapshot(funded)
-    response = act(client, QUEUE, "approve_selected", [payout])
+    response = act(client, QUEUE, "approve_selected", [payout], apply="1", reason="mine")
     assert "administers" in response.content.decode()
     act(client, QUEUE, "reject_selected", [payout], apply="1", reason="mine")
     assert (Payout.objects.get(pk=payout.pk).status, money_snapshot(funded)) == ("FROZEN", before)
@@ -93,18 +99,30 @@ def test_payout_page_is_read_only_masked_and_shows_the_decision_trail(client, fu
     assert client.get(f"{PAYOUTS}{payout.pk}/delete/").status_code == 403
 
 
-def test_ops_reverse_action_asks_for_amounts_then_reverses(client, funded, ops_user, adapter_calls):
+def test_ops_reverse_action_asks_for_amounts_then_a_second_operator_approves(client, funded, ops_user,
+                                                                              adapter_calls):
     payout = payout_in(funded, "SUCCESS", amount=20_000)
     available = balances(funded)["available"]
     admin_login(client, ops_user)
     page = act(client, PAYOUTS, "reverse_selected", [payout])
     assert 'name="reversal_amount"' in page.content.decode()
-    act(client, PAYOUTS, "reverse_selected", [payout], apply="1", reversal_amount="20000", fee_refund=str(PHP_FEE),
-        reason="bank return ticket 42")
+    asked = act(client, PAYOUTS, "reverse_selected", [payout], apply="1", reversal_amount="20000",
+                fee_refund=str(PHP_FEE), reason="bank return ticket 42")
+    assert "Reversal requested" in asked.content.decode()
+    assert Payout.objects.get(pk=payout.pk).reversed_at is None  # a request only: nothing moved yet
+    assert balances(funded)["available"] == available
+    request = StaffRequest.objects.get()
+    # The requester may not approve it (four eyes).
+    act(client, REQUESTS, "approve_selected", [request], apply="1", reason="looks right")
+    assert StaffRequest.objects.get().status == "PENDING" and balances(funded)["available"] == available
+    second = staff_user("olga", "Payout operations")
+    admin_login(client, second)
+    act(client, REQUESTS, "approve_selected", [request], apply="1", reason="checked the bank return")
     payout.refresh_from_db()
     assert (payout.reversal_amount, payout.fee_refund) == (20_000, PHP_FEE)
     assert balances(funded)["available"] == available + 20_000 + PHP_FEE
-    assert AuditLog.objects.get(action="payout.reverse").actor == ops_user
+    assert AuditLog.objects.get(action="payout.reverse").actor == second
+    assert StaffRequest.objects.get().status == "APPROVED"
 
 
 @pytest.mark.parametrize("amount, fee_refund", [("0", "0"), ("20001", "0"), ("100", str(PHP_FEE + 1))])
@@ -122,7 +140,8 @@ def test_reverse_action_on_failed_payout_is_refused(client, funded, ops_user, ad
     admin_login(client, ops_user)
     response = act(client, PAYOUTS, "reverse_selected", [payout], apply="1", reversal_amount="100", fee_refund="0",
                    reason="r")
-    assert "only a SUCCESS payout" in response.content.decode()
+    assert "only an unreversed SUCCESS payout" in response.content.decode()
+    assert not StaffRequest.objects.exists()
 
 
 def test_reviewer_without_reverse_permission_cannot_reverse(client, funded, reviewer, adapter_calls):
@@ -143,8 +162,23 @@ def test_deny_list_shows_accounts_masked(client, reviewer):
 def test_queue_detail_page_shows_risk_reasons_read_only(client, funded, reviewer):
     payout = payout_in(funded, "FROZEN", payee_account=ACCOUNT)
     admin_login(client, reviewer)
-    response = client.get(f"{QUEUE}{payout.pk}/change/")
+    response = client.get(f"{QUEUE}{payout.pk}/change/", follow=True)  # the queue opens the decision page
     html = response.content.decode()
-    assert response.status_code == 200
+    assert response.status_code == 200 and response.redirect_chain[-1][0].endswith("/decide/")
     assert "review threshold" in html and "payout.create" in html
-    assert ACCOUNT not in html and "<textarea" not in html and 'type="submit" value="Save' not in html
+    assert ACCOUNT not in html and 'type="submit" value="Save' not in html and 'name="reason"' in html
+
+
+def test_no_link_on_a_payout_page_answers_403_to_a_reviewer_and_times_say_utc(client, funded, reviewer):
+    import re
+
+    payout = payout_in(funded, "FROZEN")
+    admin_login(client, reviewer)
+    act(client, QUEUE, "reject_selected", [payout], apply="1", reason="mismatch")
+    for url in (f"{PAYOUTS}{payout.pk}/change/", f"{QUEUE}{payout.pk}/decide/"):
+        html = client.get(url).content.decode()
+        content = html[html.index('id="content"'):]
+        links = set(re.findall(r'href="(/admin/[^"#?]+)"', content))
+        for link in links:
+            assert client.get(link).status_code != 403, (url, link)
+        assert "UTC" in content and "Payments back office" in html and "Django administration" not in html

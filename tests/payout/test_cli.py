@@ -1,5 +1,6 @@
 """review_payout and reverse_payout (contract §8): print the order as payout/query; refuse and change nothing."""
 
+import getpass
 import io
 import json
 
@@ -34,7 +35,15 @@ def test_review_payout_approve_prints_the_order(funded, adapter_calls):
     data = run("review_payout", payout.platform_order_no, "--approve")
     assert data == {"platform_order_no": payout.platform_order_no, "mch_order_no": payout.mch_order_no,
                     "amount": PHP_THRESHOLD, "fee": PHP_FEE, "currency": "PHP", "status": "APPROVED"}
-    assert AuditLog.objects.get(action="payout.approve").actor_label == "cli"
+    assert AuditLog.objects.get(action="payout.approve").actor_label == f"cli:{getpass.getuser()}"  # the OS user
+
+
+def test_review_payout_records_the_named_operator_and_keeps_its_output(funded, adapter_calls):
+    payout = payout_in(funded, "FROZEN")
+    data = run("review_payout", payout.platform_order_no, "--approve", "--operator", "maria")
+    assert data["status"] == "APPROVED" and "operator" not in data
+    assert AuditLog.objects.get(action="payout.approve").actor_label == "cli:maria"
+    assert payout.approvals.get().actor_label == "cli:maria"
 
 
 def test_review_payout_reject_releases_funds_and_prints_fail_reason(funded):

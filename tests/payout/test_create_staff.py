@@ -42,7 +42,7 @@ def test_risk_reviewer_sees_the_queue_and_approves(client, funded, adapter_calls
     logged_in(client, "rosa")
     assert client.get(QUEUE).status_code == 200
     with django_capture_on_commit_callbacks(execute=False):
-        response = act(client, QUEUE, "approve_selected", [payout])
+        response = act(client, QUEUE, "approve_selected", [payout], apply="1", reason="payee verified")
     assert "approved" in response.content.decode()
     assert Payout.objects.get(pk=payout.pk).status == "APPROVED"
     assert "reverse_selected" not in client.get(PAYOUTS).content.decode()  # reversing is the operators'
@@ -68,7 +68,7 @@ def test_admin_is_a_superuser_who_can_do_everything(client, funded, adapter_call
     logged_in(client, "ada")
     assert client.get("/admin/auth/user/").status_code == 200
     assert client.get(QUEUE).status_code == 200
-    act(client, QUEUE, "approve_selected", [payout])
+    act(client, QUEUE, "approve_selected", [payout], apply="1", reason="payee verified")
     assert Payout.objects.get(pk=payout.pk).status == "APPROVED"
 
 

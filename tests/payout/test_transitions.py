@@ -44,14 +44,14 @@ def test_approve_moves_frozen_to_approved_and_submits_after_commit(funded, revie
     assert audit_actions(payout)[-1] == "payout.approve"
     log = AuditLog.objects.filter(action="payout.approve").get()
     assert (log.actor, log.reason, log.old, log.new) == (reviewer, "known payee", {"status": "FROZEN"},
-                                                         {"status": "APPROVED"})
+                                                         {"status": "APPROVED", "approvals": "1/1"})
 
 
 def test_approving_twice_moves_nothing_the_second_time(funded, reviewer):
     payout = payout_in(funded, "FROZEN")
-    services.payout_approve(payout_id=payout.pk, reviewer=reviewer)
+    services.payout_approve(payout_id=payout.pk, reviewer=reviewer, reason="ok")
     before = money_snapshot(funded)
-    again = services.payout_approve(payout_id=payout.pk, reviewer=reviewer)
+    again = services.payout_approve(payout_id=payout.pk, reviewer=reviewer, reason="ok")
     assert again.status == "APPROVED"
     assert money_snapshot(funded) == before
     assert audit_actions(payout).count("payout.approve") == 1

@@ -4,18 +4,28 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from apps.common import audit
 from apps.common.errors import DomainError
-from apps.common.history import command_context
+from apps.common.history import command_context, os_user
 
 
 class JsonCommand(BaseCommand):
     # Errors a command turns into a clean message and exit code 1 (no traceback).
     expected_errors: tuple[type[Exception], ...] = (ValueError, DomainError, LookupError)
 
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        if "--operator" not in parser._option_string_actions:  # a command may define its own (resend_callbacks)
+            parser.add_argument("--operator", default=None,
+                                help="who runs the command, recorded in the audit trail (default: the OS user)")
+        return parser
+
     def handle(self, *args, **options):
+        operator = (options.get("operator") or "").strip() or os_user()
         try:
-            # The settings audit trail names the command and who ran it (--operator, else the OS user).
-            with command_context(command=self.__module__.rsplit(".", 1)[-1], operator=options.get("operator")):
+            # Who ran it (--operator, else the OS user) labels the audit rows and the settings trail's events.
+            with audit.cli_operator(operator), command_context(command=self.__module__.rsplit(".", 1)[-1],
+                                                               operator=operator):
                 result = self.run(**options)
         except CommandError:
             raise

@@ -1,0 +1,120 @@
+"""The operations overview (issue 17 item 5): correct figures for a small scripted data set, who may see it, and
+a screenshot in a real browser. The 1M-order timing is bench/overview.py, not a test."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from apps.callbacks.models import CallbackEvent
+from apps.collection.services import collection_create, collection_notify_paid
+from apps.common.models import Heartbeat
+from apps.common.operations import hourly_chart_svg, operations_overview
+from apps.payout.models import Payout
+from tests.payout.conftest import PHP_THRESHOLD, fund, new_payout, staff_user
+from tests.support.staff import add_authenticator, admin_login, browser_sign_in
+
+URL = "/admin/common/operationsoverview/"
+
+
+def scripted(ctx):
+    """3 pay-ins today (2 paid: 100.00 PHP D0 and 250.00 PHP D1), 1 USD pay-in, 2 payouts (one in review)."""
+    fund(ctx, 10_000_000)
+    paid_d0 = collection_create(merchant=ctx.merchant, mch_order_no="OV-1", product_code="PHP_COLLECT_D0",
+                                amount=10_000, currency="PHP")
+    collection_notify_paid(platform_order_no=paid_d0.platform_order_no)
+    paid_d1 = collection_create(merchant=ctx.merchant, mch_order_no="OV-2", product_code="PHP_COLLECT_D1",
+                                amount=25_000, currency="PHP")
+    collection_notify_paid(platform_order_no=paid_d1.platform_order_no)
+    collection_create(merchant=ctx.merchant, mch_order_no="OV-3", product_code="PHP_COLLECT_D0", amount=5_000,
+                      currency="PHP")
+    collection_create(merchant=ctx.merchant, mch_order_no="OV-4", product_code="USD_COLLECT_D0", amount=1_234,
+                      currency="USD")
+    new_payout(ctx, amount=20_000)
+    frozen = new_payout(ctx, amount=PHP_THRESHOLD)
+    Payout.objects.filter(pk=frozen.pk).update(created_at=timezone.now() - timedelta(hours=3, minutes=5))
+    # One dead callback and one due: both pay-ins had callbacks enqueued only if the merchant has a URL; make two.
+    CallbackEvent.objects.create(merchant=ctx.merchant, type="collection.success", platform_order_no="X1",
+                                 url="http://127.0.0.1/", payload={}, status=CallbackEvent.Status.DEAD)
+    CallbackEvent.objects.create(merchant=ctx.merchant, type="collection.success", platform_order_no="X2",
+                                 url="http://127.0.0.1/", payload={}, status=CallbackEvent.Status.PENDING,
+                                 next_attempt_at=timezone.now() - timedelta(seconds=5))
+    Heartbeat.objects.update_or_create(name="payout.sweeper", defaults={"beat_at": timezone.now()})
+    return frozen
+
+
+@pytest.mark.django_db
+def test_the_figures_match_the_scripted_data(merchant):
+    scripted(merchant)
+    overview = operations_overview()
+    assert overview.payins["PHP"] == {"count": 3, "amount": 40_000, "paid": 2, "paid_amount": 35_000}
+    assert overview.payins["USD"]["count"] == 1
+    assert overview.payouts["PHP"]["count"] == 2 and overview.payouts["PHP"]["amount"] == 20_000 + PHP_THRESHOLD
+    assert overview.review_count == 1
+    assert timezone.now() - overview.review_oldest > timedelta(hours=3)
+    assert (overview.callbacks_due, overview.callbacks_dead) >= (1, 1)
+    assert overview.settling["PHP"]["count"] == 1 and overview.settling["PHP"]["amount"] == 25_000
+    beats = dict(overview.heartbeats)
+    assert beats["Payout sweeper"] is not None and beats["D1 settlement release"] is None
+    assert len(overview.hourly) == 24
+    assert sum(i for _, i, _ in overview.hourly) == 4 and sum(o for _, _, o in overview.hourly) == 2
+
+
+@pytest.mark.django_db
+def test_the_page_shows_them_in_major_units_to_operations_staff(client, merchant):
+    scripted(merchant)
+    dead_before = CallbackEvent.objects.filter(status="dead").count()
+    admin_login(client, staff_user("otto", "Payout operations"))
+    response = client.get(URL)
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "\u20b1400.00 PHP" in html and "\u20b1350.00 PHP" in html  # pay-ins today, all and paid
+    assert "\u20b1250.00 PHP" in html  # D1 awaiting release
+    assert "3h 5m" in html  # the oldest payout in review
+    assert f'id="ops-callbacks-dead" class="ops-alert">{dead_before}<' in html
+    assert "<svg" in html and "<script" not in html.split('id="ops-overview"')[1]
+    assert "Payout sweeper" in html and "never" in html  # the settlement release has not run yet
+
+
+@pytest.mark.django_db
+def test_staff_without_the_permission_do_not_see_it(client, merchant):
+    admin_login(client, staff_user("rita", "Risk reviewer"))
+    assert client.get(URL).status_code == 403
+    assert "Operations overview" not in client.get("/admin/").content.decode()
+
+
+@pytest.mark.django_db
+def test_the_settlement_release_records_its_run(merchant):
+    from apps.collection.services import collection_settlement_release
+
+    collection_settlement_release()
+    assert Heartbeat.objects.filter(name="collection.settlement_release").exists()
+
+
+def test_the_chart_is_plain_svg_scaled_to_the_busiest_hour():
+    now = timezone.now().replace(minute=0, second=0, microsecond=0)
+    svg = hourly_chart_svg([(now - timedelta(hours=23 - i), i, 0) for i in range(24)])
+    assert svg.startswith("<svg") and svg.endswith("</svg>") and "<script" not in svg
+    assert ">23<" in svg  # the axis shows the peak
+    assert 'height="0.0"' in svg or 'height="0"' in svg  # the empty hour has no bar
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_overview_in_the_browser(live_server, merchant):
+    from tests.helpers import screenshot
+    from tests.support.browser import chromium
+
+    scripted(merchant)
+    add_authenticator(User.objects.create_superuser("ada", password="pw-for-tests-1"))
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        browser_sign_in(page, live_server.url, "ada", next_path=URL)
+        for width in (1280, 1920):
+            page.set_viewport_size({"width": width, "height": 900})
+            page.goto(f"{live_server.url}{URL}")
+            page.wait_for_selector("#ops-overview")
+            assert page.locator("svg.ops-chart rect").count() == 48
+            assert page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth") <= 0
+            screenshot(page, f"operations-overview-{width}")
