@@ -24,6 +24,7 @@ urlpatterns = [
     path("openapi/v1/", include(api_v1)),
     re_path(r"^openapi/v1$", api_not_found),
     path("pay/", include("apps.collection.urls")),
+    path("channels/", include("apps.channels.urls")),  # upstream webhooks (docs/channels.md)
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
