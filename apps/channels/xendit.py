@@ -85,7 +85,8 @@ class XenditClient:
                 allow_redirects=False)
         except requests.RequestException as exc:
             raise UpstreamUnavailable(f"xendit {method} {path}: {type(exc).__name__}") from None
-        if response.status_code >= 500:
+        if response.status_code >= 500 or response.status_code in (401, 403):
+            # A 401/403 is our configuration (a wrong or revoked key), not a refusal of the order: retried later.
             raise UpstreamUnavailable(f"xendit {method} {path}: HTTP {response.status_code}")
         try:
             body = json.loads(response.content, parse_float=Decimal) if response.content else {}

@@ -6,7 +6,7 @@
 
 HTTP Basic auth with the secret key as user name. Scripted faults on the creates: `emulator.fail_next("payouts",
 "timeout")` processes the request and then stalls past the client's timeout (the answer is lost, the object
-exists), `"5xx"` answers 503 without creating anything. The test plays Xendit's side: `pay_invoice`,
+exists), `"5xx"` answers 503 without creating anything, `"400"` refuses the payout (INVALID_DESTINATION). The test plays Xendit's side: `pay_invoice`,
 `settle_payout`, ... change the objects, and `invoice_webhook` / `payout_webhook` POST the documented webhook bodies
 with an x-callback-token to our endpoint.
 """
@@ -167,6 +167,8 @@ class XenditEmulator:
             fault = self._faults[endpoint].pop(0) if self._faults[endpoint] else None
         if fault == "5xx":
             return self._reply(handler, 503, {"error_code": "SERVER_ERROR", "message": "temporarily unavailable"})
+        if fault == "400":
+            return self._reply(handler, 400, {"error_code": "INVALID_DESTINATION", "message": "account not found"})
         with self._lock:
             status, obj = create()
         if fault == "timeout":
