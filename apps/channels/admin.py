@@ -4,7 +4,7 @@ encrypted (apps.common.crypto), never rendered again; the page only says whether
 from django import forms
 from django.contrib import admin
 
-from apps.channels.models import BankCode, Channel, UpstreamPayin
+from apps.channels.models import BankCode, Channel
 from apps.channels.services import channel_credentials_set
 from apps.common import audit
 
@@ -62,17 +62,3 @@ class BankCodeAdmin(admin.ModelAdmin):
     list_display = ["currency", "code", "name", "kind", "is_active"]
     list_filter = ["currency", "kind", "is_active"]
     search_fields = ["code", "name"]
-
-
-@admin.register(UpstreamPayin)
-class UpstreamPayinAdmin(admin.ModelAdmin):
-    list_display = ["platform_order_no", "channel", "reference", "upstream_status", "created_at"]
-    search_fields = ["platform_order_no", "reference"]
-    readonly_fields = ["channel", "platform_order_no", "reference", "redirect_url", "upstream_status", "created_at",
-                       "updated_at"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

@@ -98,7 +98,10 @@ def channel_payin_apply(*, state: PayinState, adapter: str) -> str | None:
 
     order = CollectionOrder.objects.select_related("channel").filter(platform_order_no=state.platform_order_no).first()
     if order is None or order.channel.adapter != adapter:
-        raise UpstreamRejected(f"no {adapter} pay-in {state.platform_order_no!r}", status=404)
+        # Not ours (another system on the same upstream account): acknowledged, ignored; Xendit need not retry.
+        logger.warning("%s pay-in %r (upstream %s) is no order of ours; ignored", adapter, state.platform_order_no,
+                       state.reference)
+        return None
     if (state.amount, state.currency) != (order.amount, order.currency_id):
         # Never credit what was not asked for; an operator looks at it.
         logger.error("pay-in %s: upstream %s says %s %s, the order is %s %s; nothing applied", order,
@@ -125,7 +128,9 @@ def channel_payout_apply(*, platform_order_no: str, state: PayoutState, adapter:
 
     payout = Payout.objects.select_related("channel").filter(platform_order_no=platform_order_no).first()
     if payout is None or payout.channel.adapter != adapter:
-        raise UpstreamRejected(f"no {adapter} payout {platform_order_no!r}", status=404)
+        logger.warning("%s payout %r (upstream %s) is no order of ours; ignored", adapter, platform_order_no,
+                       state.reference)
+        return None
     if state.reference and not payout.upstream_reference:
         # The create's answer was lost (timeout): the reference learnt from the upstream, this column only.
         Payout.objects.filter(pk=payout.pk, upstream_reference="").update(upstream_reference=state.reference)

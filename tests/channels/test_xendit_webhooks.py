@@ -194,3 +194,19 @@ def test_forged_payout_webhook_is_refused_and_changes_nothing(xendit_channels, m
                                           url(live_server, PAYIN_CODE)).status_code == 403
     payout.refresh_from_db()
     assert payout.status == "PROCESSING" and snapshot(merchant) == before
+
+
+def test_webhook_for_an_object_that_is_not_ours_is_acknowledged_and_ignored(xendit_channels, merchant,
+                                                                           xendit_emulator, live_server):
+    # another system on the same Xendit account: an invoice and a payout with foreign references
+    invoice = xendit_emulator._invoice_create({"external_id": "SOMEONE-ELSE-1", "amount": 100, "currency": "PHP"})[1]
+    xendit_emulator.pay_invoice(invoice["id"])
+    reply = xendit_emulator.invoice_webhook(invoice["id"], url(live_server, PAYIN_CODE))
+    assert (reply.status_code, reply.json()["changed"]) == (200, None)
+    status, foreign = xendit_emulator._payout_create(
+        {"reference_id": "SOMEONE-ELSE-2", "channel_code": "PH_BDO", "amount": 100, "currency": "PHP",
+         "channel_properties": {"account_number": "1", "account_holder_name": "X"}}, {"Idempotency-key": "k"})
+    xendit_emulator.settle_payout(foreign["id"], "SUCCEEDED")
+    reply = xendit_emulator.payout_webhook("payout.succeeded", foreign["id"], url(live_server, PAYOUT_CODE))
+    assert (reply.status_code, reply.json()["changed"]) == (200, None)
+    assert not Posting.objects.filter(cause__startswith="SOMEONE-ELSE").exists()
