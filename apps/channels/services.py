@@ -214,4 +214,7 @@ def channels_reconcile(*, now: datetime | None = None) -> dict:
     if any(result["payouts"][k] for k in ("succeeded", "failed", "reversed")) or any(
             result["payins"][k] for k in ("paid", "expired")):
         logger.info("reconciliation changed: %s", result)
+    if result["errors"]:
+        logger.warning("reconciliation could not ask the upstream about %d orders: %s", len(result["errors"]),
+                       result["errors"][:10])
     return result

@@ -5,7 +5,7 @@ channel's secret key as the user name; the API root is the channel's api_base_ur
 
   POST /v2/invoices                  external_id = platform_order_no, expiry = the order's expire_at
   GET  /v2/invoices/{id}
-  POST /v2/payouts                   Idempotency-key = platform_order_no (409 DUPLICATE_ERROR on a retry)
+  POST /v2/payouts                   Idempotency-key = platform_order_no (a retry: the same payout, or 409)
   GET  /v2/payouts/{id}, GET /v2/payouts?reference_id=platform_order_no
 
 Webhooks (apps.channels.views) only say "look again": the object is re-read from the API with the channel's key
@@ -79,7 +79,8 @@ class XenditClient:
              headers: dict | None = None):
         try:
             response = requests.request(
-                method, self.base_url + path, params=params, auth=self.auth, timeout=settings.CHANNEL_HTTP_TIMEOUT_SECONDS,
+                method, self.base_url + path, params=params, auth=self.auth,
+                timeout=settings.CHANNEL_HTTP_TIMEOUT_SECONDS,
                 data=_wire_json(payload) if payload is not None else None,
                 headers={"Content-Type": "application/json", "Accept": "application/json", **(headers or {})},
                 allow_redirects=False)
@@ -109,7 +110,8 @@ def invoice_state(invoice: dict, *, minor_unit: int) -> PayinState:
     status = str(invoice.get("status", "")).upper()
     return PayinState(outcome=INVOICE_OUTCOMES.get(status, "pending"), reference=str(invoice.get("id", "")),
                       platform_order_no=str(invoice.get("external_id", "")),
-                      amount=minor_units(invoice.get("amount", 0), minor_unit), currency=str(invoice.get("currency", "")),
+                      amount=minor_units(invoice.get("amount", 0), minor_unit),
+                      currency=str(invoice.get("currency", "")),
                       upstream_status=status, paid_at=_parse_time(invoice.get("paid_at")))
 
 
@@ -130,7 +132,8 @@ class XenditPayinAdapter(PayinAdapter):
         opened = UpstreamPayin.objects.filter(platform_order_no=order.platform_order_no).first()
         if opened is None:
             seconds_left = int((order.expire_at - timezone.now()).total_seconds())
-            payload = {"external_id": order.platform_order_no, "amount": major_units(order.amount, order.currency.minor_unit),
+            payload = {"external_id": order.platform_order_no,
+                       "amount": major_units(order.amount, order.currency.minor_unit),
                        "currency": order.currency_id, "description": order.subject or f"Order {order.mch_order_no}",
                        # Xendit expires the invoice when our order expires (its minimum is one second).
                        "invoice_duration": max(1, seconds_left)}
@@ -155,8 +158,8 @@ class XenditPayoutAdapter(PayoutAdapter):
     is_sandbox = False
 
     def start_disbursement(self, *, payout) -> str:
-        """POST /v2/payouts with Idempotency-key = platform_order_no. A retry after a lost answer gets 409
-        DUPLICATE_ERROR and finds the disbursement by reference_id: one order is one disbursement. A definite
+        """POST /v2/payouts with Idempotency-key = platform_order_no. A retry after a lost answer gets the same
+        payout back, or 409 DUPLICATE_ERROR and then finds it by reference_id: one order is one disbursement. A definite
         refusal fails the payout (frozen funds back), as a failure notice would."""
         client = XenditClient(payout.channel)
         payload = {"reference_id": payout.platform_order_no, "channel_code": payout_channel_code(payout.bank_code),
@@ -172,7 +175,8 @@ class XenditPayoutAdapter(PayoutAdapter):
                 state = self.payout_state(payout=payout, by_reference_id=True)
                 if state.reference:
                     return state.reference
-                raise UpstreamUnavailable(f"payout {payout}: duplicate at Xendit but not found by reference_id") from None
+                raise UpstreamUnavailable(
+                    f"payout {payout}: duplicate at Xendit but not found by reference_id") from None
             from apps.payout.services import payout_channel_result
 
             logger.warning("payout %s refused by xendit: %s", payout, exc.error_code or exc)

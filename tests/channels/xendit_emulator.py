@@ -1,12 +1,14 @@
 """A real HTTP emulator of the documented Xendit endpoints on 127.0.0.1 (no traffic leaves the machine).
 
   POST /v2/invoices, GET /v2/invoices/{id}, GET /web/invoices/{id} (the hosted invoice page the payer lands on)
-  POST /v2/payouts (Idempotency-key required; a reused key answers 409 DUPLICATE_ERROR, as Xendit documents),
+  POST /v2/payouts (Idempotency-key required; a reused key answers 409 DUPLICATE_ERROR: of the
+  two answers an upstream may give a retried key, a replay of the first answer or a refusal, the harder one),
   GET /v2/payouts/{id}, GET /v2/payouts?reference_id=...
 
 HTTP Basic auth with the secret key as user name. Scripted faults on the creates: `emulator.fail_next("payouts",
 "timeout")` processes the request and then stalls past the client's timeout (the answer is lost, the object
-exists), `"5xx"` answers 503 without creating anything, `"400"` refuses the payout (INVALID_DESTINATION). The test plays Xendit's side: `pay_invoice`,
+exists), `"5xx"` answers 503 without creating anything, `"400"` refuses the payout (INVALID_DESTINATION).
+The test plays Xendit's side: `pay_invoice`,
 `settle_payout`, ... change the objects, and `invoice_webhook` / `payout_webhook` POST the documented webhook bodies
 with an x-callback-token to our endpoint.
 """
