@@ -210,3 +210,15 @@ def test_webhook_for_an_object_that_is_not_ours_is_acknowledged_and_ignored(xend
     reply = xendit_emulator.payout_webhook("payout.succeeded", foreign["id"], url(live_server, PAYOUT_CODE))
     assert (reply.status_code, reply.json()["changed"]) == (200, None)
     assert not Posting.objects.filter(cause__startswith="SOMEONE-ELSE").exists()
+
+
+def test_webhook_while_xendit_api_cannot_be_asked_is_503_and_moves_nothing(xendit_channels, merchant,
+                                                                          xendit_emulator, live_server):
+    payout, upstream_id = submitted_payout(merchant, xendit_emulator)
+    xendit_emulator.settle_payout(upstream_id, "SUCCEEDED")
+    before = snapshot(merchant)
+    xendit_emulator.stop()  # its API is gone; the webhook still arrives (Xendit retries a 5xx later)
+    reply = xendit_emulator.payout_webhook("payout.succeeded", upstream_id, url(live_server, PAYOUT_CODE))
+    assert reply.status_code == 503
+    payout.refresh_from_db()
+    assert payout.status == "PROCESSING" and snapshot(merchant) == before
