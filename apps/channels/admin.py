@@ -5,6 +5,7 @@ from django import forms
 from django.contrib import admin
 
 from apps.channels.models import BankCode, Channel
+from apps.channels.registry import payin_adapters, payout_adapters
 from apps.channels.services import channel_credentials_set
 from apps.common import audit
 
@@ -23,6 +24,14 @@ class ChannelForm(forms.ModelForm):
     class Meta:
         model = Channel
         fields = ["code", "name", "adapter", "direction", "currency", "is_active", "priority", "api_base_url"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        names = sorted(set(payin_adapters()) | set(payout_adapters()))
+        self.fields["adapter"] = forms.ChoiceField(
+            choices=[(name, name) for name in names],
+            help_text="The registered adapter; a live deployment takes only real upstreams, a sandbox one only the "
+                      "sandbox (docs/channels.md).")
 
 
 @admin.register(Channel)
