@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from apps.channels.base import PayinState, PayoutState, UpstreamRejected, UpstreamUnavailable
-from apps.channels.environment import SANDBOX, adapter_allowed, platform_environment
+from apps.channels.environment import SANDBOX, ChannelNotAllowed, adapter_allowed, platform_environment
 from apps.channels.models import BankCode, Channel, UpstreamPayin
 from apps.channels.registry import payin_adapter, payin_adapters, payout_adapter, payout_adapters
 from apps.currencies.models import Currency
@@ -82,6 +82,40 @@ def bank_codes_seed(*, currencies: list[Currency]) -> dict[str, list[str]]:
         currency.code: list(BankCode.objects.filter(currency=currency, is_active=True).values_list("code", flat=True))
         for currency in currencies
     }
+
+
+# --- pay-in opening -------------------------------------------------------------------------------------------
+
+
+def channel_payin_open_dispatch(*, order) -> None:
+    """After pay/create commits: a real upstream opens its payment (Xendit: the invoice) in a task, so pay/create
+    answers without waiting for it. The sandbox opens nothing. A broker outage only delays it to the payer's first
+    opening of pay_url, which opens it too (start_payment is idempotent per platform_order_no)."""
+    cls = payin_adapters().get(order.channel.adapter)
+    if cls is None or getattr(cls, "is_sandbox", False):
+        return
+    from apps.channels.tasks import open_upstream_payin
+
+    try:
+        open_upstream_payin.delay(order.platform_order_no)
+    except Exception:  # noqa: BLE001 - broker down: the pay page opens the payment when the payer comes
+        logger.warning("pay-in %s: upstream opening not dispatched; the pay page will open it", order)
+
+
+def channel_payin_open(*, platform_order_no: str) -> str | None:
+    """Open the order's upstream payment if it is still payable; its reference, or None when nothing was opened
+    (paid, expired, a channel this deployment may not use, or the upstream not answering: the page tries again)."""
+    from apps.collection.models import CollectionOrder
+
+    order = (CollectionOrder.objects.select_related("channel", "currency", "merchant")
+             .filter(platform_order_no=platform_order_no).first())
+    if order is None or not order.is_payable():
+        return None
+    try:
+        return payin_adapter(order.channel).start_payment(order=order).upstream_reference
+    except (ChannelNotAllowed, UpstreamUnavailable, UpstreamRejected) as exc:
+        logger.warning("pay-in %s: upstream payment not opened: %s", order, exc)
+        return None
 
 
 # --- upstream answers -----------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from django.utils import timezone
 from apps.channels.amounts import major_units, minor_units
 from apps.channels.base import UpstreamUnavailable
 from apps.channels.models import UpstreamPayin
+from apps.collection.models import CollectionOrder
 from apps.payout.models import Payout
 from apps.payout.services import payout_submit
 from tests.collection.conftest import create_ok as pay_create_ok
@@ -55,6 +56,46 @@ def test_pay_url_forwards_the_payer_to_one_invoice_with_the_exact_amount_and_the
     assert Client().get(f"/pay/{order.pay_token}")["Location"] == invoice["invoice_url"]
     assert len(xendit_emulator.invoices) == 1
     assert UpstreamPayin.objects.get(platform_order_no=order.platform_order_no).reference == invoice["id"]
+
+
+def test_the_task_after_pay_create_opens_the_invoice_the_page_then_forwards_to(xendit_channels, merchant,
+                                                                              xendit_emulator):
+    from apps.channels.tasks import open_upstream_payin
+
+    order = pay_create_ok(Client(), merchant, product_code="PHP_COLLECT_D0", amount=150000)
+    reference = open_upstream_payin(order.platform_order_no)
+    [invoice] = xendit_emulator.invoice_by_external_id(order.platform_order_no)
+    assert reference == invoice["id"] and open_upstream_payin(order.platform_order_no) == reference
+    assert Client().get(f"/pay/{order.pay_token}")["Location"] == invoice["invoice_url"]
+    assert len(xendit_emulator.invoices) == 1
+    # an order no longer payable opens nothing; an upstream that does not answer leaves it to the page
+    other = pay_create_ok(Client(), merchant, product_code="PHP_COLLECT_D0", amount=150000)
+    xendit_emulator.fail_next("invoices", "5xx")
+    assert open_upstream_payin(other.platform_order_no) is None
+    CollectionOrder.objects.filter(pk=other.pk).update(expire_at=timezone.now() - timedelta(seconds=1))
+    assert open_upstream_payin(other.platform_order_no) is None
+    assert not xendit_emulator.invoice_by_external_id(other.platform_order_no)
+
+
+def test_sandbox_order_is_not_dispatched_upstream(merchant, django_capture_on_commit_callbacks, monkeypatch):
+    from apps.channels import tasks
+
+    sent = []
+    monkeypatch.setattr(tasks.open_upstream_payin, "delay", lambda number: sent.append(number))
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        pay_create_ok(Client(), merchant, product_code="PHP_COLLECT_D0", amount=150000)
+    assert callbacks and sent == []
+
+
+def test_xendit_order_is_dispatched_upstream_after_commit(xendit_channels, merchant,
+                                                          django_capture_on_commit_callbacks, monkeypatch):
+    from apps.channels import tasks
+
+    sent = []
+    monkeypatch.setattr(tasks.open_upstream_payin, "delay", lambda number: sent.append(number))
+    with django_capture_on_commit_callbacks(execute=True):
+        order = pay_create_ok(Client(), merchant, product_code="PHP_COLLECT_D0", amount=150000)
+    assert sent == [order.platform_order_no]
 
 
 @pytest.mark.parametrize("fault", ["5xx", "timeout"])

@@ -8,6 +8,7 @@ import os
 import pytest
 from django.test import Client
 
+from apps.channels.models import UpstreamPayin
 from apps.collection.models import CollectionOrder
 from apps.payout.models import Payout
 from tests.callbacks.merchant_side import merchant_verifies
@@ -61,8 +62,12 @@ def test_live_payin_forwards_the_browser_to_xendit_and_the_paid_webhook_reaches_
     merchant.merchant.collection_callback_url = callback_receiver.url
     merchant.merchant.save(update_fields=["collection_callback_url"])
     order = pay_create_ok(Client(), merchant, product_code="PHP_COLLECT_D0", amount=123456, attach="cart=42")
+    # pay/create opened the invoice (after commit, in the worker), before the payer came
+    opened = wait_until(lambda: UpstreamPayin.objects.filter(platform_order_no=order.platform_order_no).first(),
+                        what="the invoice opened after pay/create")
     response = phone.goto(f"{live_server.url}/pay/{order.pay_token}")
     [invoice] = xendit_emulator.invoice_by_external_id(order.platform_order_no)
+    assert invoice["id"] == opened.reference
     assert phone.url == invoice["invoice_url"] and response.status == 200
     assert phone.locator("h1").inner_text() == "Xendit checkout (emulator)"
     assert phone.locator("#amount").inner_text() == "1234.56"
