@@ -19,6 +19,11 @@ install-run: uv
 
 # The running targets' `uv run` (here and in the Procfile under honcho) must not install the dev group again.
 run serve migrate bootstrap: export UV_NO_DEV = 1
+# Development settings, said explicitly: without DJANGO_SETTINGS_MODULE, manage.py, wsgi and celery take production
+# settings, which refuse to start without their secrets (fail closed, README).
+run serve migrate bootstrap: export DJANGO_SETTINGS_MODULE = config.settings.local
+# The suite's settings, whatever a developer's shell exports (pytest-django prefers the environment to pyproject).
+test faults lint: export DJANGO_SETTINGS_MODULE = config.settings.test
 
 migrate: install-run
 	mkdir -p var/broker/queue var/broker/processed
@@ -35,8 +40,10 @@ run: install-run
 	uv run python -m config.embedded_postgres $(MAKE) --no-print-directory serve
 
 # The part of `run` that needs the database; on its own only with DATABASE_URL or a running `make run`.
+# PROMETHEUS_MULTIPROC_DIR, emptied here: /metrics adds up the web's and the Celery worker's counters.
 serve: bootstrap
-	uv run honcho start -f Procfile
+	rm -rf var/prometheus && mkdir -p var/prometheus
+	PROMETHEUS_MULTIPROC_DIR=$(CURDIR)/var/prometheus uv run honcho start -f Procfile
 
 # Debian's chromium drives the hosted-page and admin browser tests (playwright cannot download browsers here).
 browsers:

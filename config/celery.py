@@ -8,7 +8,9 @@ from celery.signals import setup_logging, task_postrun, task_prerun
 from django.db import close_old_connections
 from django_structlog.celery.steps import DjangoStructLogInitStep
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+# Fail closed: without DJANGO_SETTINGS_MODULE, production settings, which refuse to start without their secrets
+# (README, Running with production settings). Development sets config.settings.local (make run does).
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 
 app = Celery("payments")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -20,12 +22,16 @@ app.steps["worker"].add(DjangoStructLogInitStep)
 
 
 @setup_logging.connect
-def _logging_from_django_settings(**kwargs) -> None:
+def _logging_from_django_settings(loglevel=None, **kwargs) -> None:
+    """Django's LOGGING instead of Celery's; Celery's `--loglevel` still sets the root level (beat runs at WARNING:
+    its INFO is a "Sending due task" line every 5 s)."""
     from logging.config import dictConfig
 
     from django.conf import settings
 
     dictConfig(settings.LOGGING)
+    if loglevel:
+        logging.getLogger().setLevel(loglevel)
 
 # Database connections in a worker follow the web's rule (CONN_MAX_AGE, CONN_HEALTH_CHECKS), not Celery's default
 # of closing every connection before and after every task: a fresh PostgreSQL connection per task cost more than

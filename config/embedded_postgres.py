@@ -32,6 +32,18 @@ def database_url() -> str:
     return f"postgres://postgres@/{DATABASE}?host={socket_dir}&port={port}"
 
 
+def running() -> bool:
+    """True while this checkout's embedded server runs: its postmaster.pid names a live process."""
+    try:
+        pid = int((PGDATA / "postmaster.pid").read_text().splitlines()[0])
+        os.kill(pid, 0)
+    except PermissionError:  # alive, another user's (the server runs as its own system user under root)
+        return True
+    except (OSError, IndexError, ValueError):
+        return False
+    return True
+
+
 def _create_database() -> None:
     import psycopg
 

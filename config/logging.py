@@ -66,4 +66,20 @@ class RequestIdHeader:
         return self.get_response(request)
 
 
+class RequestIdEcho:
+    """Answers every request with its id in `X-Request-ID` (the caller's, or the generated one), so that a merchant
+    can quote it and support finds the request's log lines. Placed after RequestMiddleware, which binds the id, so
+    error answers carry it too."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        request_id = structlog.contextvars.get_contextvars().get("request_id")
+        if request_id:
+            response["X-Request-ID"] = request_id
+        return response
+
+
 configure()

@@ -3,6 +3,7 @@ from django.urls import include, path, re_path
 
 from apps.common.api.exceptions import api_not_found
 from apps.common.api.views import ApiDocsView
+from apps.common.staff_signin import code_step, enrol_step, password_step
 from config.metrics import metrics
 from config.views import healthz, home
 from apps.currencies.api.views import CurrencyListView
@@ -27,6 +28,10 @@ urlpatterns = [
     path("channels/", include("apps.channels.urls")),  # upstream webhooks (docs/channels.md)
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
+    # Staff sign-in with a second factor (apps.common.staff_signin) in place of the admin's password-only login.
+    path("admin/login/", password_step, name="staff-signin"),
+    path("admin/login/code/", code_step, name="staff-signin-code"),
+    path("admin/login/enrol/", enrol_step, name="staff-signin-enrol"),
     path("admin/", admin.site.urls),
 ]
 

@@ -147,3 +147,13 @@ def _no_stray_sessions_on_the_test_database(django_db_setup, django_db_blocker):
                            "WHERE datname = current_database() AND pid <> pg_backend_pid()")
     except OperationalError:  # a run of database-free tests only: there is no test database to clean
         pass
+
+
+@pytest.fixture
+def admin_client(db, admin_user):
+    """pytest-django's admin_client, with the second factor every admin session needs (tests/support/staff.py)."""
+    from django.test import Client
+
+    from tests.support.staff import admin_login
+
+    return admin_login(Client(), admin_user)

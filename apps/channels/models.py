@@ -1,8 +1,11 @@
 from django.db import models
 
+from apps.common.history import tracked
 from apps.currencies.models import Currency
 
 
+# The credentials stay out of the settings trail (encrypted or not): a change of them is an audit row without values.
+@tracked(exclude=("secret_key_encrypted", "callback_token_encrypted"))
 class Channel(models.Model):
     """An upstream provider route: which adapter serves which currency in which direction."""
 
@@ -85,6 +88,7 @@ class UpstreamPayin(models.Model):
         return self.reference
 
 
+@tracked()
 class BankCode(models.Model):
     """The bank code table of interface §4.5: banks and wallets per currency."""
 

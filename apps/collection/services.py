@@ -6,11 +6,12 @@ commit by apps.callbacks.
 """
 
 import logging
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Count, F, Sum
 from django.utils import timezone
 
 from apps.callbacks.models import CallbackEvent
@@ -132,9 +133,13 @@ def collection_expire(*, order_id: int, now: datetime | None = None) -> bool:
 
 def settlement_cutoff(now: datetime | None = None) -> datetime:
     """00:00 of the current day in SETTLEMENT_TIME_ZONE (contract §4): credits paid before it are released."""
-    zone = ZoneInfo(settings.SETTLEMENT_TIME_ZONE)
-    local = (now or timezone.now()).astimezone(zone)
-    return datetime.combine(local.date(), time.min, tzinfo=zone)
+    local = (now or timezone.now()).astimezone(ZoneInfo(settings.SETTLEMENT_TIME_ZONE))
+    return settlement_cutoff_of(local.date())
+
+
+def settlement_cutoff_of(day: date) -> datetime:
+    """00:00 of `day` in SETTLEMENT_TIME_ZONE: the cutoff of the release run on that day."""
+    return datetime.combine(day, time.min, tzinfo=ZoneInfo(settings.SETTLEMENT_TIME_ZONE))
 
 
 @transaction.atomic(durable=True)
@@ -154,12 +159,24 @@ def collection_settlement_release_order(*, order_id: int, cutoff: datetime) -> C
     return order
 
 
-def collection_settlement_release(*, now: datetime | None = None) -> dict:
-    """Release every due D1 credit (each in its own transaction); returns what was released per currency."""
-    cutoff = settlement_cutoff(now)
+def collection_settlement_release(*, now: datetime | None = None, as_of: date | None = None,
+                                  dry_run: bool = False) -> dict:
+    """Release every due D1 credit (each in its own transaction); returns what was released per currency.
+
+    `as_of` runs the release of that day (cutoff 00:00 of it): a past day repairs what that day's run should have
+    released, tomorrow shows D1 on the day of payment. Later days are refused: nothing is released ahead of D1 by
+    more than the one day a demonstration needs. `dry_run` reports what is due and moves nothing."""
+    today = (now or timezone.now()).astimezone(ZoneInfo(settings.SETTLEMENT_TIME_ZONE)).date()
+    if as_of is not None and as_of > today + timedelta(days=1):
+        raise ValueError(f"as_of {as_of.isoformat()} is after tomorrow ({(today + timedelta(days=1)).isoformat()})")
+    cutoff = settlement_cutoff_of(as_of or today)
+    due = collection_orders_due_for_release(cutoff=cutoff)
+    if dry_run:
+        totals = due.order_by().values("currency_id").annotate(count=Count("pk"), amount=Sum(F("amount") - F("fee")))
+        return {"due": {row["currency_id"]: {"count": row["count"], "amount": row["amount"]} for row in totals},
+                "cutoff": cutoff.isoformat(), "dry_run": True}
     released: dict[str, dict[str, int]] = {}
-    order_ids = list(collection_orders_due_for_release(cutoff=cutoff).values_list("pk", flat=True))
-    for order_id in order_ids:
+    for order_id in list(due.values_list("pk", flat=True)):
         try:
             order = collection_settlement_release_order(order_id=order_id, cutoff=cutoff)
         except ledger.DuplicatePosting:

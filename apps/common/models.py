@@ -1,3 +1,4 @@
+import pgtrigger
 from django.conf import settings
 from django.db import models
 
@@ -21,6 +22,9 @@ class AuditLog(models.Model):
         # write that audits writes each index (docs/ledger.md, Indexes on the hot write tables).
         indexes = [models.Index(fields=["object_type", "object_id"]),
                    models.Index(fields=["action"], name="audit_action_idx")]
+        # Append-only by the database's own rule: a trigger refuses UPDATE and DELETE of an audit row, from any
+        # session, the application's or a console's (docs/staff-access.md).
+        triggers = [pgtrigger.Protect(name="auditlog_append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_label} {self.action} {self.object_type}:{self.object_id}"

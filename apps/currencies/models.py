@@ -1,6 +1,9 @@
 from django.db import models
 
+from apps.common.history import tracked
 
+
+@tracked()
 class Currency(models.Model):
     """Reference record of interface §2.4. `active` false: no new transactions; history stays queryable."""
 

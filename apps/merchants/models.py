@@ -3,9 +3,11 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from apps.common.history import tracked
 from apps.currencies.models import Currency
 
 
+@tracked()
 class Merchant(models.Model):
     merchant_no = models.CharField(max_length=32, unique=True)
     name = models.CharField(max_length=128)
@@ -23,6 +25,7 @@ class Merchant(models.Model):
         return f"{self.merchant_no} {self.name}"
 
 
+@tracked()
 class App(models.Model):
     merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="apps")
     app_id = models.CharField(max_length=32, unique=True)
@@ -37,6 +40,7 @@ class App(models.Model):
         return self.app_id
 
 
+@tracked()
 class MerchantKey(models.Model):
     """A version of the merchant's RSA public key. Older versions verify until revoked (then 1104)."""
 
@@ -59,6 +63,7 @@ class MerchantKey(models.Model):
         return f"{self.merchant.merchant_no} v{self.version}"
 
 
+@tracked()
 class Product(models.Model):
     """A collection or payout product: its currency, settlement (collections), fee and amount bounds."""
 
@@ -100,6 +105,7 @@ class Product(models.Model):
         return self.fee_fixed + -(-amount * self.fee_rate_bps // 10000)
 
 
+@tracked()
 class MerchantCurrency(models.Model):
     """A currency enabled for a merchant, with its payout review threshold (contract §5)."""
 
@@ -119,6 +125,7 @@ class MerchantCurrency(models.Model):
         return f"{self.merchant.merchant_no} {self.currency_id}"
 
 
+@tracked()
 class MerchantProduct(models.Model):
     merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="merchant_products")
     product = models.ForeignKey(Product, on_delete=models.PROTECT)
@@ -132,6 +139,7 @@ class MerchantProduct(models.Model):
         return f"{self.merchant.merchant_no} {self.product.code}"
 
 
+@tracked(exclude=("private_key_encrypted",))
 class PlatformKey(models.Model):
     """The platform's callback signing key, by version; exactly one is current. Private half encrypted at rest."""
 

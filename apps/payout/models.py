@@ -9,6 +9,7 @@ from django.utils import timezone
 from django_fsm import FSMField, transition
 
 from apps.channels.models import Channel
+from apps.common.history import tracked
 from apps.currencies.models import Currency
 from apps.ledger.models import Hold
 from apps.merchants.models import Merchant, Product
@@ -162,6 +163,7 @@ class PayoutReviewQueue(Payout):
         verbose_name_plural = "Payout review queue"
 
 
+@tracked()
 class DenyListedAccount(models.Model):
     """A payee account that sends every payout to it into review (contract §5), per currency or global."""
 

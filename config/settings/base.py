@@ -46,6 +46,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "config.logging.RequestIdHeader",
     "django_structlog.middlewares.RequestMiddleware",
+    "config.logging.RequestIdEcho",
     "config.metrics.RequestMetrics",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -114,7 +115,8 @@ if REDIS_URL:
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "cache_table"}}
     _broker_dir = VAR_DIR / "broker"
-    CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://")
+    # "localhost" means nothing to the filesystem transport; without a host kombu warns on every connection.
+    CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://localhost/")
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
@@ -278,3 +280,62 @@ SENTRY_ENABLED = sentry_init(dsn=SENTRY_DSN, environment=SENTRY_ENVIRONMENT,
 
 # Merchant self-serve re-send (POST /openapi/v1/callbacks/resend): re-send requests per merchant per minute (1106).
 CALLBACK_RESEND_PER_MINUTE = env.int("CALLBACK_RESEND_PER_MINUTE", default=10)
+
+# ---- Back office (issue 17): staff sign-in with a second factor, lockout, sessions, settings audit trail ----------
+INSTALLED_APPS += [
+    "django_otp",
+    "django_otp.plugins.otp_totp",
+    "django_otp.plugins.otp_static",
+    "axes",
+    "pgtrigger",
+    "pghistory",
+]
+# After AuthenticationMiddleware: django-otp marks a request's user verified (a second factor in this session); the
+# admin then refuses anyone who is not (apps.common.staff_signin); an admin request that writes runs in a pghistory
+# context naming its user. django-axes last, as its documentation asks: it answers a locked-out sign-in.
+MIDDLEWARE.insert(MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+                  "django_otp.middleware.OTPMiddleware")
+MIDDLEWARE.insert(MIDDLEWARE.index("django_otp.middleware.OTPMiddleware") + 1,
+                  "apps.common.staff_signin.AdminRequiresSecondFactor")
+MIDDLEWARE.insert(MIDDLEWARE.index("apps.common.staff_signin.AdminRequiresSecondFactor") + 1,
+                  "apps.common.history.AdminHistoryContext")
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+
+# Failed sign-ins (docs/staff-access.md): a wrong password, or a wrong second-factor code, counts as a failure of that
+# username from that address; AXES_FAILURE_LIMIT of them lock that pair out for AXES_COOLOFF_HOURS (an administrator
+# lifts it sooner: manage.py axes_reset_username NAME). A success resets the count. Each TOTP device also slows
+# down guessing by itself (django-otp's throttling: 1, 2, 4, ... s after each wrong code).
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(hours=env.float("AXES_COOLOFF_HOURS", default=1.0))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "admin/signin/locked_out.html"
+AXES_VERBOSE = False
+AXES_ENABLE_ADMIN = False  # a lock is lifted with manage.py axes_reset_username (docs/staff-access.md)
+# A proxy in front (BEHIND_PROXY=true) is the one to ask for the client's address, and for the scheme (below).
+BEHIND_PROXY = env.bool("BEHIND_PROXY", default=False)
+AXES_IPWARE_PROXY_COUNT = 1 if BEHIND_PROXY else None
+AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if BEHIND_PROXY else ["REMOTE_ADDR"]
+# X-Forwarded-Proto is believed only when told a proxy that sets it (and drops a client's own) is in front; else any
+# client could claim https.
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_PROXY else None
+
+# A staff session ends after a working day without a request (9 h; each request starts the 9 h again), and when the
+# browser closes. Only sessions that exist are saved: API and pay-page requests carry none.
+SESSION_COOKIE_AGE = env.int("SESSION_COOKIE_AGE", default=9 * 3600)
+SESSION_SAVE_EVERY_REQUEST = True
+SESSION_EXPIRE_AT_BROWSER_CLOSE = True
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+
+# TOTP devices: 6 digits, 30 s, one step of clock drift either way; the issuer names the platform in the app.
+OTP_TOTP_ISSUER = env("OTP_TOTP_ISSUER", default="Payment Platform")
+OTP_TOTP_TOLERANCE = 1
+STAFF_RECOVERY_CODES = 10
+
+# Settings audit trail (django-pghistory, docs/staff-access.md): triggers write an event row for every insert and
+# update of the tracked models, from any path; its context carries who (the admin user, or the command and the
+# operator). No context for GET requests.
+PGHISTORY_MIDDLEWARE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+PGHISTORY_APPEND_ONLY = True  # event tables: a database trigger refuses UPDATE and DELETE (below for AuditLog)

@@ -1,8 +1,22 @@
 """Production: every secret must come from the environment; private callback hosts are refused."""
 
-from .base import *  # noqa: F403
-from .base import env
-from environ import ImproperlyConfigured
+import os
+
+from django.core.exceptions import ImproperlyConfigured
+
+# Fail closed (issue 17): a process started without DJANGO_SETTINGS_MODULE gets these settings (manage.py, wsgi,
+# celery), and these refuse to start rather than fall back to a development default: no local database, no
+# filesystem broker, no development SECRET_KEY.
+_REQUIRED = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "PLATFORM_KEY_ENCRYPTION_KEY", "ALLOWED_HOSTS")
+_missing = [name for name in _REQUIRED if not os.environ.get(name)]
+if _missing:
+    raise ImproperlyConfigured(
+        f"config.settings.production needs {', '.join(_missing)} in the environment (README, Running with production "
+        f"settings). DJANGO_SETTINGS_MODULE defaults to production settings; for development set "
+        f"DJANGO_SETTINGS_MODULE=config.settings.local (make run does).")
+
+from .base import *  # noqa: E402, F403
+from .base import env  # noqa: E402
 
 DEBUG = False
 SECRET_KEY = env("SECRET_KEY")
@@ -17,7 +31,6 @@ if PLATFORM_ENVIRONMENT not in ("sandbox", "live"):
 # Static files (admin, pay page CSS) served by the application server itself.
 MIDDLEWARE = [MIDDLEWARE[0], "whitenoise.middleware.WhiteNoiseMiddleware", *MIDDLEWARE[1:]]  # noqa: F405
 
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True

@@ -7,6 +7,7 @@ from apps.callbacks.models import CallbackAttempt, CallbackEvent
 from apps.callbacks.deliver import callback_deliver
 from apps.common.models import AuditLog
 from tests.support.receiver import Reply
+from tests.support.staff import admin_login
 
 CHANGELIST = "/admin/callbacks/callbackevent/"
 
@@ -55,7 +56,7 @@ def test_resend_action_makes_one_more_attempt_after_commit_and_is_audited(client
     queued = []
     monkeypatch.setattr(tasks.deliver_callback, "delay", lambda event_id: queued.append(event_id))
     user = staff("view_callbackevent", "change_callbackevent")
-    client.force_login(user)
+    admin_login(client, user)
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(CHANGELIST, {"action": "resend", "_selected_action": [dead_event.pk]})
     assert response.status_code == 302 and queued == [dead_event.pk]
@@ -68,7 +69,7 @@ def test_resend_action_makes_one_more_attempt_after_commit_and_is_audited(client
 
 
 def test_resend_needs_the_change_permission(client, dead_event):
-    client.force_login(staff("view_callbackevent"))
+    admin_login(client, staff("view_callbackevent"))
     page = client.get(CHANGELIST).content.decode()
     assert dead_event.platform_order_no in page and 'value="resend"' not in page
     client.post(CHANGELIST, {"action": "resend", "_selected_action": [dead_event.pk]})

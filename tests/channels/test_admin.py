@@ -5,6 +5,7 @@ from django.contrib.auth.models import User
 
 from apps.channels.models import Channel
 from apps.common.models import AuditLog
+from tests.support.staff import admin_login
 
 pytestmark = pytest.mark.django_db
 
@@ -14,8 +15,7 @@ TOKEN = "callback-token-VerySecret456"
 
 @pytest.fixture
 def admin_client(client, db):
-    client.force_login(User.objects.create_superuser("root", password="pw"))
-    return client
+    return admin_login(client, User.objects.create_superuser("root", password="pw"))
 
 
 def form_data(**overrides) -> dict:
@@ -66,3 +66,13 @@ def test_admin_refuses_a_sandbox_channel_in_a_live_deployment(admin_client, boot
 def test_bank_codes_are_listed(admin_client, bootstrapped):
     page = admin_client.get("/admin/channels/bankcode/?currency__code__exact=PHP").content.decode()
     assert "GCASH" in page
+
+
+def test_credentials_stay_out_of_the_settings_trail(admin_client, bootstrapped, live):
+    from django.apps import apps
+
+    admin_client.post("/admin/channels/channel/add/", form_data())
+    event_model = apps.get_model("channels", "ChannelEvent")
+    fields = {f.name for f in event_model._meta.get_fields()}
+    assert "api_base_url" in fields and not fields & {"secret_key_encrypted", "callback_token_encrypted"}
+    assert event_model.objects.filter(code="XENDIT_PHP_PAYOUT").exists()  # the channel itself is tracked

@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import time_machine
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from apps.collection.services import collection_notify_paid, collection_settlement_release, settlement_cutoff
 from apps.ledger.models import Posting
@@ -88,3 +89,51 @@ def test_release_task_is_the_same_release(client, merchant):
     with time_machine.travel(datetime(2025, 3, 11, 9, 0, tzinfo=MANILA), tick=False):
         assert release_settlement()["released"] == {"PHP": {"count": 1, "amount": 10000}}
         assert release_settlement()["released"] == {}
+
+
+def release_command(*args) -> dict:
+    out = StringIO()
+    call_command("release_settlement", *args, stdout=out)
+    return json.loads(out.getvalue())
+
+
+def test_as_of_tomorrow_shows_d1_on_the_day_of_payment(client, merchant):
+    pay(client, merchant, datetime(2025, 3, 10, 9, 0, tzinfo=MANILA), amount=10000)
+    with time_machine.travel(datetime(2025, 3, 10, 15, 0, tzinfo=MANILA), tick=False):
+        assert release_command()["released"] == {}
+        assert release_command("--as-of", "2025-03-11") == {"released": {"PHP": {"count": 1, "amount": 10000}},
+                                                             "cutoff": "2025-03-11T00:00:00+08:00"}
+        assert release_command("--as-of", "2025-03-11")["released"] == {}
+    assert balances(merchant) == {"available": 10000, "settling": 0, "frozen": 0}
+
+
+def test_as_of_a_past_day_releases_only_what_that_days_run_would(client, merchant):
+    pay(client, merchant, datetime(2025, 3, 8, 9, 0, tzinfo=MANILA), amount=1000)
+    pay(client, merchant, datetime(2025, 3, 9, 9, 0, tzinfo=MANILA), amount=2000)
+    with time_machine.travel(datetime(2025, 3, 11, 9, 0, tzinfo=MANILA), tick=False):
+        assert release_command("--as-of", "2025-03-09")["released"] == {"PHP": {"count": 1, "amount": 1000}}
+        assert balances(merchant) == {"available": 1000, "settling": 2000, "frozen": 0}
+        assert release_command()["released"] == {"PHP": {"count": 1, "amount": 2000}}
+
+
+def test_dry_run_reports_what_is_due_and_moves_nothing(client, merchant):
+    pay(client, merchant, datetime(2025, 3, 10, 9, 0, tzinfo=MANILA), amount=10000)
+    pay(client, merchant, datetime(2025, 3, 10, 10, 0, tzinfo=MANILA), amount=9800)
+    with time_machine.travel(datetime(2025, 3, 11, 9, 0, tzinfo=MANILA), tick=False):
+        assert release_command("--dry-run") == {"due": {"PHP": {"count": 2, "amount": 19800}},
+                                                "cutoff": "2025-03-11T00:00:00+08:00", "dry_run": True}
+    assert balances(merchant)["settling"] == 19800
+    assert not Posting.objects.filter(kind="settlement.release").exists()
+
+
+@pytest.mark.parametrize("as_of, message", [
+    ("2025-03-12", "after tomorrow (2025-03-11)"),
+    ("11/03/2025", "is not a date"),
+    ("2025-02-30", "is not a date"),
+])
+def test_as_of_refuses_later_days_and_bad_dates_and_changes_nothing(client, merchant, as_of, message):
+    pay(client, merchant, datetime(2025, 3, 9, 9, 0, tzinfo=MANILA), amount=10000)
+    with time_machine.travel(datetime(2025, 3, 10, 9, 0, tzinfo=MANILA), tick=False):
+        with pytest.raises(CommandError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            call_command("release_settlement", "--as-of", as_of, stdout=StringIO())
+    assert balances(merchant) == {"available": 0, "settling": 10000, "frozen": 0}

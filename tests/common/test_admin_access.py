@@ -18,11 +18,13 @@ from django.utils import timezone
 
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
 from apps.collection.services import collection_create, collection_notify_paid
+from apps.common.staff_signin import new_recovery_codes
 from apps.ledger.services import balance_adjust, statements_prepare
 from apps.ledger.statements import statement_today
 from apps.merchants.models import MerchantKey
 from apps.payout import services as payout_services
 from apps.payout.models import DenyListedAccount, Payout
+from tests.support.staff import add_authenticator, admin_login
 
 pytestmark = pytest.mark.django_db
 
@@ -62,6 +64,8 @@ def world(merchant, rsa_keys, monkeypatch):
     DenyListedAccount.objects.create(payee_account="0099990000", reason="fraud")
     Group.objects.create(name="Somebody's group")
     someone = User.objects.create_user("someone", password="pw-for-tests-1", is_staff=True)
+    add_authenticator(someone)  # second factors: an authenticator and recovery codes
+    new_recovery_codes(someone)
     # Today's statement, stored as the daily task would store it once the day is closed.
     statements_prepare(day=statement_today(), now=timezone.now() + timedelta(days=2))
     return {"auth.user": someone, "payout.payoutreviewqueue": frozen,
@@ -127,7 +131,7 @@ def test_anonymous_is_sent_to_login_from_every_page_and_action(client, world, la
 
 @pytest.mark.parametrize("label", LABELS)
 def test_staff_without_permissions_is_refused_every_page_and_action(client, world, label):
-    client.force_login(staff("clerk"))
+    admin_login(client, staff("clerk"))
     pk = target(world, label).pk
     before = everything()
     for method, url, data in requests_for(label, pk):
@@ -144,7 +148,7 @@ def test_site_pages_send_anonymous_to_login_and_list_nothing_to_staff_without_pe
         response = client.get(url)
         assert response.status_code == 302 and response["Location"].startswith("/admin/login/"), url
 
-    client.force_login(staff("clerk"))
+    admin_login(client, staff("clerk"))
     index = client.get(reverse("admin:index")).content.decode()
     for label in LABELS:
         assert f'href="/admin/{label.replace(".", "/")}/"' not in index, label
@@ -198,7 +202,7 @@ def _permissions_except(codenames: list[str]):
 def test_action_is_refused_to_staff_with_every_permission_but_its_own(client, world, label, action):
     required, form, happened = ACTIONS[(label, action)]
     user = staff("almost", _permissions_except(required))
-    client.force_login(user)
+    admin_login(client, user)
     obj = target(world, label)
     changelist = model_urls(label, obj.pk)[0]
     page = client.get(changelist)
@@ -219,7 +223,7 @@ def test_action_is_refused_to_staff_with_every_permission_but_its_own(client, wo
 def test_delete_is_refused_to_staff_without_the_delete_permission(client, world, label):
     app_label, model_name = label.split(".")
     user = staff("almost", _permissions_except([f"{app_label}.delete_{model_name}"]))
-    client.force_login(user)
+    admin_login(client, user)
     obj = target(world, label)
     before = everything()
     client.post(model_urls(label, obj.pk)[0], {"action": "delete_selected", "_selected_action": [str(obj.pk)],
@@ -261,7 +265,7 @@ def test_custom_add_page_is_refused_to_staff_with_every_permission_but_add(clien
     codename, form, happened = ADD_VIEWS[label]
     app_label, model_name = label.split(".")
     user = staff("almost", _permissions_except([f"{app_label}.{codename}"]))
-    client.force_login(user)
+    admin_login(client, user)
     url = f"/admin/{app_label}/{model_name}/add/"
     before = everything()
     assert client.get(url).status_code == 403

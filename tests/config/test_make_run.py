@@ -66,6 +66,7 @@ def test_embedded_postgres_serves_reaches_a_second_terminal_and_stops_with_make_
     env = {k: v for k, v in os.environ.items()
            if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}}
     env["EMBEDDED_PGDATA"] = str(pgdata)
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings.local"  # as make run exports, and a second terminal sets
     manage = " ".join(_manage())
     steps = f"{manage} migrate --noinput && {manage} createcachetable && {manage} bootstrap && " \
             f"exec {manage} runserver 127.0.0.1:{port} --noreload"

@@ -49,3 +49,45 @@ def test_worker_lines_of_periodic_tasks_are_dropped_other_tasks_and_failures_kep
 def test_the_filter_is_on_the_worker_loggers():
     for logger in ("celery.worker.strategy", "celery.app.trace"):
         assert any(isinstance(f, QuietPeriodicTasks) for f in logging.getLogger(logger).filters)
+
+
+
+def _beat_output(tmp_path, loglevel: str, *, until: str | None = None, seconds: float = 30) -> tuple[str, float]:
+    """Celery beat as the Procfile runs it, on an in-memory broker (nothing queued anywhere): its output until the
+    line `until` (or `seconds`), and the seconds that took."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "CELERY_BROKER_URL": "memory://",
+           "LOG_FORMAT": "plain"}
+    started = time.monotonic()
+    beat = subprocess.Popen([sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel", loglevel,
+                             "--schedule", str(tmp_path / f"schedule-{loglevel}")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def read():
+        for line in beat.stdout:
+            lines.append(line)
+            if until and until in line:
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    seen.wait(seconds)
+    took = time.monotonic() - started
+    beat.terminate()
+    beat.wait(timeout=20)
+    reader.join(timeout=5)
+    return "".join(lines), took
+
+
+def test_beat_at_warning_does_not_log_each_task_it_sends_and_at_info_it_does(tmp_path):
+    loud, took = _beat_output(tmp_path, "INFO", until="Sending due task")  # every entry is due at a first start
+    assert "Sending due task" in loud, loud
+    quiet, _ = _beat_output(tmp_path, "WARNING", seconds=took + 6)  # past its first tick and the next 5 s one
+    assert "Sending due task" not in quiet and "Traceback" not in quiet, quiet

@@ -43,9 +43,10 @@ def create_payout(client, merchant, **headers):
 
 @pytest.mark.django_db
 def test_a_signed_request_logs_json_lines_sharing_its_incoming_request_id(client, merchant, json_lines):
-    create_payout(client, merchant, X_Request_ID="edge-4f1c2a9b-0001")
+    response = create_payout(client, merchant, X_Request_ID="edge-4f1c2a9b-0001")
     lines = [line for line in json_lines() if line["logger"].startswith("apps.payout")]
     assert lines and {line["request_id"] for line in lines} == {"edge-4f1c2a9b-0001"}
+    assert response["X-Request-ID"] == "edge-4f1c2a9b-0001"  # echoed: the merchant can quote it
     assert all({"event", "level", "timestamp"} <= set(line) for line in lines)
     assert not any("payee_account" in line or "0012345678" in json.dumps(line) for line in lines)
 
@@ -53,10 +54,20 @@ def test_a_signed_request_logs_json_lines_sharing_its_incoming_request_id(client
 @pytest.mark.django_db
 @pytest.mark.parametrize("bad", ["short", "x" * 200, "a b c d e f g h", "id-with\"quote-1234"])
 def test_a_malformed_request_id_is_replaced_by_a_generated_one(client, merchant, json_lines, bad):
-    create_payout(client, merchant, X_Request_ID=bad)
+    response = create_payout(client, merchant, X_Request_ID=bad)
     ids = {line["request_id"] for line in json_lines() if line["logger"].startswith("apps.payout")}
     (generated,) = ids
     assert re.fullmatch(r"[0-9a-f-]{36}", generated)
+    assert response["X-Request-ID"] == generated
+
+
+@pytest.mark.django_db
+def test_error_answers_carry_the_request_id_too(client, merchant):
+    bad_signature = client.post(CREATE, data=json.dumps({**merchant.signed_body(payout_params()), "amount": 1}),
+                                content_type="application/json", headers={"X-Request-ID": "support-ticket-42"})
+    assert bad_signature.json()["code"] == "1101" and bad_signature["X-Request-ID"] == "support-ticket-42"
+    missing = client.get("/no-such-page", headers={"X-Request-ID": "support-ticket-43"})
+    assert missing.status_code == 404 and missing["X-Request-ID"] == "support-ticket-43"
 
 
 @pytest.mark.django_db

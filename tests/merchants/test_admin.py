@@ -9,6 +9,7 @@ from apps.common.models import AuditLog
 from apps.ledger.models import LedgerAccount
 from apps.ledger.services import balance_adjust
 from apps.merchants.models import Merchant, MerchantKey, PlatformKey
+from tests.support.staff import admin_login
 
 
 def pem_upload(key, name="key.pem") -> SimpleUploadedFile:
@@ -18,7 +19,7 @@ def pem_upload(key, name="key.pem") -> SimpleUploadedFile:
 @pytest.fixture
 def staff_client(client, db):
     user = User.objects.create_user("clerk", password="pw", is_staff=True)
-    client.force_login(user)
+    admin_login(client, user)
     client.user = user
     return client
 
@@ -26,7 +27,7 @@ def staff_client(client, db):
 @pytest.fixture
 def superuser_client(client, db):
     user = User.objects.create_superuser("root", password="pw")
-    client.force_login(user)
+    admin_login(client, user)
     client.user = user
     return client
 

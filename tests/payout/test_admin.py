@@ -6,6 +6,7 @@ from django.contrib.admin import helpers
 from apps.common.models import AuditLog
 from apps.payout.models import DenyListedAccount, Payout
 from tests.payout.conftest import PHP_FEE, balances, money_snapshot, payout_in, staff_user
+from tests.support.staff import admin_login
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +25,7 @@ def test_queue_lists_frozen_payouts_oldest_first_with_masked_payee_and_reasons(c
     older = payout_in(funded, "FROZEN", payee_account=ACCOUNT)
     newer = payout_in(funded, "FROZEN", payee_account=ACCOUNT)
     approved = payout_in(funded, "APPROVED")
-    client.force_login(reviewer)
+    admin_login(client, reviewer)
     response = client.get(QUEUE)
     html = response.content.decode()
     assert response.status_code == 200
@@ -36,7 +37,7 @@ def test_queue_lists_frozen_payouts_oldest_first_with_masked_payee_and_reasons(c
 
 def test_reviewer_approves_from_the_queue(client, funded, reviewer, django_capture_on_commit_callbacks):
     payout = payout_in(funded, "FROZEN")
-    client.force_login(reviewer)
+    admin_login(client, reviewer)
     with django_capture_on_commit_callbacks() as dispatched:
         response = act(client, QUEUE, "approve_selected", [payout])
     assert "approved" in response.content.decode()
@@ -46,7 +47,7 @@ def test_reviewer_approves_from_the_queue(client, funded, reviewer, django_captu
 
 def test_reject_asks_for_a_reason_then_rejects_and_releases(client, funded, reviewer):
     payout = payout_in(funded, "FROZEN")
-    client.force_login(reviewer)
+    admin_login(client, reviewer)
     page = act(client, QUEUE, "reject_selected", [payout])
     assert page.status_code == 200 and 'name="reason"' in page.content.decode()
     assert Payout.objects.get(pk=payout.pk).status == "FROZEN"
@@ -62,7 +63,7 @@ def test_reject_asks_for_a_reason_then_rejects_and_releases(client, funded, revi
 def test_reviewer_who_administers_the_merchant_is_refused_in_the_queue(client, funded, reviewer):
     funded.merchant.administrators.add(reviewer)
     payout = payout_in(funded, "FROZEN")
-    client.force_login(reviewer)
+    admin_login(client, reviewer)
     before = money_snapshot(funded)
     response = act(client, QUEUE, "approve_selected", [payout])
     assert "administers" in response.content.decode()
@@ -73,7 +74,7 @@ def test_reviewer_who_administers_the_merchant_is_refused_in_the_queue(client, f
 def test_staff_without_review_permission_cannot_see_the_queue_or_decide(client, funded):
     clerk = staff_user("clerk", "Payout operations")
     payout = payout_in(funded, "FROZEN")
-    client.force_login(clerk)
+    admin_login(client, clerk)
     assert client.get(QUEUE).status_code == 403
     assert act(client, QUEUE, "approve_selected", [payout]).status_code == 403
     assert "Payout review queue" not in client.get("/admin/").content.decode()
@@ -82,7 +83,7 @@ def test_staff_without_review_permission_cannot_see_the_queue_or_decide(client, 
 
 def test_payout_page_is_read_only_masked_and_shows_the_decision_trail(client, funded, reviewer):
     payout = payout_in(funded, "FROZEN", payee_account=ACCOUNT)
-    client.force_login(reviewer)
+    admin_login(client, reviewer)
     act(client, QUEUE, "reject_selected", [payout], apply="1", reason="velocity abuse")
     html = client.get(f"{PAYOUTS}{payout.pk}/change/").content.decode()
     assert ACCOUNT not in html and "\u2022\u2022\u2022\u20229876" in html
@@ -95,7 +96,7 @@ def test_payout_page_is_read_only_masked_and_shows_the_decision_trail(client, fu
 def test_ops_reverse_action_asks_for_amounts_then_reverses(client, funded, ops_user, adapter_calls):
     payout = payout_in(funded, "SUCCESS", amount=20_000)
     available = balances(funded)["available"]
-    client.force_login(ops_user)
+    admin_login(client, ops_user)
     page = act(client, PAYOUTS, "reverse_selected", [payout])
     assert 'name="reversal_amount"' in page.content.decode()
     act(client, PAYOUTS, "reverse_selected", [payout], apply="1", reversal_amount="20000", fee_refund=str(PHP_FEE),
@@ -110,7 +111,7 @@ def test_ops_reverse_action_asks_for_amounts_then_reverses(client, funded, ops_u
 def test_reverse_action_outside_bounds_is_refused(client, funded, ops_user, adapter_calls, amount, fee_refund):
     payout = payout_in(funded, "SUCCESS", amount=20_000)
     before = money_snapshot(funded)
-    client.force_login(ops_user)
+    admin_login(client, ops_user)
     act(client, PAYOUTS, "reverse_selected", [payout], apply="1", reversal_amount=amount, fee_refund=fee_refund,
         reason="r")
     assert (Payout.objects.get(pk=payout.pk).reversed_at, money_snapshot(funded)) == (None, before)
@@ -118,7 +119,7 @@ def test_reverse_action_outside_bounds_is_refused(client, funded, ops_user, adap
 
 def test_reverse_action_on_failed_payout_is_refused(client, funded, ops_user, adapter_calls):
     payout = payout_in(funded, "FAILED")
-    client.force_login(ops_user)
+    admin_login(client, ops_user)
     response = act(client, PAYOUTS, "reverse_selected", [payout], apply="1", reversal_amount="100", fee_refund="0",
                    reason="r")
     assert "only a SUCCESS payout" in response.content.decode()
@@ -126,7 +127,7 @@ def test_reverse_action_on_failed_payout_is_refused(client, funded, ops_user, ad
 
 def test_reviewer_without_reverse_permission_cannot_reverse(client, funded, reviewer, adapter_calls):
     payout = payout_in(funded, "SUCCESS")
-    client.force_login(reviewer)
+    admin_login(client, reviewer)
     assert "reverse_selected" not in client.get(PAYOUTS).content.decode()
     act(client, PAYOUTS, "reverse_selected", [payout], apply="1", reversal_amount="100", fee_refund="0", reason="r")
     assert Payout.objects.get(pk=payout.pk).reversed_at is None
@@ -134,14 +135,14 @@ def test_reviewer_without_reverse_permission_cannot_reverse(client, funded, revi
 
 def test_deny_list_shows_accounts_masked(client, reviewer):
     DenyListedAccount.objects.create(payee_account=ACCOUNT, reason="fraud")
-    client.force_login(reviewer)
+    admin_login(client, reviewer)
     html = client.get("/admin/payout/denylistedaccount/").content.decode()
     assert "\u2022\u2022\u2022\u20229876" in html and ACCOUNT not in html
 
 
 def test_queue_detail_page_shows_risk_reasons_read_only(client, funded, reviewer):
     payout = payout_in(funded, "FROZEN", payee_account=ACCOUNT)
-    client.force_login(reviewer)
+    admin_login(client, reviewer)
     response = client.get(f"{QUEUE}{payout.pk}/change/")
     html = response.content.decode()
     assert response.status_code == 200

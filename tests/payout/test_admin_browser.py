@@ -1,6 +1,7 @@
 """The review queue in a real headless browser (Debian chromium through Playwright) against live_server."""
 
 import pytest
+from django.contrib.auth.models import User
 
 from apps.payout.models import Payout
 from apps.payout.services import payout_create
@@ -8,6 +9,7 @@ from tests.conftest import make_merchant
 from tests.helpers import screenshot
 from tests.payout.conftest import PHP_THRESHOLD, balances, fund, payout_params, staff_user
 from tests.support.browser import chromium
+from tests.support.staff import add_authenticator, browser_sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -37,11 +39,9 @@ def frozen_payout(ctx) -> Payout:
 
 
 def log_in(page, live_server, username: str, next_path: str) -> None:
-    page.goto(f"{live_server.url}/admin/login/?next={next_path}")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_load_state()
+    """The password, then the code of the user's authenticator app (computed by the test)."""
+    add_authenticator(User.objects.get(username=username))
+    browser_sign_in(page, live_server.url, username, password=PASSWORD, next_path=next_path)
 
 
 def run_action(page, payout: Payout, action: str) -> None:

@@ -11,6 +11,7 @@ from apps.common.models import AuditLog
 from apps.payout.models import Payout
 from tests.payout.conftest import payout_in
 from tests.payout.test_admin import PAYOUTS, QUEUE, act
+from tests.support.staff import admin_login
 
 pytestmark = pytest.mark.django_db
 
@@ -25,14 +26,18 @@ def create_staff(username: str, role: str, *extra: str, password: str = PASSWORD
 
 
 def logged_in(client, username: str):
-    assert client.login(username=username, password=PASSWORD)  # the password from stdin is the one that works
-    return client
+    user = User.objects.get(username=username)
+    assert user.check_password(PASSWORD)  # the password from stdin is the one that works
+    return admin_login(client, user)  # and a second factor, as every admin session has
 
 
 def test_risk_reviewer_sees_the_queue_and_approves(client, funded, adapter_calls, django_capture_on_commit_callbacks):
     printed = create_staff("rosa", "risk-reviewer", "--email", "rosa@example.com")
     assert printed == {"username": "rosa", "email": "rosa@example.com", "role": "risk-reviewer", "is_staff": True,
-                       "is_superuser": False, "groups": ["Risk reviewer"], "admin_url": "http://127.0.0.1:8000/admin/"}
+                       "is_superuser": False, "groups": ["Risk reviewer"], "admin_url": "http://127.0.0.1:8000/admin/",
+                       "second_factor": "enrol at the first sign-in on admin_url: the password, then scan the QR code "
+                                        "with an authenticator app and enter its code; keep the recovery codes shown "
+                                        "once"}
     payout = payout_in(funded, "FROZEN")
     logged_in(client, "rosa")
     assert client.get(QUEUE).status_code == 200

@@ -5,6 +5,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.common.errors import DomainError
+from apps.common.history import command_context
 
 
 class JsonCommand(BaseCommand):
@@ -13,7 +14,9 @@ class JsonCommand(BaseCommand):
 
     def handle(self, *args, **options):
         try:
-            result = self.run(**options)
+            # The settings audit trail names the command and who ran it (--operator, else the OS user).
+            with command_context(command=self.__module__.rsplit(".", 1)[-1], operator=options.get("operator")):
+                result = self.run(**options)
         except CommandError:
             raise
         except self.expected_errors as exc:

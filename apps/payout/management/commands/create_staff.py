@@ -38,7 +38,11 @@ class Command(JsonCommand):
                             email=options["email"])
         return {"username": user.get_username(), "email": user.email, "role": options["role"],
                 "is_staff": user.is_staff, "is_superuser": user.is_superuser,
-                "groups": sorted(user.groups.values_list("name", flat=True)), "admin_url": f"{settings.API_ROOT}/admin/"}
+                "groups": sorted(user.groups.values_list("name", flat=True)),
+                "admin_url": f"{settings.API_ROOT}/admin/",
+                # Every admin session needs a second factor (docs/staff-access.md): enrolled at the first sign-in.
+                "second_factor": "enrol at the first sign-in on admin_url: the password, then scan the QR code with an "
+                                 "authenticator app and enter its code; keep the recovery codes shown once"}
 
     def _read_password(self, options) -> str:
         stdin = options.get("stdin") or sys.stdin  # call_command(..., stdin=...) in tests

@@ -8,22 +8,25 @@ from payments_merchant.errors import (ERRORS_BY_CODE, AmountOutOfRangeError, Cal
                                       InsufficientBalanceError, InternalServerError, InvalidRequestError,
                                       InvalidSignatureError, MerchantDisabledError, NonceReusedError,
                                       OrderNotFoundError, PaymentsError, ProductNotAvailableError,
-                                      RateLimitedError, TimestampOutOfToleranceError, TransportError,
+                                      RateLimitedError, StatementVerificationError, TimestampOutOfToleranceError,
+                                      TransportError,
                                       UnknownBankCodeError, UnknownCallbackError, UnknownCredentialsError)
-from payments_merchant.models import (Balance, Currency, PayOrder, PayoutOrder, PayoutQueryResult,
-                                      PayQueryResult)
+from payments_merchant.models import (Balance, CallbackEventPage, Currency, PayOrder, PayoutOrder,
+                                      PayoutQueryResult, PayQueryResult, Statement)
 from payments_merchant.signing import load_private_key, load_public_key, sign, string_to_sign, verify
+from payments_merchant.statements import verify_statement
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_TIMEOUT", "ERRORS_BY_CODE", "AmountOutOfRangeError", "Balance", "CallbackEvent",
+    "DEFAULT_TIMEOUT", "ERRORS_BY_CODE", "AmountOutOfRangeError", "Balance", "CallbackEvent", "CallbackEventPage",
     "CallbackVerificationError", "CollectionSuccess", "Currency", "CurrencyNotAvailableError",
     "DuplicateOrderError", "EndpointNotFoundError", "InsufficientBalanceError", "InternalServerError",
     "InvalidRequestError", "InvalidSignatureError", "MerchantDisabledError", "NonceReusedError",
     "OrderNotFoundError", "PayOrder", "PayQueryResult", "PaymentsClient", "PaymentsError", "PayoutOrder",
     "PayoutQueryResult", "PayoutReversed", "PayoutTerminal", "ProductNotAvailableError", "RateLimitedError",
-    "TimestampOutOfToleranceError", "TransportError", "UnknownBankCodeError", "UnknownCallbackError",
+    "Statement", "StatementVerificationError", "TimestampOutOfToleranceError", "TransportError", "UnknownBankCodeError", "UnknownCallbackError",
     "UnknownCredentialsError", "django_view", "get_currencies", "handle_callback", "load_private_key",
-    "load_public_key", "parse_event", "sign", "string_to_sign", "verify", "verify_callback", "wsgi_app",
+    "load_public_key", "parse_event", "sign", "string_to_sign", "verify", "verify_callback",
+    "verify_statement", "wsgi_app",
 ]

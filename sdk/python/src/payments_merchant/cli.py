@@ -17,7 +17,9 @@ from typing import Any
 
 from payments_merchant.callbacks import verify_callback
 from payments_merchant.client import PaymentsClient, get_currencies
-from payments_merchant.errors import CallbackVerificationError, PaymentsError, UnknownCallbackError
+from payments_merchant.errors import (CallbackVerificationError, PaymentsError, StatementVerificationError,
+                                      UnknownCallbackError)
+from payments_merchant.statements import split_statement, verify_statement
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,12 +64,34 @@ def _parser() -> argparse.ArgumentParser:
     payout_create.add_argument("--bank-code", required=True)
     payout_create.add_argument("--attach")
 
-    verify = command("verify-callback", help="verify a callback body (a file, or - for stdin)")
-    verify.add_argument("body", help="file with the JSON body, or - for stdin")
-    verify.add_argument("--platform-keys", metavar="JSON_FILE",
-                        help="the platform's keys as `manage.py platform_keys` prints them")
-    verify.add_argument("--platform-key", action="append", default=[], metavar="VERSION=PEM_FILE",
-                        help="a platform public key per version, e.g. 1=platform_v1.pub (repeatable)")
+    events = command("events", help="this merchant's callback events with their attempts, newest first")
+    events.add_argument("--platform-order-no")
+    events.add_argument("--type", choices=["collection.success", "payout.terminal", "payout.reversed"])
+    events.add_argument("--status", choices=["pending", "delivered", "dead"])
+    events.add_argument("--created-from", type=int, metavar="UNIX_SECONDS")
+    events.add_argument("--created-to", type=int, metavar="UNIX_SECONDS")
+    events.add_argument("--limit", type=int, help="events per page, 1-100 (default 20)")
+    events.add_argument("--cursor", help="next_cursor of the previous page")
+    events.add_argument("--all", action="store_true", help="walk every page; prints {\"events\": [...]}")
+
+    resend = command("resend", help="one more attempt of a delivered or dead callback event, freshly signed")
+    which = resend.add_mutually_exclusive_group(required=True)
+    which.add_argument("--event-id", type=int)
+    which.add_argument("--platform-order-no")
+    resend.add_argument("--type", help="with --platform-order-no: the event's type")
+
+    statement = command("statement", help="one day's signed statement of one currency")
+    statement.add_argument("--date", required=True, help="YYYY-MM-DD, in the platform's settlement time zone")
+    statement.add_argument("--currency", required=True)
+    statement.add_argument("--csv", metavar="FILE", help="save the signed CSV here (prints its path and digest)")
+
+    for name, what in (("verify-callback", "a callback body"), ("verify-statement", "a statement's CSV")):
+        verify = command(name, help=f"verify {what} (a file, or - for stdin)")
+        verify.add_argument("body", help="the file, or - for stdin")
+        verify.add_argument("--platform-keys", metavar="JSON_FILE",
+                            help="the platform's keys as `manage.py platform_keys` prints them")
+        verify.add_argument("--platform-key", action="append", default=[], metavar="VERSION=PEM_FILE",
+                            help="a platform public key per version, e.g. 1=platform_v1.pub (repeatable)")
     return parser
 
 
@@ -110,20 +134,30 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Any:
     command = args.command.replace("/", "-")
     if command == "currencies":
         return {"items": [dict(c.raw) for c in get_currencies(args.api_root, timeout=args.timeout)]}
-    if command == "verify-callback":
-        keys: dict[int, str] = {}
-        if args.platform_keys:
-            published = json.loads(Path(args.platform_keys).read_text())
-            keys.update({item["key_version"]: item["public_key"] for item in published["keys"]})
-        for item in args.platform_key:
-            version, _, path = item.partition("=")
-            keys[int(version)] = Path(path).read_text()
-        if not keys:
-            parser.error("verify-callback needs --platform-keys or --platform-key")
+    if command in ("verify-callback", "verify-statement"):
+        keys = _platform_keys(args, parser)
         body = sys.stdin.buffer.read() if args.body == "-" else Path(args.body).read_bytes()
+        if command == "verify-statement":
+            return {"verified": True, **verify_statement(body, keys)}
         event = verify_callback(body, keys)
         return {"type": type(event).__name__, **dict(event.raw)}
     client = _client(args, parser)
+    if command == "events":
+        filters = dict(platform_order_no=args.platform_order_no, type=args.type, status=args.status,
+                       created_from=args.created_from, created_to=args.created_to, limit=args.limit)
+        if args.all:
+            return {"events": list(client.iter_callback_events(**filters))}
+        return client.callback_events(cursor=args.cursor, **filters).raw
+    if command == "resend":
+        return client.callback_resend(event_id=args.event_id, platform_order_no=args.platform_order_no,
+                                      type=args.type)
+    if command == "statement":
+        if not args.csv:
+            return client.statement(date=args.date, currency=args.currency).raw
+        content = client.statement_csv(date=args.date, currency=args.currency)
+        Path(args.csv).write_bytes(content)
+        header, _ = split_statement(content.decode("utf-8"))
+        return {"file": args.csv, "bytes": len(content), "digest": header.get("digest")}
     if command == "balance":
         return client.balance(args.currency).raw
     if command in ("pay-query", "payout-query"):
@@ -138,6 +172,19 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Any:
                                 bank_code=args.bank_code, **common).raw
 
 
+def _platform_keys(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[int, str]:
+    keys: dict[int, str] = {}
+    if args.platform_keys:
+        published = json.loads(Path(args.platform_keys).read_text())
+        keys.update({item["key_version"]: item["public_key"] for item in published["keys"]})
+    for item in args.platform_key:
+        version, _, path = item.partition("=")
+        keys[int(version)] = Path(path).read_text()
+    if not keys:
+        parser.error(f"{args.command} needs --platform-keys or --platform-key")
+    return keys
+
+
 def _print(value: Mapping[str, Any] | Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False, default=dict))
 
@@ -150,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PaymentsError as exc:
         _print({"code": exc.code, "msg": exc.msg, "http_status": exc.http_status})
         return 1
-    except CallbackVerificationError as exc:
+    except (CallbackVerificationError, StatementVerificationError) as exc:
         _print({"verified": False, "error": str(exc)})
         return 1
     except UnknownCallbackError as exc:

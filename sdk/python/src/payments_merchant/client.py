@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +12,8 @@ import requests
 
 from payments_merchant import signing
 from payments_merchant.errors import PaymentsError, TransportError, error_for
-from payments_merchant.models import (Balance, Currency, PayOrder, PayoutOrder, PayoutQueryResult,
-                                      PayQueryResult)
+from payments_merchant.models import (Balance, CallbackEventPage, Currency, PayOrder, PayoutOrder,
+                                      PayoutQueryResult, PayQueryResult, Statement)
 
 DEFAULT_TIMEOUT: float = 10.0
 Timeout = float | tuple[float, float]
@@ -33,14 +33,18 @@ def _envelope_data(response: requests.Response) -> Any:
     return envelope.get("data")
 
 
-def _send(session: requests.Session, method: str, url: str, *, timeout: Timeout, body: bytes | None = None) -> Any:
+def _request(session: requests.Session, method: str, url: str, *, timeout: Timeout,
+             body: bytes | None = None) -> requests.Response:
     try:
-        response = session.request(method, url, data=body, timeout=timeout,
-                                   headers={"Content-Type": "application/json", "Accept": "application/json"},
-                                   allow_redirects=False)
+        return session.request(method, url, data=body, timeout=timeout,
+                               headers={"Content-Type": "application/json", "Accept": "application/json"},
+                               allow_redirects=False)
     except requests.RequestException as exc:
         raise TransportError(f"{type(exc).__name__}: {exc}") from exc
-    return _envelope_data(response)
+
+
+def _send(session: requests.Session, method: str, url: str, *, timeout: Timeout, body: bytes | None = None) -> Any:
+    return _envelope_data(_request(session, method, url, timeout=timeout, body=body))
 
 
 def get_currencies(api_root: str, *, timeout: Timeout = DEFAULT_TIMEOUT,
@@ -91,11 +95,15 @@ class PaymentsClient:
         body["sign"] = signing.sign(self._private_key, body)
         return body
 
-    def call(self, path: str, business: Mapping[str, Any] | None = None) -> Any:
-        """POST a signed request to `{base_url}/{path}`; the envelope's `data`, or the typed error of its code."""
+    def post(self, path: str, business: Mapping[str, Any] | None = None) -> requests.Response:
+        """POST a signed request to `{base_url}/{path}`; the HTTP response as it came."""
         body = self.signed_body(business or {})
         raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        return _send(self.session, "POST", f"{self.base_url}/{path.lstrip('/')}", timeout=self.timeout, body=raw)
+        return _request(self.session, "POST", f"{self.base_url}/{path.lstrip('/')}", timeout=self.timeout, body=raw)
+
+    def call(self, path: str, business: Mapping[str, Any] | None = None) -> Any:
+        """POST a signed request to `{base_url}/{path}`; the envelope's `data`, or the typed error of its code."""
+        return _envelope_data(self.post(path, business))
 
     def balance(self, currency: str | None = None) -> Balance:
         """`balance` (interface §4.1): one currency; the platform's default is PHP."""
@@ -130,6 +138,44 @@ class PaymentsClient:
                      platform_order_no: str | None = None) -> PayoutQueryResult:
         """`payout/query` (interface §4.6) by either number."""
         return PayoutQueryResult.from_data(self.call("payout/query", _order_numbers(mch_order_no, platform_order_no)))
+
+    def callback_events(self, *, platform_order_no: str | None = None, type: str | None = None,
+                        status: str | None = None, created_from: int | None = None, created_to: int | None = None,
+                        limit: int | None = None, cursor: str | None = None) -> CallbackEventPage:
+        """`callbacks/list` (docs/api.md §9): one page of this merchant's callback events, newest first, with their
+        attempts and the last body sent. Times are Unix seconds, both bounds inclusive."""
+        return CallbackEventPage.from_data(self.call("callbacks/list", {
+            "platform_order_no": platform_order_no, "type": type, "status": status, "created_from": created_from,
+            "created_to": created_to, "limit": limit, "cursor": cursor}))
+
+    def iter_callback_events(self, **filters: Any) -> Iterator[Mapping[str, Any]]:
+        """Every event matching `filters` (the arguments of `callback_events` but `cursor`), page after page."""
+        cursor = None
+        while True:
+            page = self.callback_events(cursor=cursor, **filters)
+            yield from page.events
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def callback_resend(self, *, event_id: int | None = None, platform_order_no: str | None = None,
+                        type: str | None = None) -> Mapping[str, Any]:
+        """`callbacks/resend` (docs/api.md §9): one more attempt of a delivered or dead event, freshly signed; by
+        `event_id`, or by `platform_order_no` and `type`."""
+        return self.call("callbacks/resend", {"event_id": event_id, "platform_order_no": platform_order_no,
+                                              "type": type})
+
+    def statement(self, *, date: str, currency: str) -> Statement:
+        """`statement` (docs/api.md §8): one day's balance movements in one currency, signed by the platform."""
+        return Statement.from_data(self.call("statement", {"date": date, "currency": currency}))
+
+    def statement_csv(self, *, date: str, currency: str) -> bytes:
+        """The same statement as its signed CSV file: keep these bytes (`verify_statement` checks them)."""
+        response = self.post("statement", {"date": date, "currency": currency, "format": "csv"})
+        if response.status_code == 200 and response.headers.get("Content-Type", "").startswith("text/csv"):
+            return response.content
+        _envelope_data(response)  # raises the typed error of the envelope
+        raise TransportError(f"HTTP {response.status_code}: not a CSV statement", http_status=response.status_code)
 
 
 def _amount(amount: int) -> int:

@@ -144,5 +144,10 @@ class CallbackVerificationError(ValueError):
     signature that does not verify (interface §5.6: never answer it with `success`)."""
 
 
+class StatementVerificationError(ValueError):
+    """A statement whose body does not hash to its digest, of an unknown key_version, or whose signature does not
+    verify: it is not what the platform issued."""
+
+
 class UnknownCallbackError(ValueError):
     """A verified callback of a kind this SDK version does not know (a new `event` or `status`)."""

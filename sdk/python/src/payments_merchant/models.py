@@ -127,3 +127,46 @@ class PayoutQueryResult:
                    reversed_at=_int_or_none(data.get("reversed_at")),
                    fail_reason=_str_or_none(data.get("fail_reason")), attach=_str_or_none(data.get("attach")),
                    raw=data)
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackEventPage:
+    """`callbacks/list`: one page of events, newest first; `next_cursor` is None on the last page. Each event is
+    the platform's object as sent (`event_id`, `type`, `status`, `attempts`, `body`, ...; docs/api.md §9)."""
+
+    events: list[Mapping[str, Any]]
+    next_cursor: str | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> CallbackEventPage:
+        return cls(events=list(data["events"]), next_cursor=_str_or_none(data.get("next_cursor")), raw=data)
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """`statement` (JSON): one day and currency; `accounts` with `opening` and `closing` per account, `movements`
+    in posting order, and the platform's signature over the CSV's digest (`verify_statement`)."""
+
+    merchant_no: str
+    currency: str
+    date: str
+    time_zone: str
+    accounts: list[Mapping[str, Any]]
+    movements: list[Mapping[str, Any]]
+    digest: str
+    key_version: int
+    signature: str
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Statement:
+        return cls(merchant_no=data["merchant_no"], currency=data["currency"], date=data["date"],
+                   time_zone=data["time_zone"], accounts=list(data["accounts"]), movements=list(data["movements"]),
+                   digest=data["digest"], key_version=data["key_version"], signature=data["signature"], raw=data)
+
+    def closing(self, account: str = "available") -> int:
+        return next(item["closing"] for item in self.accounts if item["account"] == account)
+
+    def opening(self, account: str = "available") -> int:
+        return next(item["opening"] for item in self.accounts if item["account"] == account)

@@ -1,0 +1,99 @@
+"""The settings audit trail (issue 17, docs/staff-access.md): django-pghistory's database triggers write an event row
+for every insert, update and delete of a tracked model (merchants, apps, keys, products, fees, thresholds,
+currencies, channels, bank codes, the deny list), whatever path made the change: the admin, a service, a command, a
+shell, raw SQL. Who made it comes from the pghistory context of the transaction: the admin user (middleware below),
+or the command and its operator (apps.common.management.json_command). Event tables are append-only: a trigger
+refuses UPDATE and DELETE (PGHISTORY_APPEND_ONLY)."""
+
+import functools
+import getpass
+import os
+from typing import Any
+
+import pghistory
+from django.contrib.auth import get_user_model
+from django.db import models
+from pghistory.middleware import HistoryMiddleware
+
+# The models that carry a settings history (each gets a <Model>Event model in its own app); filled by @tracked.
+TRACKED_MODELS: list[type[models.Model]] = []
+
+
+def tracked(*, exclude: tuple[str, ...] = ()):
+    """Class decorator: record every insert, update and delete of this model with its who and when. `exclude`:
+    fields kept out of the trail (secrets)."""
+
+    def decorate(model: type[models.Model]) -> type[models.Model]:
+        model = pghistory.track(pghistory.InsertEvent(), pghistory.UpdateEvent(), pghistory.DeleteEvent(),
+                                exclude=list(exclude) or None,
+                                meta={"verbose_name": f"{model._meta.verbose_name} change",
+                                      "verbose_name_plural": f"{model._meta.verbose_name} history"})(model)
+        TRACKED_MODELS.append(model)
+        return model
+
+    return decorate
+
+
+class AdminHistoryContext(HistoryMiddleware):
+    """The pghistory context (the user's id and username, the URL) around every admin request that writes; other
+    requests (the signed API, the pay page) run without one, at no cost."""
+
+    def __call__(self, request):
+        if not request.path.startswith(admin_prefix()):
+            return self.get_response(request)
+        return super().__call__(request)
+
+    def get_context(self, request) -> dict[str, Any]:
+        context = super().get_context(request)
+        user = getattr(request, "user", None)
+        if getattr(user, "pk", None):
+            context["username"] = user.get_username()
+        return context
+
+
+@functools.cache
+def admin_prefix() -> str:
+    """The admin's URL prefix ("/admin/"), worked out once: this runs on every request."""
+    from django.urls import reverse
+
+    return reverse("admin:index")
+
+
+def command_context(*, command: str, operator: str | None = None):
+    """The pghistory context of a management command: the command's name and who ran it (--operator, else the OS
+    user; a shell on the server is already the highest authority, so this names rather than authenticates)."""
+    return pghistory.context(command=command, operator=operator or os_user())
+
+
+def os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container's)
+        return f"uid {os.getuid()}"
+
+
+def event_who(event) -> str:
+    """Who made the change an event row records, in words."""
+    metadata = (event.pgh_context.metadata if event.pgh_context_id else None) or {}
+    if metadata.get("username"):
+        return metadata["username"]
+    if metadata.get("user"):
+        user = get_user_model().objects.filter(pk=metadata["user"]).first()
+        return user.get_username() if user else f"user #{metadata['user']}"
+    if metadata.get("command"):
+        return f"{metadata.get('operator') or '?'} (manage.py {metadata['command']})"
+    return "unknown (outside the application)"
+
+
+def event_changes(event) -> dict[str, tuple[Any, Any]]:
+    """{field: (old, new)} of an event row against the previous event of the same object (an insert: old None; a
+    delete: new None)."""
+    fields = [f.attname for f in event._meta.concrete_fields if not f.attname.startswith("pgh_") and f.attname != "id"]
+    new = {name: getattr(event, name) for name in fields}
+    previous = (type(event).objects.filter(pgh_obj_id=event.pgh_obj_id, pgh_id__lt=event.pgh_id)
+                .order_by("-pgh_id").first())
+    old = {name: getattr(previous, name) for name in fields} if previous else {}
+    if event.pgh_label == "delete":
+        return {name: (value, None) for name, value in new.items()}
+    return {name: (old.get(name), value) for name, value in new.items() if not previous or old.get(name) != value}
+

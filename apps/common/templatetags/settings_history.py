@@ -1,0 +1,26 @@
+"""{% settings_history_url original %}: the admin page of this object's settings history (apps.common.history), or ""
+for a model without one or a user who may not see it."""
+
+from django import template
+from django.urls import NoReverseMatch, reverse
+from pghistory.core import event_models
+
+from apps.common.history import TRACKED_MODELS
+
+register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def settings_history_url(context, obj) -> str:
+    model = type(obj)
+    if model not in TRACKED_MODELS:
+        return ""
+    [event_model] = event_models(tracks_model=model)
+    request = context.get("request")
+    if request is None or not request.user.has_perm(f"{event_model._meta.app_label}.view_{event_model._meta.model_name}"):
+        return ""
+    try:
+        url = reverse(f"admin:{event_model._meta.app_label}_{event_model._meta.model_name}_changelist")
+    except NoReverseMatch:
+        return ""
+    return f"{url}?pgh_obj={obj.pk}"

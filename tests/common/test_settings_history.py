@@ -1,0 +1,193 @@
+"""The settings audit trail (django-pghistory, apps.common.history): every change to a money setting, by whatever
+path (the admin, a command, a service, raw SQL), leaves an event row with who, when, old and new; the audit tables
+refuse UPDATE and DELETE in the database itself."""
+
+import io
+import json
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.db import DatabaseError, connection, transaction
+
+from apps.common import audit
+from apps.common.history import TRACKED_MODELS, event_changes, event_who, os_user
+from apps.common.models import AuditLog
+from apps.currencies.models import Currency
+from apps.merchants.models import MerchantCurrency, MerchantKey
+from apps.payout.models import DenyListedAccount
+from tests.merchants.test_admin import _empty_inlines
+from tests.support.staff import admin_login
+
+pytestmark = pytest.mark.django_db
+
+
+
+def history(obj):
+    """The event rows of one object, oldest first."""
+    from pghistory.core import event_models
+
+    [event_model] = event_models(tracks_model=type(obj))
+    return list(event_model.objects.filter(pgh_obj_id=obj.pk).select_related("pgh_context").order_by("pgh_id"))
+
+
+@pytest.fixture
+def root_client(client, db):
+    admin_login(client, User.objects.create_superuser("root", password="pw"))
+    return client
+
+
+def test_every_money_setting_is_tracked():
+    tracked = {model._meta.label for model in TRACKED_MODELS}
+    assert tracked >= {"merchants.Merchant", "merchants.App", "merchants.MerchantKey", "merchants.Product",
+                       "merchants.MerchantCurrency", "merchants.MerchantProduct", "merchants.PlatformKey",
+                       "currencies.Currency", "channels.Channel", "channels.BankCode", "payout.DenyListedAccount"}
+
+
+def test_a_change_in_the_admin_records_who_old_and_new(root_client, merchant):
+    threshold = MerchantCurrency.objects.get(merchant=merchant.merchant, currency_id="PHP")
+    before = threshold.payout_review_threshold
+    data = _empty_inlines(merchant)
+    data.update({"name": "Acme", "is_active": "on", "collection_callback_url": "", "payout_callback_url": ""})
+    data["currencies-0-payout_review_threshold"] = "123456"
+    response = root_client.post(f"/admin/merchants/merchant/{merchant.merchant.pk}/change/", data)
+    assert response.status_code == 302
+
+    change = history(threshold)[-1]
+    assert change.pgh_label == "update"
+    assert event_who(change) == "root"
+    assert change.pgh_context.metadata["url"] == f"/admin/merchants/merchant/{merchant.merchant.pk}/change/"
+    assert event_changes(change) == {"payout_review_threshold": (before, 123456)}
+
+    page = root_client.get(f"/admin/merchants/merchantcurrencyevent/?pgh_obj={threshold.pk}")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "root" in text and f"{before} \u2192 123456" in text
+
+
+def test_the_deny_list_added_and_lifted_in_the_admin_is_in_the_trail_with_the_account_masked(root_client, bootstrapped):
+    response = root_client.post("/admin/payout/denylistedaccount/add/", {
+        "payee_account": "0099990000", "currency": "PHP", "reason": "mule account", "is_active": "on"})
+    assert response.status_code == 302
+    entry = DenyListedAccount.objects.get(payee_account="0099990000")
+    response = root_client.post(f"/admin/payout/denylistedaccount/{entry.pk}/change/", {
+        "reason": "cleared by the bank", "is_active": ""})
+    assert response.status_code == 302
+    added, lifted = history(entry)
+    assert (added.pgh_label, lifted.pgh_label) == ("insert", "update")
+    assert event_who(added) == event_who(lifted) == "root"
+    assert event_changes(lifted) == {"reason": ("mule account", "cleared by the bank"), "is_active": (True, False)}
+    assert event_changes(added)["payee_account"] == (None, "0099990000")
+
+    for url in ["/admin/payout/denylistedaccountevent/", f"/admin/payout/denylistedaccountevent/{added.pk}/change/"]:
+        page = root_client.get(url).content.decode()
+        assert "\u2022\u2022\u2022\u20220000" in page and "0099990000" not in page, url
+
+
+def test_a_command_records_the_command_and_who_ran_it(merchant, rsa_keys):
+    from apps.common import signing
+    from apps.merchants.services import merchant_key_add
+
+    merchant_key_add(merchant_no=merchant.merchant_no,
+                     public_key_pem=signing.public_key_to_pem(rsa_keys[1].public_key()))
+    call_command("revoke_merchant_key", merchant.merchant_no, "1", stdout=io.StringIO())
+    key = MerchantKey.objects.get(merchant=merchant.merchant, version=1)
+    revoked = history(key)[-1]
+    assert revoked.pgh_label == "update"
+    assert event_who(revoked) == f"{os_user()} (manage.py revoke_merchant_key)"
+    assert revoked.pgh_context.metadata["operator"] == os_user()
+    [(field, (old, new))] = event_changes(revoked).items()
+    assert (field, old) == ("revoked_at", None) and new is not None
+
+
+def test_a_change_by_a_service_or_by_hand_in_the_database_is_recorded_all_the_same(db):
+    from apps.merchants.services import product_defaults_ensure
+
+    # Not through bootstrap: its command context would hold for this test's one transaction.
+    php = Currency.objects.create(code="PHP", name="Philippine peso", symbol="\u20b1", minor_unit=2)
+    [product, *_] = product_defaults_ensure(currency=php)  # a service
+    assert [event.pgh_label for event in history(product)] == ["insert"]
+    with connection.cursor() as cursor:  # a console session: no application, no context
+        cursor.execute("UPDATE merchants_product SET fee_fixed = fee_fixed + 7 WHERE id = %s", [product.pk])
+    change = history(product)[-1]
+    assert event_changes(change) == {"fee_fixed": (product.fee_fixed, product.fee_fixed + 7)}
+    assert event_who(change).startswith("unknown")
+
+    Currency.objects.filter(code="PHP").update(active=False)  # a queryset update, no save() and no signal
+    assert event_changes(history(php)[-1]) == {"active": (True, False)}
+    product_defaults_ensure(currency=php)  # idempotent: nothing changes, nothing recorded
+    assert [event.pgh_label for event in history(product)] == ["insert", "update"]
+
+
+def test_audit_rows_cannot_be_updated_or_deleted_in_the_database(merchant):
+    audit.record(actor=None, action="test.row", obj=merchant.merchant, new={"x": 1})
+    change = history(merchant.merchant)[-1]
+    statements = [
+        ("UPDATE common_auditlog SET actor_label = 'someone else'", []),
+        ("DELETE FROM common_auditlog", []),
+        ("UPDATE merchants_merchantevent SET name = 'forged' WHERE pgh_id = %s", [change.pgh_id]),
+        ("DELETE FROM merchants_merchantevent WHERE pgh_id = %s", [change.pgh_id]),
+    ]
+    for sql, params in statements:
+        with pytest.raises(DatabaseError, match="Cannot update or delete rows"), transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+    assert AuditLog.objects.filter(action="test.row").exists()
+    assert history(merchant.merchant)[-1].name == change.name
+
+
+def test_every_event_table_is_append_only_in_the_database():
+    from pghistory.core import event_models
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT tgrelid::regclass::text FROM pg_trigger WHERE tgname LIKE 'pgtrigger_append_only_%%'")
+        protected = {row[0] for row in cursor.fetchall()}
+    tables = {event_model._meta.db_table
+              for model in TRACKED_MODELS for event_model in event_models(tracks_model=model)}
+    assert tables and tables <= protected
+
+
+def test_history_pages_are_read_only_even_for_a_superuser(root_client, merchant):
+    change = history(merchant.merchant)[-1]
+    base = "/admin/merchants/merchantevent/"
+    assert root_client.get(base).status_code == 200
+    assert root_client.get(f"{base}{change.pgh_id}/change/").status_code == 200
+    assert root_client.post(f"{base}{change.pgh_id}/change/", {"name": "forged"}).status_code == 403
+    assert root_client.post(f"{base}{change.pgh_id}/delete/", {"post": "yes"}).status_code == 403
+    assert root_client.get(f"{base}add/").status_code == 403
+    assert history(merchant.merchant)[-1].name == change.name
+
+
+def test_the_history_of_every_tracked_model_is_in_the_admin(root_client, merchant):
+    from pghistory.core import event_models
+
+    for model in TRACKED_MODELS:
+        [event_model] = event_models(tracks_model=model)
+        url = f"/admin/{event_model._meta.app_label}/{event_model._meta.model_name}/"
+        assert root_client.get(url).status_code == 200, url
+
+
+def test_create_merchant_output_is_unchanged_by_the_trail(bootstrapped, rsa_keys, tmp_path):
+    from apps.common import signing
+
+    pem = tmp_path / "key.pem"
+    pem.write_text(signing.public_key_to_pem(rsa_keys[0].public_key()))
+    out = io.StringIO()
+    call_command("create_merchant", "--name", "Trail Co", "--public-key", str(pem), "--currencies", "PHP", stdout=out)
+    printed = json.loads(out.getvalue())
+    merchant_no = printed["merchant_no"]
+    from apps.merchants.models import Merchant
+
+    created = history(Merchant.objects.get(merchant_no=merchant_no))[0]
+    assert created.pgh_label == "insert" and "create_merchant" in event_who(created)
+
+
+def test_a_tracked_object_page_links_to_its_own_history(root_client, merchant, other_merchant):
+    page = root_client.get(f"/admin/merchants/merchant/{merchant.merchant.pk}/change/").content.decode()
+    link = f"/admin/merchants/merchantevent/?pgh_obj={merchant.merchant.pk}"
+    assert f'href="{link}"' in page
+    listed = root_client.get(link).content.decode()
+    assert f"merchant #{merchant.merchant.pk}<" in listed and f"merchant #{other_merchant.merchant.pk}<" not in listed
+    user_page = root_client.get(f"/admin/auth/user/{User.objects.get(username='root').pk}/change/")
+    assert user_page.status_code == 200 and "historylink" in user_page.content.decode()
+    assert "settings-history-link" not in user_page.content.decode()  # an untracked model: no such link
