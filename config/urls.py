@@ -25,6 +25,7 @@ urlpatterns = [
     path("openapi/v1/", include(api_v1)),
     re_path(r"^openapi/v1$", api_not_found),
     path("pay/", include("apps.collection.urls")),
+    path("channels/", include("apps.channels.urls")),  # upstream webhooks (docs/channels.md)
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
     # Staff sign-in with a second factor (apps.common.staff_signin) in place of the admin's password-only login.

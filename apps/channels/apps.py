@@ -4,7 +4,7 @@ import importlib.util
 from django.apps import AppConfig
 
 # Adapter modules register themselves with apps.channels.registry on import.
-ADAPTER_MODULES = ("apps.channels.sandbox_payin", "apps.channels.sandbox_payout")
+ADAPTER_MODULES = ("apps.channels.sandbox_payin", "apps.channels.sandbox_payout", "apps.channels.xendit")
 
 
 class ChannelsConfig(AppConfig):

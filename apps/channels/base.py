@@ -9,6 +9,46 @@ platform through the domain's notification services, which are idempotent:
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from datetime import datetime
+
+
+class UpstreamUnavailable(RuntimeError):
+    """The upstream did not answer (timeout, connection refused, 5xx): nothing is known; retry with the same
+    idempotency key, reconciliation resolves what stays open."""
+
+
+class UpstreamRejected(RuntimeError):
+    """The upstream answered with a definite refusal (4xx)."""
+
+    def __init__(self, message: str, *, status: int = 0, error_code: str = ""):
+        super().__init__(message)
+        self.status = status
+        self.error_code = error_code
+
+
+@dataclass(frozen=True)
+class PayinState:
+    """What the upstream says about a pay-in, read from its API (never from a webhook body). outcome: 'pending',
+    'paid' or 'expired'; amount in minor units."""
+
+    outcome: str
+    reference: str
+    platform_order_no: str
+    amount: int
+    currency: str
+    upstream_status: str
+    paid_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class PayoutState:
+    """What the upstream says about a disbursement, read from its API. outcome: 'pending', 'paid', 'failed',
+    'returned' (paid, then reversed), or 'missing' (the upstream has no disbursement for the order)."""
+
+    outcome: str
+    reference: str = ""
+    upstream_status: str = ""
+    fail_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -29,6 +69,10 @@ class PayinAdapter(ABC):
         `platform_order_no` is the upstream idempotency key: every call for one order opens one upstream payment
         (or finds the one opened before) and returns the same upstream_reference."""
 
+    def payin_state(self, *, order, reference: str) -> PayinState:
+        """A real upstream's current view of the pay-in (reconciliation and webhooks). Sandbox: not asked."""
+        raise NotImplementedError
+
 
 class PayoutAdapter(ABC):
     name: str
@@ -41,3 +85,7 @@ class PayoutAdapter(ABC):
         `platform_order_no` is the upstream idempotency key: payout_submit re-sends a PROCESSING payout whose
         submission was never acknowledged, so the same order submitted twice (or concurrently) must be one
         disbursement upstream, and the second call returns the same upstream reference."""
+
+    def payout_state(self, *, payout) -> PayoutState:
+        """A real upstream's current view of the disbursement (reconciliation and webhooks). Sandbox: not asked."""
+        raise NotImplementedError

@@ -4,7 +4,8 @@ from apps.common.history import tracked
 from apps.currencies.models import Currency
 
 
-@tracked()
+# The credentials stay out of the settings trail (encrypted or not): a change of them is an audit row without values.
+@tracked(exclude=("secret_key_encrypted", "callback_token_encrypted"))
 class Channel(models.Model):
     """An upstream provider route: which adapter serves which currency in which direction."""
 
@@ -19,12 +20,72 @@ class Channel(models.Model):
     currency = models.ForeignKey(Currency, on_delete=models.PROTECT, related_name="channels")
     is_active = models.BooleanField(default=True)
     priority = models.PositiveSmallIntegerField(default=100, help_text="Lower is tried first.")
+    # Upstream credentials (docs/channels.md), set in the admin, Fernet-encrypted at rest (apps.common.crypto) and
+    # never shown again in clear. Empty for the sandbox.
+    api_base_url = models.URLField(blank=True, help_text="Upstream API root; empty: the adapter's default.")
+    secret_key_encrypted = models.TextField(blank=True, editable=False)
+    callback_token_encrypted = models.TextField(blank=True, editable=False)
 
     class Meta:
         ordering = ["currency", "direction", "priority", "code"]
 
     def __str__(self) -> str:
         return self.code
+
+    def clean(self) -> None:
+        from apps.channels.services import channel_adapter_check
+
+        channel_adapter_check(adapter=self.adapter, direction=self.direction)
+
+    def save(self, *args, **kwargs) -> None:
+        # Whoever registers a channel (admin, shell, bootstrap), a live deployment takes no sandbox channel.
+        from apps.channels.services import channel_adapter_check
+
+        channel_adapter_check(adapter=self.adapter, direction=self.direction)
+        super().save(*args, **kwargs)
+
+    @property
+    def secret_key(self) -> str:
+        return _decrypt(self.secret_key_encrypted)
+
+    @property
+    def callback_token(self) -> str:
+        return _decrypt(self.callback_token_encrypted)
+
+    def set_credentials(self, *, secret_key: str | None = None, callback_token: str | None = None) -> None:
+        """Replace the given credentials (None keeps the stored one); stored encrypted only."""
+        from apps.common.crypto import encrypt
+
+        if secret_key is not None:
+            self.secret_key_encrypted = encrypt(secret_key.encode()) if secret_key else ""
+        if callback_token is not None:
+            self.callback_token_encrypted = encrypt(callback_token.encode()) if callback_token else ""
+
+
+def _decrypt(token: str) -> str:
+    from apps.common.crypto import decrypt
+
+    return decrypt(token).decode() if token else ""
+
+
+class UpstreamPayin(models.Model):
+    """The payment a real upstream opened for a collection order (a Xendit invoice): one per platform_order_no,
+    so every opening of pay_url forwards the payer to the same upstream page. upstream_status is the last final
+    status the upstream reported, after which reconciliation stops asking."""
+
+    channel = models.ForeignKey(Channel, on_delete=models.PROTECT, related_name="upstream_payins")
+    platform_order_no = models.CharField(max_length=64)
+    reference = models.CharField(max_length=128)
+    redirect_url = models.URLField(max_length=1024)
+    upstream_status = models.CharField(max_length=32, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["platform_order_no"], name="upstream_payin_one_per_order")]
+
+    def __str__(self) -> str:
+        return self.reference
 
 
 @tracked()

@@ -36,6 +36,7 @@ def sandbox_outcome(payee_account: str) -> str:
 @register_payout
 class SandboxPayoutAdapter(PayoutAdapter):
     name = "sandbox"
+    is_sandbox = True  # serves sandbox deployments only (apps.channels.environment)
 
     def start_disbursement(self, *, payout) -> str:
         """The bank records the disbursement once per platform_order_no and schedules its settlement only then;
@@ -56,8 +57,13 @@ class SandboxPayoutAdapter(PayoutAdapter):
 
 @shared_task(acks_late=True)
 def sandbox_payout_settle(platform_order_no: str, outcome: str) -> None:
-    """The sandbox bank's asynchronous answer to a disbursement."""
+    """The sandbox bank's asynchronous answer to a disbursement (never in a live deployment)."""
+    from apps.channels.environment import SANDBOX, platform_environment
     from apps.payout.services import payout_channel_result
+
+    if platform_environment() != SANDBOX:
+        logger.error("sandbox settlement of %s refused: this is a live deployment", platform_order_no)
+        return
 
     if outcome == OUTCOME_FAILED:
         payout_channel_result(platform_order_no=platform_order_no, outcome="failed", fail_reason=CLOSED_ACCOUNT_REASON)
@@ -71,6 +77,11 @@ def sandbox_payout_settle(platform_order_no: str, outcome: str) -> None:
 @shared_task(acks_late=True)
 def sandbox_payout_return(platform_order_no: str) -> None:
     """The sandbox bank returns a paid disbursement: reversed in full, fee refunded."""
+    from apps.channels.environment import SANDBOX, platform_environment
     from apps.payout.services import payout_channel_returned
+
+    if platform_environment() != SANDBOX:
+        logger.error("sandbox return of %s refused: this is a live deployment", platform_order_no)
+        return
 
     payout_channel_returned(platform_order_no=platform_order_no, reason="returned by the bank (sandbox)")

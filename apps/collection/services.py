@@ -17,6 +17,7 @@ from django.utils import timezone
 from apps.callbacks.models import CallbackEvent
 from apps.callbacks.enqueue import callback_enqueue, collection_success_payload
 from apps.channels.routing import order_route
+from apps.channels.services import channel_payin_open_dispatch
 from apps.collection.models import DEFAULT_EXPIRE_SECONDS, CollectionOrder
 from apps.collection.selectors import (
     collection_order_for_merchant,
@@ -64,12 +65,15 @@ def collection_create(*, merchant: Merchant, mch_order_no: str, product_code: st
         # No money moves at create: one INSERT, in a transaction of its own so that a unique conflict (the same
         # mch_order_no committed concurrently) leaves the connection usable for the replay.
         with transaction.atomic():
-            return CollectionOrder.objects.create(
+            order = CollectionOrder.objects.create(
                 merchant=merchant, mch_order_no=mch_order_no, product=route.product,
                 settlement=route.product.settlement, channel=route.channel, currency_id=currency, amount=amount,
                 fee=fee, subject=subject, return_url=return_url, attach=attach, expire_seconds=expire_seconds,
                 expire_at=timezone.now() + timedelta(seconds=expire_seconds),
             )
+            # A real upstream opens its payment (Xendit: the invoice) after commit; the sandbox opens nothing.
+            transaction.on_commit(lambda: channel_payin_open_dispatch(order=order))
+            return order
 
     return order_create_or_replay(
         lookup=lambda: collection_order_for_merchant(merchant_id=merchant.pk, mch_order_no=mch_order_no),

@@ -1,5 +1,6 @@
 """The hosted pay page at pay_url (contract §1, §7). HTML only; 404s are HTML pages too."""
 
+import logging
 from functools import wraps
 
 from django.middleware.csrf import CsrfViewMiddleware
@@ -9,11 +10,15 @@ from django.utils.decorators import decorator_from_middleware
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
+from apps.channels.base import UpstreamRejected, UpstreamUnavailable
+from apps.channels.environment import SANDBOX, ChannelNotAllowed, platform_environment
 from apps.channels.registry import payin_adapter
 from apps.collection.models import CollectionOrder
 from apps.collection.presentation import format_duration
 from apps.currencies.formatting import format_minor
 from apps.collection.selectors import collection_order_by_pay_token
+
+logger = logging.getLogger(__name__)
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": ("default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; "
@@ -58,6 +63,8 @@ def _context(order: CollectionOrder, **extra) -> dict:
         "seconds_left": max(0, int((order.expire_at - now).total_seconds())),
         "time_left": format_duration((order.expire_at - now).total_seconds()),
         "expire_at_unix": int(order.expire_at.timestamp()),
+        # A sandbox deployment says so on every page it shows a payer (docs/channels.md).
+        "sandbox_deployment": platform_environment() == SANDBOX,
         **extra,
     }
 
@@ -67,8 +74,15 @@ def _page_for(request, order: CollectionOrder, *, failed: bool = False, status: 
         return render(request, "collection/paid.html", _context(order), status=status)
     if not order.is_payable():
         return render(request, "collection/expired.html", _context(order), status=status)
-    adapter = payin_adapter(order.channel)
-    start = adapter.start_payment(order=order)
+    try:
+        adapter = payin_adapter(order.channel)
+        start = adapter.start_payment(order=order)
+    except (ChannelNotAllowed, UpstreamUnavailable, UpstreamRejected) as exc:
+        # No payment can be opened now (upstream down, or a channel this deployment may not use): say so, move nothing.
+        logger.warning("pay page of %s: no upstream payment: %s", order, exc)
+        return render(request, "collection/pay.html", _context(order, unavailable=True), status=503)
+    if not getattr(adapter, "is_sandbox", False) and start.redirect_url and request.method == "GET" and status == 200:
+        return redirect(start.redirect_url)  # interface §1: the payer is forwarded upstream from here
     return render(request, "collection/pay.html", _context(
         order, sandbox=getattr(adapter, "is_sandbox", False), redirect_url=start.redirect_url, failed=failed,
     ), status=status)
@@ -80,12 +94,16 @@ def _page_for(request, order: CollectionOrder, *, failed: bool = False, status: 
 def pay_page(request, pay_token: str):
     order = collection_order_by_pay_token(pay_token=pay_token)
     if order is None:
-        return render(request, "collection/not_found.html", status=404)
+        return render(request, "collection/not_found.html",
+                      {"sandbox_deployment": platform_environment() == SANDBOX}, status=404)
     if request.method != "POST":
         return _page_for(request, order, failed=request.GET.get("result") == "failed")
 
     action = request.POST.get("action")
-    adapter = payin_adapter(order.channel)
+    try:
+        adapter = payin_adapter(order.channel)
+    except ChannelNotAllowed:
+        return _page_for(request, order, status=400)  # a sandbox order in a live deployment takes no "payment"
     if not getattr(adapter, "is_sandbox", False) or action not in ("pay", "fail"):
         return _page_for(request, order, status=400)
     if order.status == CollectionOrder.Status.SUCCESS:

@@ -139,6 +139,7 @@ CELERY_BEAT_SCHEDULE = {
     "collection-expire": {"task": "apps.collection.tasks.expire_due_orders", "schedule": timedelta(seconds=10)},
     "collection-release-d1": {"task": "apps.collection.tasks.release_settlement", "schedule": timedelta(minutes=5)},
     "payout-sweep": {"task": "apps.payout.tasks.sweep_stuck_payouts", "schedule": timedelta(seconds=15)},
+    "channels-reconcile": {"task": "apps.channels.tasks.reconcile_channels", "schedule": timedelta(minutes=5)},
     # Yesterday's statements, after the settlement cut-off and STATEMENT_CLOSE_DELAY_SECONDS (docs/api.md §8).
     "ledger-daily-statements": {"task": "apps.ledger.tasks.prepare_daily_statements",
                                 "schedule": settlement_crontab(hour=0, minute=30)},
@@ -215,6 +216,21 @@ CALLBACK_REPLY_EXCERPT_CHARS = 512
 CALLBACK_LEASE_SECONDS = env.int("CALLBACK_LEASE_SECONDS", default=120)
 # The sweeper queues a due event again only if no task was queued for it within this many seconds.
 CALLBACK_REDISPATCH_SECONDS = env.int("CALLBACK_REDISPATCH_SECONDS", default=30)
+
+# Channels (docs/channels.md). PLATFORM_ENVIRONMENT decides which channels this deployment may use: `sandbox` only
+# the built-in sandbox channels (the default of `make run` and the tests), `live` only real upstreams (the default of
+# production settings). The two never share a database.
+PLATFORM_ENVIRONMENT = env("PLATFORM_ENVIRONMENT", default="sandbox")
+if PLATFORM_ENVIRONMENT not in ("sandbox", "live"):
+    raise environ.ImproperlyConfigured(f"PLATFORM_ENVIRONMENT must be sandbox or live, not {PLATFORM_ENVIRONMENT}")
+# Xendit's API root when a channel sets none of its own (the tests point channels at a local emulator).
+XENDIT_API_BASE_URL = env("XENDIT_API_BASE_URL", default="https://api.xendit.co").rstrip("/")
+# Every upstream HTTP call gives up after this long; a create that timed out is retried with the same idempotency key.
+CHANNEL_HTTP_TIMEOUT_SECONDS = env.float("CHANNEL_HTTP_TIMEOUT_SECONDS", default=15.0)
+# reconcile_channels asks the upstream about payouts PROCESSING longer than this, and about pay-ins whose expiry
+# passed less than CHANNEL_RECONCILE_PAYIN_WINDOW_SECONDS ago.
+CHANNEL_RECONCILE_PAYOUT_AFTER_SECONDS = env.int("CHANNEL_RECONCILE_PAYOUT_AFTER_SECONDS", default=900)
+CHANNEL_RECONCILE_PAYIN_WINDOW_SECONDS = env.int("CHANNEL_RECONCILE_PAYIN_WINDOW_SECONDS", default=3 * 86400)
 
 # Contract §7: sandbox channel timings.
 SANDBOX_PAYOUT_SETTLE_SECONDS = env.float("SANDBOX_PAYOUT_SETTLE_SECONDS", default=1.0)

@@ -5,6 +5,8 @@ from .production import *  # noqa: F403
 from .production import env
 
 CALLBACK_ALLOW_PRIVATE_HOSTS = True
+# The benchmark measures the platform itself: its orders go to the sandbox channels, not to an upstream.
+PLATFORM_ENVIRONMENT = env("PLATFORM_ENVIRONMENT", default="sandbox")
 SECURE_SSL_REDIRECT = False
 
 ROOT_URLCONF = "bench.urls"

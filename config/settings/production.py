@@ -23,6 +23,10 @@ SECRET_KEY = env("SECRET_KEY")
 PLATFORM_KEY_ENCRYPTION_KEY = env("PLATFORM_KEY_ENCRYPTION_KEY")
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS")
 CALLBACK_ALLOW_PRIVATE_HOSTS = False
+# A production deployment takes real money: only real upstream channels (docs/channels.md).
+PLATFORM_ENVIRONMENT = env("PLATFORM_ENVIRONMENT", default="live")
+if PLATFORM_ENVIRONMENT not in ("sandbox", "live"):
+    raise ImproperlyConfigured(f"PLATFORM_ENVIRONMENT must be sandbox or live, not {PLATFORM_ENVIRONMENT}")
 
 # Static files (admin, pay page CSS) served by the application server itself.
 MIDDLEWARE = [MIDDLEWARE[0], "whitenoise.middleware.WhiteNoiseMiddleware", *MIDDLEWARE[1:]]  # noqa: F405

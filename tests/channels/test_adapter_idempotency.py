@@ -41,7 +41,41 @@ def sandbox_payout_upstream(monkeypatch) -> Upstream:
     return Upstream(disbursements)
 
 
-PAYOUT_UPSTREAMS = {"sandbox": sandbox_payout_upstream}
+def xendit_payout_upstream(monkeypatch) -> Upstream:
+    """Xendit's emulator behind a live deployment's Xendit payout channel: its payouts of the reference_id."""
+    from django.conf import settings
+
+    from tests.channels.conftest import PAYOUT_CODE, xendit_channel_create
+    from tests.channels.xendit_emulator import XenditEmulator
+
+    emulator = XenditEmulator().start()  # a daemon thread: it ends with the test process
+    monkeypatch.setattr(settings, "PLATFORM_ENVIRONMENT", "live")  # the payouts below route to Xendit
+    xendit_channel_create(code=PAYOUT_CODE, direction="payout", emulator=emulator)
+    return Upstream(lambda number: len(emulator.payouts_by_reference(number)))
+
+
+PAYOUT_UPSTREAMS = {"sandbox": sandbox_payout_upstream, "xendit": xendit_payout_upstream}
+
+
+def xendit_payin_upstream(monkeypatch) -> Callable[[str], int]:
+    from django.conf import settings
+
+    from tests.channels.conftest import PAYIN_CODE, xendit_channel_create
+    from tests.channels.xendit_emulator import XenditEmulator
+
+    emulator = XenditEmulator().start()  # a daemon thread: it ends with the test process
+    monkeypatch.setattr(settings, "PLATFORM_ENVIRONMENT", "live")  # the orders below route to Xendit
+    xendit_channel_create(code=PAYIN_CODE, direction="payin", emulator=emulator)
+    return lambda number: len(emulator.invoice_by_external_id(number))
+
+
+# How many payments the upstream opened for an order (the sandbox opens nothing: one page, one reference).
+PAYIN_UPSTREAMS = {"sandbox": lambda monkeypatch: (lambda number: 1), "xendit": xendit_payin_upstream}
+
+
+def payin_upstream(name: str, monkeypatch) -> Callable[[str], int]:
+    assert name in PAYIN_UPSTREAMS, f"pay-in adapter {name!r} has no upstream emulator in this test: add one"
+    return PAYIN_UPSTREAMS[name](monkeypatch)
 
 
 def payout_upstream(name: str, monkeypatch) -> Upstream:
@@ -89,7 +123,8 @@ def test_payout_adapter_submitting_one_order_concurrently_is_one_disbursement(na
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("name", sorted(payin_adapters()))
-def test_payin_adapter_starting_one_order_twice_gives_the_same_reference(name, merchant):
+def test_payin_adapter_starting_one_order_twice_gives_the_same_reference(name, merchant, monkeypatch):
+    opened = payin_upstream(name, monkeypatch)
     adapter = payin_adapters()[name]()
     order = collection_create(merchant=merchant.merchant, mch_order_no="IDEM-C1", product_code="PHP_COLLECT_D0",
                               amount=10_000, currency="PHP")
@@ -98,6 +133,7 @@ def test_payin_adapter_starting_one_order_twice_gives_the_same_reference(name, m
     other = collection_create(merchant=merchant.merchant, mch_order_no="IDEM-C2", product_code="PHP_COLLECT_D0",
                               amount=10_000, currency="PHP")
     assert adapter.start_payment(order=other).upstream_reference != first.upstream_reference
+    assert opened(order.platform_order_no) == opened(other.platform_order_no) == 1
 
 
 @pytest.mark.django_db

@@ -146,7 +146,8 @@ def capture():
 
 
 def watch_secret_sources() -> None:
-    """Register secrets as the suite creates them: generated/serialized private keys, saved payee accounts."""
+    """Register secrets as the suite creates them: generated/serialized private keys, saved payee accounts, channel
+    credentials."""
     from django.db.models.signals import post_save
 
     from apps.common import signing
@@ -174,6 +175,13 @@ def watch_secret_sources() -> None:
 
     post_save.connect(payee_saved, sender="payout.Payout", weak=False, dispatch_uid="log_guard_payout")
     post_save.connect(payee_saved, sender="payout.DenyListedAccount", weak=False, dispatch_uid="log_guard_deny")
+
+    def channel_saved(sender, instance, **kwargs):
+        # Upstream credentials (docs/channels.md): write-only in the admin, never in a log line either.
+        session_secrets.add("channel secret key", instance.secret_key)
+        session_secrets.add("channel callback token", instance.callback_token)
+
+    post_save.connect(channel_saved, sender="channels.Channel", weak=False, dispatch_uid="log_guard_channel")
 
 
 def configured_secrets(secrets: Secrets) -> Secrets:

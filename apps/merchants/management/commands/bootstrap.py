@@ -7,7 +7,8 @@ from apps.merchants.services import platform_key_ensure, product_defaults_ensure
 
 
 class Command(JsonCommand):
-    help = "Idempotent: currencies, sandbox channels, bank codes, default products, a current platform key."
+    help = ("Idempotent: currencies, sandbox channels (in a sandbox deployment only, docs/channels.md), bank codes, "
+            "default products, a current platform key.")
 
     def run(self, **options):
         with transaction.atomic():

@@ -1,0 +1,73 @@
+"""Channels and bank codes in the admin. Upstream credentials are write-only: typed into password fields, stored
+encrypted (apps.common.crypto), never rendered again; the page only says whether each is set."""
+
+from django import forms
+from django.contrib import admin
+
+from apps.channels.models import BankCode, Channel
+from apps.channels.registry import payin_adapters, payout_adapters
+from apps.channels.services import channel_credentials_set
+from apps.common import audit
+
+
+class ChannelForm(forms.ModelForm):
+    api_base_url = forms.URLField(required=False, assume_scheme="https",
+                                  help_text="Upstream API root; empty: the adapter's default (XENDIT_API_BASE_URL).")
+    secret_key = forms.CharField(
+        required=False, strip=True, widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="The upstream's secret API key. Leave empty to keep the stored one; it is never shown again.")
+    callback_token = forms.CharField(
+        required=False, strip=True, widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="The webhook verification token (Xendit: x-callback-token). Leave empty to keep the stored one.")
+    clear_credentials = forms.BooleanField(required=False, help_text="Remove both stored credentials.")
+
+    class Meta:
+        model = Channel
+        fields = ["code", "name", "adapter", "direction", "currency", "is_active", "priority", "api_base_url"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        names = sorted(set(payin_adapters()) | set(payout_adapters()))
+        self.fields["adapter"] = forms.ChoiceField(
+            choices=[(name, name) for name in names],
+            help_text="The registered adapter; a live deployment takes only real upstreams, a sandbox one only the "
+                      "sandbox (docs/channels.md).")
+
+
+@admin.register(Channel)
+class ChannelAdmin(admin.ModelAdmin):
+    form = ChannelForm
+    list_display = ["code", "adapter", "direction", "currency", "is_active", "priority", "credentials"]
+    list_filter = ["adapter", "direction", "currency", "is_active"]
+    search_fields = ["code", "name"]
+    readonly_fields = ["credentials", "webhook_path"]
+
+    @admin.display(description="Credentials")
+    def credentials(self, obj: Channel) -> str:
+        secret = "secret key set" if obj.secret_key_encrypted else "no secret key"
+        token = "callback token set" if obj.callback_token_encrypted else "no callback token"
+        return f"{secret}, {token}"
+
+    @admin.display(description="Webhook path")
+    def webhook_path(self, obj: Channel) -> str:
+        return f"/channels/{obj.adapter}/{obj.code}/webhook" if obj.pk and obj.adapter == "xendit" else "-"
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        data = form.cleaned_data
+        if data.get("clear_credentials"):
+            secret, token = "", ""
+        else:
+            secret, token = data.get("secret_key") or None, data.get("callback_token") or None
+        if secret is not None or token is not None:
+            channel_credentials_set(channel=obj, secret_key=secret, callback_token=token)
+            audit.record(actor=request.user, action="channel.credentials", obj=obj,
+                         new={"secret_key": "cleared" if secret == "" else "replaced" if secret else "kept",
+                              "callback_token": "cleared" if token == "" else "replaced" if token else "kept"})
+
+
+@admin.register(BankCode)
+class BankCodeAdmin(admin.ModelAdmin):
+    list_display = ["currency", "code", "name", "kind", "is_active"]
+    list_filter = ["currency", "kind", "is_active"]
+    search_fields = ["code", "name"]

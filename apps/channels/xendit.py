@@ -1,0 +1,242 @@
+"""Xendit (docs/channels.md): PHP pay-ins through the Invoice API, payouts through the Payouts API.
+
+Plain `requests` on the documented endpoints (why not xendit-python: docs/channels.md). Auth is HTTP Basic with the
+channel's secret key as the user name; the API root is the channel's api_base_url, else XENDIT_API_BASE_URL.
+
+  POST /v2/invoices                  external_id = platform_order_no, expiry = the order's expire_at
+  GET  /v2/invoices/{id}
+  POST /v2/payouts                   Idempotency-key = platform_order_no (a retry: the same payout, or 409)
+  GET  /v2/payouts/{id}, GET /v2/payouts?reference_id=platform_order_no
+
+Webhooks (apps.channels.views) only say "look again": the object is re-read from the API with the channel's key
+before anything moves, and the result enters through the same services as the sandbox's outcomes.
+"""
+
+import hmac
+import json
+import logging
+from datetime import datetime
+from decimal import Decimal
+
+import requests
+from django.conf import settings
+from django.utils import timezone
+
+from apps.channels.amounts import major_units, minor_units
+from apps.channels.base import (
+    PayinAdapter,
+    PayinState,
+    PaymentStart,
+    PayoutAdapter,
+    PayoutState,
+    UpstreamRejected,
+    UpstreamUnavailable,
+)
+from apps.channels.models import Channel, UpstreamPayin
+from apps.channels.registry import register_payin, register_payout
+
+logger = logging.getLogger(__name__)
+
+ADAPTER = "xendit"
+
+# Our bank codes (apps.channels.services.SEED_BANK_CODES) → Xendit's PH payout channel codes (Payout Coverage).
+PAYOUT_CHANNEL_CODES = {
+    "BDO": "PH_BDO", "BPI": "PH_BPI", "MBTC": "PH_MET", "LBP": "PH_LBP", "PNB": "PH_PNB", "SECB": "PH_SEC",
+    "UBP": "PH_UBP", "RCBC": "PH_RCBC", "CBC": "PH_CBC", "GCASH": "PH_GCASH", "MAYA": "PH_PAYMAYA",
+    "GRABPAY": "PH_GRABPAY",
+}
+
+INVOICE_OUTCOMES = {"PENDING": "pending", "PAID": "paid", "SETTLED": "paid", "EXPIRED": "expired"}
+PAYOUT_OUTCOMES = {"ACCEPTED": "pending", "REQUESTED": "pending", "LOCKED": "pending", "SUCCEEDED": "paid",
+                   "FAILED": "failed", "CANCELLED": "failed", "REVERSED": "returned"}
+FINAL_INVOICE_STATUSES = ("PAID", "SETTLED", "EXPIRED")
+
+_AMOUNT = "\x00amount\x00"
+
+
+def payout_channel_code(bank_code: str) -> str:
+    return PAYOUT_CHANNEL_CODES.get(bank_code, f"PH_{bank_code}")
+
+
+def _wire_json(payload: dict) -> bytes:
+    """JSON with `amount` written as the exact decimal number (json cannot write a Decimal, and a float may not
+    hold 0.01 steps exactly)."""
+    amount = payload.get("amount")
+    text = json.dumps({**payload, "amount": _AMOUNT} if isinstance(amount, Decimal) else payload)
+    if isinstance(amount, Decimal):
+        text = text.replace(json.dumps(_AMOUNT), format(amount, "f"), 1)
+    return text.encode()
+
+
+class XenditClient:
+    """The documented endpoints with one channel's credentials; errors as UpstreamUnavailable / UpstreamRejected."""
+
+    def __init__(self, channel: Channel):
+        self.base_url = (channel.api_base_url or settings.XENDIT_API_BASE_URL).rstrip("/")
+        self.auth = (channel.secret_key, "")
+
+    def call(self, method: str, path: str, *, payload: dict | None = None, params: dict | None = None,
+             headers: dict | None = None):
+        try:
+            response = requests.request(
+                method, self.base_url + path, params=params, auth=self.auth,
+                timeout=settings.CHANNEL_HTTP_TIMEOUT_SECONDS,
+                data=_wire_json(payload) if payload is not None else None,
+                headers={"Content-Type": "application/json", "Accept": "application/json", **(headers or {})},
+                allow_redirects=False)
+        except requests.RequestException as exc:
+            raise UpstreamUnavailable(f"xendit {method} {path}: {type(exc).__name__}") from None
+        if response.status_code >= 500 or response.status_code in (401, 403):
+            # A 401/403 is our configuration (a wrong or revoked key), not a refusal of the order: retried later.
+            raise UpstreamUnavailable(f"xendit {method} {path}: HTTP {response.status_code}")
+        try:
+            body = json.loads(response.content, parse_float=Decimal) if response.content else {}
+        except ValueError:
+            raise UpstreamUnavailable(f"xendit {method} {path}: HTTP {response.status_code}, not JSON") from None
+        if response.status_code >= 400:
+            code = body.get("error_code", "") if isinstance(body, dict) else ""
+            raise UpstreamRejected(f"xendit {method} {path}: HTTP {response.status_code} {code}",
+                                   status=response.status_code, error_code=code)
+        return body
+
+
+def _parse_time(value) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def invoice_state(invoice: dict, *, minor_unit: int) -> PayinState:
+    status = str(invoice.get("status", "")).upper()
+    return PayinState(outcome=INVOICE_OUTCOMES.get(status, "pending"), reference=str(invoice.get("id", "")),
+                      platform_order_no=str(invoice.get("external_id", "")),
+                      amount=minor_units(invoice.get("amount", 0), minor_unit),
+                      currency=str(invoice.get("currency", "")),
+                      upstream_status=status, paid_at=_parse_time(invoice.get("paid_at")))
+
+
+def payout_state_of(obj: dict) -> PayoutState:
+    status = str(obj.get("status", "")).upper()
+    outcome = PAYOUT_OUTCOMES.get(status, "pending")
+    reason = str(obj.get("failure_code") or status) if outcome == "failed" else ""
+    return PayoutState(outcome=outcome, reference=str(obj.get("id", "")), upstream_status=status, fail_reason=reason)
+
+
+@register_payin
+class XenditPayinAdapter(PayinAdapter):
+    name = ADAPTER
+    is_sandbox = False
+
+    def start_payment(self, *, order) -> PaymentStart:
+        """The order's invoice, opened on the first call and recorded (UpstreamPayin); later calls reuse it."""
+        opened = UpstreamPayin.objects.filter(platform_order_no=order.platform_order_no).first()
+        if opened is None:
+            seconds_left = int((order.expire_at - timezone.now()).total_seconds())
+            payload = {"external_id": order.platform_order_no,
+                       "amount": major_units(order.amount, order.currency.minor_unit),
+                       "currency": order.currency_id, "description": order.subject or f"Order {order.mch_order_no}",
+                       # Xendit expires the invoice when our order expires (its minimum is one second).
+                       "invoice_duration": max(1, seconds_left)}
+            if order.return_url.startswith(("https://", "http://")):
+                payload["success_redirect_url"] = payload["failure_redirect_url"] = order.return_url
+            invoice = XenditClient(order.channel).call("POST", "/v2/invoices", payload=payload)
+            # Two first openings at once may both create an invoice: the first recorded is the one shown; a payment of
+            # the other still carries our external_id and is honoured once (collection_notify_paid is idempotent).
+            opened, _ = UpstreamPayin.objects.get_or_create(
+                platform_order_no=order.platform_order_no,
+                defaults={"channel": order.channel, "reference": invoice["id"], "redirect_url": invoice["invoice_url"]})
+        return PaymentStart(upstream_reference=opened.reference, redirect_url=opened.redirect_url)
+
+    def payin_state(self, *, order, reference: str) -> PayinState:
+        invoice = XenditClient(order.channel).call("GET", f"/v2/invoices/{reference}")
+        return invoice_state(invoice, minor_unit=order.currency.minor_unit)
+
+
+@register_payout
+class XenditPayoutAdapter(PayoutAdapter):
+    name = ADAPTER
+    is_sandbox = False
+
+    def start_disbursement(self, *, payout) -> str:
+        """POST /v2/payouts with Idempotency-key = platform_order_no. A retry after a lost answer gets the same
+        payout back, or 409 DUPLICATE_ERROR and then finds it by reference_id: one order is one disbursement. A definite
+        refusal fails the payout (frozen funds back), as a failure notice would."""
+        client = XenditClient(payout.channel)
+        payload = {"reference_id": payout.platform_order_no, "channel_code": payout_channel_code(payout.bank_code),
+                   "channel_properties": {"account_holder_name": payout.payee_name,
+                                          "account_number": payout.payee_account},
+                   "amount": major_units(payout.amount, payout.currency.minor_unit), "currency": payout.currency_id,
+                   "description": f"Payout {payout.mch_order_no}"}
+        try:
+            created = client.call("POST", "/v2/payouts", payload=payload,
+                                  headers={"Idempotency-key": payout.platform_order_no})
+        except UpstreamRejected as exc:
+            if exc.status == 409 or exc.error_code == "DUPLICATE_ERROR":
+                state = self.payout_state(payout=payout, by_reference_id=True)
+                if state.reference:
+                    return state.reference
+                raise UpstreamUnavailable(
+                    f"payout {payout}: duplicate at Xendit but not found by reference_id") from None
+            from apps.payout.services import payout_channel_result
+
+            logger.warning("payout %s refused by xendit: %s", payout, exc.error_code or exc)
+            payout_channel_result(platform_order_no=payout.platform_order_no, outcome="failed",
+                                  fail_reason=f"refused upstream: {exc.error_code or exc.status}")
+            return ""  # nothing was disbursed; the order is FAILED
+        return str(created["id"])
+
+    def payout_state(self, *, payout, by_reference_id: bool = False) -> PayoutState:
+        client = XenditClient(payout.channel)
+        if payout.upstream_reference and not by_reference_id:
+            return payout_state_of(client.call("GET", f"/v2/payouts/{payout.upstream_reference}"))
+        found = client.call("GET", "/v2/payouts", params={"reference_id": payout.platform_order_no})
+        found = found.get("data", found) if isinstance(found, dict) else found
+        if not found:
+            return PayoutState(outcome="missing")
+        return payout_state_of(found[0])
+
+
+# --- webhooks -------------------------------------------------------------------------------------------------
+
+
+class WebhookRefused(PermissionError):
+    """Wrong or missing x-callback-token: nothing is read, nothing changes."""
+
+
+def xendit_webhook_handle(*, channel: Channel, token: str, body: bytes) -> dict:
+    """A Xendit webhook for `channel`: token compared in constant time, then the object it names re-read from the
+    API, then the outcome applied through the idempotent services. Returns what was done (for the reply and logs)."""
+    from apps.channels.services import channel_payin_apply, channel_payout_apply
+
+    expected = channel.callback_token
+    if not expected or not hmac.compare_digest(token.encode(), expected.encode()):
+        raise WebhookRefused(f"webhook for {channel.code}: bad x-callback-token")
+    try:
+        event = json.loads(body)
+    except ValueError:
+        raise UpstreamRejected("webhook body is not JSON", status=400) from None
+    if not isinstance(event, dict):
+        raise UpstreamRejected("webhook body is not an object", status=400)
+    client = XenditClient(channel)
+    kind = str(event.get("event", ""))
+    if kind.startswith("payout."):
+        data = event.get("data") or {}
+        payout_id = str(data.get("id", "")) if isinstance(data, dict) else ""
+        if not payout_id:
+            raise UpstreamRejected("payout webhook without data.id", status=400)
+        obj = client.call("GET", f"/v2/payouts/{payout_id}")
+        state = payout_state_of(obj)
+        change = channel_payout_apply(platform_order_no=str(obj.get("reference_id", "")), state=state, adapter=ADAPTER)
+        return {"object": "payout", "status": state.upstream_status, "changed": change}
+    invoice_id = str(event.get("id", ""))
+    if not invoice_id:
+        raise UpstreamRejected("invoice webhook without id", status=400)
+    invoice = client.call("GET", f"/v2/invoices/{invoice_id}")
+    from apps.currencies.models import Currency
+
+    currency = Currency.objects.filter(code=invoice.get("currency", "")).first()
+    if currency is None:
+        raise UpstreamRejected(f"invoice {invoice_id} in an unknown currency", status=400)
+    state = invoice_state(invoice, minor_unit=currency.minor_unit)
+    change = channel_payin_apply(state=state, adapter=ADAPTER)
+    return {"object": "invoice", "status": state.upstream_status, "changed": change}

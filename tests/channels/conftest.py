@@ -1,0 +1,41 @@
+"""Xendit against the local emulator (tests/channels/xendit_emulator.py), in a live deployment."""
+
+import pytest
+
+from apps.channels.models import Channel
+from apps.channels.services import channel_credentials_set
+from tests.channels.xendit_emulator import XenditEmulator
+
+PAYIN_CODE = "XENDIT_PHP_PAYIN"
+PAYOUT_CODE = "XENDIT_PHP_PAYOUT"
+
+
+@pytest.fixture
+def xendit_emulator():
+    emulator = XenditEmulator(stall_seconds=2.5).start()
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture
+def live(settings):
+    """This deployment is live (production's default): only real upstreams may serve."""
+    settings.PLATFORM_ENVIRONMENT = "live"
+    settings.CHANNEL_HTTP_TIMEOUT_SECONDS = 1.0
+    return settings
+
+
+def xendit_channel_create(*, code: str, direction: str, emulator: XenditEmulator, currency: str = "PHP") -> Channel:
+    channel = Channel.objects.create(code=code, name=f"Xendit {currency} {direction}", adapter="xendit",
+                                     direction=direction, currency_id=currency, api_base_url=emulator.url)
+    return channel_credentials_set(channel=channel, secret_key=emulator.secret_key,
+                                   callback_token=emulator.callback_token)
+
+
+@pytest.fixture
+def xendit_channels(bootstrapped, live, xendit_emulator) -> dict[str, Channel]:
+    """Bootstrapped in sandbox (its sandbox channels stay in the table), then the deployment is live with Xendit."""
+    return {
+        "payin": xendit_channel_create(code=PAYIN_CODE, direction=Channel.Direction.PAYIN, emulator=xendit_emulator),
+        "payout": xendit_channel_create(code=PAYOUT_CODE, direction=Channel.Direction.PAYOUT, emulator=xendit_emulator),
+    }

@@ -1,0 +1,78 @@
+"""Channels in the admin: editable, with upstream credentials write-only (encrypted at rest, never shown again)."""
+
+import pytest
+from django.contrib.auth.models import User
+
+from apps.channels.models import Channel
+from apps.common.models import AuditLog
+from tests.support.staff import admin_login
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "xnd_production_SuperSecretValue123"
+TOKEN = "callback-token-VerySecret456"
+
+
+@pytest.fixture
+def admin_client(client, db):
+    return admin_login(client, User.objects.create_superuser("root", password="pw"))
+
+
+def form_data(**overrides) -> dict:
+    data = {"code": "XENDIT_PHP_PAYOUT", "name": "Xendit PHP payouts", "adapter": "xendit", "direction": "payout",
+            "currency": "PHP", "is_active": "on", "priority": "10", "api_base_url": "", "secret_key": SECRET,
+            "callback_token": TOKEN}
+    data.update(overrides)
+    return data
+
+
+def test_operator_adds_a_xendit_channel_and_never_sees_its_credentials_again(admin_client, bootstrapped, live):
+    response = admin_client.post("/admin/channels/channel/add/", form_data())
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    channel = Channel.objects.get(code="XENDIT_PHP_PAYOUT")
+    assert (channel.secret_key, channel.callback_token) == (SECRET, TOKEN)
+    assert SECRET not in channel.secret_key_encrypted and TOKEN not in channel.callback_token_encrypted
+    page = admin_client.get(f"/admin/channels/channel/{channel.pk}/change/").content.decode()
+    assert SECRET not in page and TOKEN not in page and channel.secret_key_encrypted not in page
+    assert "secret key set, callback token set" in page
+    assert f"/channels/xendit/{channel.code}/webhook" in page
+    listing = admin_client.get("/admin/channels/channel/").content.decode()
+    assert SECRET not in listing and "XENDIT_PHP_PAYOUT" in listing
+    assert AuditLog.objects.filter(action="channel.credentials", object_id=str(channel.pk)).exists()
+
+    # Saved again with the credential fields empty: the stored ones are kept.
+    response = admin_client.post(f"/admin/channels/channel/{channel.pk}/change/",
+                                 form_data(secret_key="", callback_token="", priority="5"))
+    assert response.status_code == 302
+    channel.refresh_from_db()
+    assert (channel.priority, channel.secret_key, channel.callback_token) == (5, SECRET, TOKEN)
+    # A new key replaces the old; "clear" removes both.
+    admin_client.post(f"/admin/channels/channel/{channel.pk}/change/", form_data(secret_key="xnd_rotated",
+                                                                                   callback_token=""))
+    channel.refresh_from_db()
+    assert (channel.secret_key, channel.callback_token) == ("xnd_rotated", TOKEN)
+    admin_client.post(f"/admin/channels/channel/{channel.pk}/change/",
+                      form_data(secret_key="", callback_token="", clear_credentials="on"))
+    channel.refresh_from_db()
+    assert (channel.secret_key_encrypted, channel.callback_token_encrypted) == ("", "")
+
+
+def test_admin_refuses_a_sandbox_channel_in_a_live_deployment(admin_client, bootstrapped, live):
+    response = admin_client.post("/admin/channels/channel/add/", form_data(code="SANDBOX_AGAIN", adapter="sandbox"))
+    assert response.status_code == 200 and "PLATFORM_ENVIRONMENT" in response.content.decode()
+    assert not Channel.objects.filter(code="SANDBOX_AGAIN").exists()
+
+
+def test_bank_codes_are_listed(admin_client, bootstrapped):
+    page = admin_client.get("/admin/channels/bankcode/?currency__code__exact=PHP").content.decode()
+    assert "GCASH" in page
+
+
+def test_credentials_stay_out_of_the_settings_trail(admin_client, bootstrapped, live):
+    from django.apps import apps
+
+    admin_client.post("/admin/channels/channel/add/", form_data())
+    event_model = apps.get_model("channels", "ChannelEvent")
+    fields = {f.name for f in event_model._meta.get_fields()}
+    assert "api_base_url" in fields and not fields & {"secret_key_encrypted", "callback_token_encrypted"}
+    assert event_model.objects.filter(code="XENDIT_PHP_PAYOUT").exists()  # the channel itself is tracked
