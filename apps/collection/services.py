@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from apps.callbacks.models import CallbackEvent
 from apps.callbacks.enqueue import callback_enqueue, collection_success_payload
+from apps.channels.environment import SANDBOX, platform_environment
 from apps.channels.routing import order_route
 from apps.channels.services import channel_payin_open_dispatch
 from apps.collection.models import DEFAULT_EXPIRE_SECONDS, CollectionOrder
@@ -168,11 +169,14 @@ def collection_settlement_release(*, now: datetime | None = None, as_of: date | 
     """Release every due D1 credit (each in its own transaction); returns what was released per currency.
 
     `as_of` runs the release of that day (cutoff 00:00 of it): a past day repairs what that day's run should have
-    released, tomorrow shows D1 on the day of payment. Later days are refused: nothing is released ahead of D1 by
-    more than the one day a demonstration needs. `dry_run` reports what is due and moves nothing."""
+    released; in a sandbox deployment tomorrow shows D1 on the day of payment. Later days are refused, and a live
+    deployment never releases a credit before its D1 (the upstream has not settled it). `dry_run` reports what is
+    due and moves nothing."""
     today = (now or timezone.now()).astimezone(ZoneInfo(settings.SETTLEMENT_TIME_ZONE)).date()
-    if as_of is not None and as_of > today + timedelta(days=1):
-        raise ValueError(f"as_of {as_of.isoformat()} is after tomorrow ({(today + timedelta(days=1)).isoformat()})")
+    latest = today + timedelta(days=1) if platform_environment() == SANDBOX else today
+    if as_of is not None and as_of > latest:
+        raise ValueError(f"as_of {as_of.isoformat()} is after {latest.isoformat()}, the latest day this "
+                         f"{platform_environment()} deployment releases")
     cutoff = settlement_cutoff_of(as_of or today)
     due = collection_orders_due_for_release(cutoff=cutoff)
     if dry_run:

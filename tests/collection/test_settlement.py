@@ -1,6 +1,7 @@
 """D1 release (contract §4): settling → available for credits paid before 00:00 Asia/Manila, exactly once."""
 
 import json
+import re
 from datetime import datetime
 from io import StringIO
 from zoneinfo import ZoneInfo
@@ -127,13 +128,23 @@ def test_dry_run_reports_what_is_due_and_moves_nothing(client, merchant):
 
 
 @pytest.mark.parametrize("as_of, message", [
-    ("2025-03-12", "after tomorrow (2025-03-11)"),
+    ("2025-03-12", "is after 2025-03-11, the latest day this sandbox deployment releases"),
     ("11/03/2025", "is not a date"),
     ("2025-02-30", "is not a date"),
 ])
 def test_as_of_refuses_later_days_and_bad_dates_and_changes_nothing(client, merchant, as_of, message):
     pay(client, merchant, datetime(2025, 3, 9, 9, 0, tzinfo=MANILA), amount=10000)
     with time_machine.travel(datetime(2025, 3, 10, 9, 0, tzinfo=MANILA), tick=False):
-        with pytest.raises(CommandError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        with pytest.raises(CommandError, match=re.escape(message)):
             call_command("release_settlement", "--as-of", as_of, stdout=StringIO())
+    assert balances(merchant) == {"available": 0, "settling": 10000, "frozen": 0}
+
+
+def test_a_live_deployment_never_releases_before_d1(client, merchant, settings):
+    pay(client, merchant, datetime(2025, 3, 10, 9, 0, tzinfo=MANILA), amount=10000)
+    settings.PLATFORM_ENVIRONMENT = "live"
+    with time_machine.travel(datetime(2025, 3, 10, 15, 0, tzinfo=MANILA), tick=False):
+        with pytest.raises(CommandError, match="after 2025-03-10, the latest day this live deployment releases"):
+            call_command("release_settlement", "--as-of", "2025-03-11", stdout=StringIO())
+        assert release_command("--as-of", "2025-03-10")["released"] == {}
     assert balances(merchant) == {"available": 0, "settling": 10000, "frozen": 0}
