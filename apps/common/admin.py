@@ -275,21 +275,12 @@ class StaffRequestAdmin(admin.ModelAdmin):
 
 
 @admin.register(OperationsOverview)
-class OperationsOverviewAdmin(admin.ModelAdmin):
+class OperationsOverviewAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """One page for on-call staff (issue 17 item 5): today's orders, the review queue, callbacks, settlement
     awaiting release, the periodic jobs' last runs and a chart of the last 24 h. Read-only."""
 
     def has_view_permission(self, request, obj=None):
         return request.user.has_perm("common.view_operationsoverview")
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def changelist_view(self, request, extra_context=None):
         from django.utils.safestring import mark_safe
