@@ -36,9 +36,10 @@ def shop(bootstrapped, rsa_keys):
 
 
 def new_page(browser, width: int):
-    page = browser.new_page(viewport={"width": width, "height": 900})
-    page.set_default_timeout(15_000)
-    return page
+    """A page in a context of its own (a person's browser): more tabs of it share its session."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    context.set_default_timeout(15_000)
+    return context.new_page()
 
 
 def log_in(page, live_server, username: str, next_path: str) -> None:
@@ -109,8 +110,8 @@ def test_two_reviewers_approve_a_large_payout_from_its_decision_page(browser, li
         messages.append(dialog.message)
         dialog.dismiss()
 
-    page2 = new_page(browser, width)
-    log_in(page2, live_server, "rita", f"/admin/payout/payoutreviewqueue/{big.pk}/decide/")
+    page2 = page.context.new_page()  # rita's signed-in session, a new tab
+    page2.goto(f"{live_server.url}/admin/payout/payoutreviewqueue/{big.pk}/decide/")
     page2.on("dialog", dismiss)
     page2.fill("textarea[name=reason]", "invoice 2211 matches")
     page2.click("#approve-button")
@@ -119,8 +120,8 @@ def test_two_reviewers_approve_a_large_payout_from_its_decision_page(browser, li
     assert Payout.objects.get(pk=big.pk).approvals.count() == 0
 
     # Confirmed: rita's approval counts as one of two.
-    page3 = new_page(browser, width)
-    log_in(page3, live_server, "rita", f"/admin/payout/payoutreviewqueue/{big.pk}/decide/")
+    page3 = page.context.new_page()  # rita's signed-in session, a new tab
+    page3.goto(f"{live_server.url}/admin/payout/payoutreviewqueue/{big.pk}/decide/")
     page3.on("dialog", lambda dialog: dialog.accept())
     page3.fill("textarea[name=reason]", "invoice 2211 matches")
     page3.click("#approve-button")
