@@ -15,8 +15,6 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import TypeVar
 
-from django.db import connection
-
 from apps.common.models import ReferenceGeneration
 
 T = TypeVar("T")
@@ -28,15 +26,8 @@ _PENDING = object()  # inside a request that has not read the generation yet
 _local = threading.local()  # .generation (inside a request) and .entries (this thread's cache)
 
 
-# Written by hand: it runs at the start of every signed request, and the ORM's query building cost more CPU than the
-# rest of the lookup (0.7 of 1.0 ms under cProfile, docs/performance.md).
-_GENERATION = f"SELECT value FROM {ReferenceGeneration._meta.db_table} WHERE id = 1"
-
-
 def _generation_read() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(_GENERATION)
-        return cursor.fetchone()[0]
+    return ReferenceGeneration.objects.values_list("value", flat=True).get(pk=1)
 
 
 def _generation() -> int:
