@@ -180,11 +180,18 @@ def code_step(request):
                                                         "username": user.get_username()})
 
 
-def _failed_response(request, user, form):
-    _failed(request, user)
+def _locked_out(request):
+    """The lockout page when the failure just recorded (django-axes) locked this username and address, else None."""
     if getattr(request, "axes_locked_out", False):
         return _render(request, settings.AXES_LOCKOUT_TEMPLATE, {"title": "Locked out"},
                        status=settings.AXES_HTTP_RESPONSE_CODE)
+    return None
+
+
+def _failed_response(request, user, form):
+    _failed(request, user)
+    if locked := _locked_out(request):
+        return locked
     form.add_error("code", "That code is not right, or was already used. Enter the current code of your "
                            "authenticator app, or an unused recovery code.")
     return _render(request, "admin/signin/code.html", {"title": "Second factor", "form": form,
@@ -244,9 +251,8 @@ def enrol_step(request):
                 return _render(request, "admin/signin/recovery_codes.html", {
                     "title": "Your recovery codes", "codes": codes, "next_url": _next_url(request, pending)})
         _failed(request, user)
-        if getattr(request, "axes_locked_out", False):
-            return _render(request, settings.AXES_LOCKOUT_TEMPLATE, {"title": "Locked out"},
-                           status=settings.AXES_HTTP_RESPONSE_CODE)
+        if locked := _locked_out(request):
+            return locked
         form.add_error("code", "That code is not right: check the time on your phone, and enter the code the app "
                                "shows now.")
     return _render(request, "admin/signin/enrol.html", _enrol_context(device, form, user))

@@ -15,13 +15,15 @@ class JsonCommand(BaseCommand):
 
     def create_parser(self, prog_name, subcommand, **kwargs):
         parser = super().create_parser(prog_name, subcommand, **kwargs)
-        if "--operator" not in parser._option_string_actions:  # a command may define its own (resend_callbacks)
-            parser.add_argument("--operator", default=None,
-                                help="who runs the command, recorded in the audit trail (default: the OS user)")
+        parser.add_argument("--operator", default=None,
+                            help="who runs the command, recorded in the audit trail (default: the OS user)")
         return parser
 
     def handle(self, *args, **options):
-        operator = (options.get("operator") or "").strip() or os_user()
+        operator = options.get("operator")
+        if operator is not None and (not operator.strip() or len(operator) > 100):
+            raise CommandError("--operator must be a name of 1-100 characters.")
+        self.operator = operator = operator or os_user()
         try:
             # Who ran it (--operator, else the OS user) labels the audit rows and the settings trail's events.
             with audit.cli_operator(operator), command_context(command=self.__module__.rsplit(".", 1)[-1],

@@ -1,4 +1,3 @@
-import getpass
 from datetime import UTC, datetime
 
 from django.core.management.base import CommandError
@@ -34,12 +33,9 @@ class Command(JsonCommand):
         parser.add_argument("--since", help="created at or after this ISO date-time (naive means UTC)")
         parser.add_argument("--until", help="created at or before this ISO date-time (naive means UTC)")
         parser.add_argument("--dry-run", action="store_true", help="print what would be re-sent, change nothing")
-        parser.add_argument("--operator", help="who runs it, for the audit trail (default: the OS user)")
 
     def run(self, **options):
-        operator = options["operator"] if options["operator"] is not None else getpass.getuser()
-        if not operator.strip() or len(operator) > 100:
-            raise CommandError("--operator must be a name of 1-100 characters.")
+        operator = self.operator  # --operator, else the OS user (JsonCommand)
         merchant_id = None
         if options["merchant"] is not None:
             merchant_id = Merchant.objects.filter(merchant_no=options["merchant"]).values_list("pk", flat=True).first()
