@@ -247,3 +247,27 @@ def test_a_tracked_object_page_links_to_its_own_history(root_client, merchant, o
     user_page = root_client.get(f"/admin/auth/user/{User.objects.get(username='root').pk}/change/")
     assert user_page.status_code == 200 and "historylink" in user_page.content.decode()
     assert "settings-history-link" not in user_page.content.decode()  # an untracked model: no such link
+
+
+def test_bank_codes_and_channels_edited_in_the_admin_are_in_the_trail_with_who(root_client, bootstrapped):
+    from apps.channels.models import BankCode, Channel
+
+    bank = BankCode.objects.get(currency_id="PHP", code="BDO")
+    response = root_client.post(f"/admin/channels/bankcode/{bank.pk}/change/", {
+        "currency": "PHP", "code": "BDO", "name": "BDO Unibank (renamed)", "kind": bank.kind, "is_active": ""})
+    assert response.status_code == 302, response.content.decode()[:1500]
+    change = history(bank)[-1]
+    assert event_who(change) == "root"
+    assert event_changes(change) == {"name": (bank.name, "BDO Unibank (renamed)"), "is_active": (True, False)}
+
+    channel = Channel.objects.filter(currency_id="PHP").order_by("pk").first()
+    form = {"code": channel.code, "name": channel.name, "adapter": channel.adapter, "direction": channel.direction,
+            "currency": channel.currency_id, "priority": str(channel.priority + 5), "api_base_url": "",
+            **({"is_active": "on"} if channel.is_active else {})}
+    response = root_client.post(f"/admin/channels/channel/{channel.pk}/change/", form)
+    assert response.status_code == 302, response.content.decode()[:1500]
+    change = history(channel)[-1]
+    assert event_who(change) == "root"
+    assert event_changes(change) == {"priority": (channel.priority, channel.priority + 5)}
+    page = root_client.get(f"/admin/channels/channelevent/?pgh_obj={channel.pk}").content.decode()
+    assert "root" in page and f"{channel.priority} \u2192 {channel.priority + 5}" in page
