@@ -163,13 +163,23 @@ class StaffRequestAdmin(admin.ModelAdmin):
     request here is a balance adjustment; reversals are asked for on the payout list, key uploads on the merchant
     key page."""
 
-    list_display = ["id", "kind", "summary", "status", "requested_by", "created_at_utc", "decided_by"]
+    list_display = ["id", "kind", "summary", "status", "requested_by_name", "created_at_utc", "decided_by_name"]
     list_filter = []  # the filter column would cut the table off at 1280 px; the status column sorts
     list_select_related = ["requested_by", "decided_by"]
-    fields = ["kind", "summary", "reason", "status", "requested_by", "created_at_utc", "decided_by",
+    # People as names, not links: an operator has no permission on the user pages, and a link answering 403 helps
+    # nobody.
+    fields = ["kind", "summary", "reason", "status", "requested_by_name", "created_at_utc", "decided_by_name",
               "decided_at_utc", "decision_reason", "result"]
     readonly_fields = fields
     actions = ["approve_selected", "reject_selected"]
+
+    @admin.display(description="requested by", ordering="requested_by__username")
+    def requested_by_name(self, obj):
+        return obj.requested_by.get_username()
+
+    @admin.display(description="decided by")
+    def decided_by_name(self, obj):
+        return obj.decided_by.get_username() if obj.decided_by_id else "-"
 
     @admin.display(description="asked at (UTC)", ordering="created_at")
     def created_at_utc(self, obj):

@@ -232,9 +232,7 @@ def enrol_step(request):
         return redirect("staff-signin")
     if confirmed_authenticator(user) is not None:
         return redirect("staff-signin-code")
-    device = TOTPDevice.objects.filter(user=user, confirmed=False).order_by("pk").first()
-    if device is None:
-        device = TOTPDevice.objects.create(user=user, name=AUTHENTICATOR_NAME, confirmed=False)
+    device = _enrolling_device(request, user)
     form = CodeForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         if _locked(request, user):
@@ -256,6 +254,19 @@ def enrol_step(request):
         form.add_error("code", "That code is not right: check the time on your phone, and enter the code the app "
                                "shows now.")
     return _render(request, "admin/signin/enrol.html", _enrol_context(device, form, user))
+
+
+def _enrolling_device(request, user) -> TOTPDevice:
+    """The unconfirmed authenticator of this sign-in, made when its enrolment page is first shown. Each sign-in gets a
+    secret of its own and any earlier unconfirmed one is deleted: whoever saw the enrolment page of another sign-in
+    (someone who had the password before its owner enrolled) cannot know the secret its owner goes on to confirm."""
+    pending = request.session[PENDING]
+    device = TOTPDevice.objects.filter(pk=pending.get("enrol_device") or 0, user=user, confirmed=False).first()
+    if device is None:
+        TOTPDevice.objects.filter(user=user, confirmed=False).delete()
+        device = TOTPDevice.objects.create(user=user, name=AUTHENTICATOR_NAME, confirmed=False)
+        request.session[PENDING] = {**pending, "enrol_device": device.pk}
+    return device
 
 
 def _enrol_context(device, form, user) -> dict:

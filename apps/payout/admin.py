@@ -31,6 +31,7 @@ class ReasonForm(forms.Form):
     """A decision's reason: required for approval and rejection alike (four eyes, docs/back-office.md)."""
 
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=255,
+                             error_messages={"required": "A reason is required to decide a payout."},
                              help_text="Required. Kept in the audit trail (sent to the merchant as fail_reason on "
                                        "a rejection).")
 

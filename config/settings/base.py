@@ -156,6 +156,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# Every time in the back office says its zone (config/formats/en/formats.py: "2026-11-25 14:49:29 UTC").
+FORMAT_MODULE_PATH = ["config.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=VAR_DIR / "staticfiles")

@@ -306,3 +306,55 @@ def test_every_custom_add_page_has_a_permission_test():
               if type(model_admin).__module__.startswith("apps.")
               and type(model_admin).add_view is not admin.ModelAdmin.add_view}
     assert custom - set(ADD_VIEWS) == set(), "new custom add page: add it to ADD_VIEWS with its permission and effect"
+
+
+# --- what each role finds by following links -------------------------------------------------------------------
+
+NAKED_TIME = re.compile(r"\b\d{1,2}:\d\d(?::\d\d)? ?(?:a\.m\.|p\.m\.)|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|"
+                        r"Dec)[a-z]*\.? \d{1,2}, \d{4}|\b\d{4}-\d\d-\d\d \d\d:\d\d(?::\d\d)?(?![:\d])(?! ?UTC)")
+
+
+def crawl(client, start: list[str], limit: int = 150) -> dict[str, int]:
+    """GET every /admin/ page reachable by links from `start` (no logout, no sorting variants); {url: status}."""
+    from html.parser import HTMLParser
+
+    class Links(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.found = []
+
+        def handle_starttag(self, tag, attrs):
+            href = dict(attrs).get("href") or ""
+            if tag == "a" and href.startswith("/admin/") and "/logout/" not in href and "o=" not in href:
+                self.found.append(href.split("#")[0])
+
+    statuses, pages, todo = {}, {}, list(start)
+    while todo and len(statuses) < limit:
+        url = todo.pop(0)
+        if url in statuses:
+            continue
+        response = client.get(url)
+        statuses[url] = response.status_code
+        if response.status_code == 200 and "html" in response.get("Content-Type", ""):
+            pages[url] = response.content.decode()
+            parser = Links()
+            parser.feed(pages[url])
+            todo += [link for link in parser.found if link not in statuses]
+    return statuses, pages
+
+
+@pytest.mark.parametrize("group", ["Risk reviewer", "Payout operations"])
+def test_no_link_a_role_is_shown_answers_403_and_every_time_names_its_zone(client, world, group):
+    """A reviewer or an operator follows every link the back office shows them: none answers 403 (a page they may
+    not see, and a traceback in the log), and no time on any page lacks its zone ("Nov. 25, 2026, 2:52 p.m.")."""
+    user = staff(f"crawler-{group.split()[0].lower()}")
+    user.groups.set([Group.objects.get(name=group)])
+    admin_login(client, user)
+    start = ["/admin/", f"/admin/payout/payout/{world['payout.payout'].pk}/change/",
+             f"/admin/payout/payoutreviewqueue/{world['payout.payoutreviewqueue'].pk}/decide/",
+             f"/admin/common/staffrequest/{world['common.staffrequest'].pk}/change/"]
+    statuses, pages = crawl(client, [url for url in start if client.get(url).status_code == 200])
+    assert len(pages) > 5, statuses
+    assert {url: status for url, status in statuses.items() if status not in (200, 302)} == {}
+    naked = {url: NAKED_TIME.findall(re.sub(r"<[^>]+>", " ", page)) for url, page in pages.items()}
+    assert {url: found for url, found in naked.items() if found} == {}

@@ -5,6 +5,7 @@ refuse UPDATE and DELETE in the database itself."""
 import io
 import json
 
+import pghistory
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
@@ -129,22 +130,77 @@ def test_audit_rows_cannot_be_updated_or_deleted_in_the_database(merchant):
         ("DELETE FROM merchants_merchantevent WHERE pgh_id = %s", [change.pgh_id]),
     ]
     for sql, params in statements:
-        with pytest.raises(DatabaseError, match="Cannot update or delete rows"), transaction.atomic():
+        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
     assert AuditLog.objects.filter(action="test.row").exists()
     assert history(merchant.merchant)[-1].name == change.name
 
 
+def _all_trigger_names(table: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass AND NOT tgisinternal", [table])
+        return "{" + ",".join(row[0] for row in cursor.fetchall()) + "}"
+
+
+def test_a_session_cannot_switch_the_append_only_rule_off(merchant):
+    """pgtrigger's triggers step aside for a session that names them in `pgtrigger.ignore`; the append-only rule must
+    not: a forger with the application's database role tries exactly that."""
+    audit.record(actor=None, action="test.row", obj=merchant.merchant, new={"x": 1})
+    change = history(merchant.merchant)[-1]
+    statements = [
+        ("common_auditlog", "UPDATE common_auditlog SET actor_label = 'someone else'", []),
+        ("common_auditlog", "DELETE FROM common_auditlog", []),
+        ("merchants_merchantevent", "UPDATE merchants_merchantevent SET name = 'forged' WHERE pgh_id = %s",
+         [change.pgh_id]),
+        ("merchants_merchantevent", "DELETE FROM merchants_merchantevent WHERE pgh_id = %s", [change.pgh_id]),
+    ]
+    for table, sql, params in statements:
+        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('pgtrigger.ignore', %s, true)", [_all_trigger_names(table)])
+                cursor.execute(sql, params)
+    assert AuditLog.objects.filter(action="test.row").exists()
+    assert history(merchant.merchant)[-1].name == change.name
+
+
+def test_who_made_a_settings_change_cannot_be_rewritten_or_erased(merchant):
+    """The "who" of a settings event lives in its pghistory context row: rewriting or deleting it would move a change
+    onto someone else, or onto nobody."""
+    from pghistory.models import Context
+
+    with pghistory.context(user=1, username="rita"):
+        MerchantCurrency.objects.filter(merchant=merchant.merchant).update(payout_review_threshold=4_000_000)
+    change = history(MerchantCurrency.objects.get(merchant=merchant.merchant, currency_id="PHP"))[-1]
+    context = Context.objects.get(pk=change.pgh_context_id)
+    forgeries = [
+        ("UPDATE pghistory_context SET metadata = '{\"user\": 2, \"username\": \"mallory\"}' WHERE id = %s",
+         [context.pk]),
+        ("UPDATE pghistory_context SET metadata = metadata - 'username' WHERE id = %s", [context.pk]),
+        ("DELETE FROM pghistory_context WHERE id = %s", [context.pk]),
+    ]
+    for sql, params in forgeries:
+        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('pgtrigger.ignore', %s, true)",
+                               [_all_trigger_names("pghistory_context")])
+                cursor.execute(sql, params)
+    assert event_who(history(MerchantCurrency.objects.get(merchant=merchant.merchant, currency_id="PHP"))[-1]) == "rita"
+    with pghistory.context(user=1, username="rita"), pghistory.context(url="/admin/x/"):  # nested: adds a key
+        MerchantCurrency.objects.filter(merchant=merchant.merchant).update(payout_review_threshold=4_100_000)
+
+
 def test_every_event_table_is_append_only_in_the_database():
     from pghistory.core import event_models
 
     with connection.cursor() as cursor:
-        cursor.execute("SELECT tgrelid::regclass::text FROM pg_trigger WHERE tgname LIKE 'pgtrigger_append_only_%%'")
+        cursor.execute("SELECT tgrelid::regclass::text FROM pg_trigger WHERE tgname = 'append_only_guard'")
         protected = {row[0] for row in cursor.fetchall()}
     tables = {event_model._meta.db_table
               for model in TRACKED_MODELS for event_model in event_models(tracks_model=model)}
-    assert tables and tables <= protected
+    assert tables and tables | {"common_auditlog", "pghistory_context"} <= protected, (
+        "a tracked model's event table lacks the append-only guard: add it to a migration like "
+        "apps/common/migrations/0005_append_only_guards.py")
 
 
 def test_history_pages_are_read_only_even_for_a_superuser(root_client, merchant):
@@ -191,3 +247,27 @@ def test_a_tracked_object_page_links_to_its_own_history(root_client, merchant, o
     user_page = root_client.get(f"/admin/auth/user/{User.objects.get(username='root').pk}/change/")
     assert user_page.status_code == 200 and "historylink" in user_page.content.decode()
     assert "settings-history-link" not in user_page.content.decode()  # an untracked model: no such link
+
+
+def test_bank_codes_and_channels_edited_in_the_admin_are_in_the_trail_with_who(root_client, bootstrapped):
+    from apps.channels.models import BankCode, Channel
+
+    bank = BankCode.objects.get(currency_id="PHP", code="BDO")
+    response = root_client.post(f"/admin/channels/bankcode/{bank.pk}/change/", {
+        "currency": "PHP", "code": "BDO", "name": "BDO Unibank (renamed)", "kind": bank.kind, "is_active": ""})
+    assert response.status_code == 302, response.content.decode()[:1500]
+    change = history(bank)[-1]
+    assert event_who(change) == "root"
+    assert event_changes(change) == {"name": (bank.name, "BDO Unibank (renamed)"), "is_active": (True, False)}
+
+    channel = Channel.objects.filter(currency_id="PHP").order_by("pk").first()
+    form = {"code": channel.code, "name": channel.name, "adapter": channel.adapter, "direction": channel.direction,
+            "currency": channel.currency_id, "priority": str(channel.priority + 5), "api_base_url": "",
+            **({"is_active": "on"} if channel.is_active else {})}
+    response = root_client.post(f"/admin/channels/channel/{channel.pk}/change/", form)
+    assert response.status_code == 302, response.content.decode()[:1500]
+    change = history(channel)[-1]
+    assert event_who(change) == "root"
+    assert event_changes(change) == {"priority": (channel.priority, channel.priority + 5)}
+    page = root_client.get(f"/admin/channels/channelevent/?pgh_obj={channel.pk}").content.decode()
+    assert "root" in page and f"{channel.priority} \u2192 {channel.priority + 5}" in page

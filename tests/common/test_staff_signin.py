@@ -179,3 +179,34 @@ def test_the_code_must_follow_the_password_within_ten_minutes(client, ada):
         response = code_step(client, totp_code(TOTPDevice.objects.get(user=ada)))
         assert response["Location"] == "/admin/login/"  # start again, with the password
         assert not in_admin(client)
+
+
+def test_a_secret_seen_on_another_sign_ins_enrolment_page_never_becomes_the_authenticator(db, client):
+    """Someone who had a new member's password before the member enrolled opens the enrolment page and keeps its
+    secret; the member then enrols on their own sign-in. The secret the member confirms must be a new one, and codes
+    of the first secret must open nothing."""
+    from django.test import Client
+
+    user = User.objects.create_superuser("nora", password=PASSWORD)
+    attacker = Client()
+    password_step(attacker, "nora")
+    assert attacker.get("/admin/login/enrol/").status_code == 200
+    seen = TOTPDevice.objects.get(user=user, confirmed=False)
+    assert attacker.get("/admin/login/enrol/").status_code == 200  # a reload keeps the same secret
+    assert TOTPDevice.objects.get(user=user, confirmed=False).pk == seen.pk
+
+    password_step(client, "nora")
+    client.get("/admin/login/enrol/")
+    owners = TOTPDevice.objects.get(user=user, confirmed=False)
+    assert owners.bin_key != seen.bin_key
+    assert client.post("/admin/login/enrol/", {"code": totp_code(owners)}).status_code == 200
+    assert in_admin(client)
+
+    seen.refresh_from_db = lambda: None  # deleted: its codes are computed from the secret the first page showed
+    stolen = Client()
+    password_step(stolen, "nora")
+    assert code_step(stolen, totp_code(seen)).status_code == 200  # the code page again, with an error
+    assert not in_admin(stolen)
+    assert attacker.post("/admin/login/enrol/", {"code": totp_code(seen)})["Location"] == "/admin/login/code/"
+    assert not in_admin(attacker)
+    assert list(TOTPDevice.objects.filter(user=user).values_list("pk", flat=True)) == [owners.pk]

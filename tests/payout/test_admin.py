@@ -182,3 +182,44 @@ def test_no_link_on_a_payout_page_answers_403_to_a_reviewer_and_times_say_utc(cl
         for link in links:
             assert client.get(link).status_code != 403, (url, link)
         assert "UTC" in content and "Payments back office" in html and "Django administration" not in html
+
+
+def test_the_decision_page_shows_the_payee_accounts_history_across_merchants_masked(client, funded, other_merchant,
+                                                                                   reviewer, adapter_calls):
+    from tests.payout.conftest import fund
+
+    fund(other_merchant, 10_000_000)
+    elsewhere = payout_in(other_merchant, "SUCCESS", payee_account=ACCOUNT, amount=12_345)
+    other_payee = payout_in(funded, "APPROVED", payee_account="0099991111", amount=2_500)
+    payout = payout_in(funded, "FROZEN", payee_account=ACCOUNT)
+    admin_login(client, reviewer)
+    html = client.get(f"{QUEUE}{payout.pk}/decide/").content.decode()
+    payee_section = html[html.index("previous payouts"):html.index("recent payouts")]
+    assert other_merchant.merchant_no in payee_section and "\u20b1123.45 PHP" in payee_section
+    assert "Succeeded" in payee_section or "SUCCESS" in payee_section.upper()
+    assert "\u20b125.00 PHP" not in payee_section  # another payee's payout is not this account's history
+    merchant_section = html[html.index("recent payouts"):]
+    assert "\u20b125.00 PHP" in merchant_section and "\u2022\u2022\u2022\u20221111" in merchant_section
+    assert other_merchant.merchant_no not in merchant_section[:merchant_section.index("Audit trail")]
+    assert ACCOUNT not in html and "0099991111" not in html and elsewhere.payee_account not in html
+    assert other_payee.platform_order_no  # listed by amount and masked payee, never by the full account
+
+
+def test_a_decision_without_a_reason_or_by_someone_who_may_not_decide_moves_nothing(client, funded, reviewer):
+    payout = payout_in(funded, "FROZEN")
+    url = f"{QUEUE}{payout.pk}/decide/"
+    before = money_snapshot(funded)
+    admin_login(client, reviewer)
+    for decision in ("approve", "reject"):
+        response = client.post(url, {"decision": decision, "reason": "   "})
+        assert response.status_code == 200 and "reason is required" in response.content.decode()
+    funded.merchant.administrators.add(reviewer)
+    response = client.post(url, {"decision": "approve", "reason": "looks fine"}, follow=True)
+    assert "administers merchant" in response.content.decode()
+    payout.refresh_from_db()
+    assert payout.status == "FROZEN" and not payout.approvals.exists() and money_snapshot(funded) == before
+    ops = staff_user("otto", "Payout operations")
+    admin_login(client, ops)
+    assert client.post(url, {"decision": "approve", "reason": "ops says yes"}).status_code == 403
+    payout.refresh_from_db()
+    assert payout.status == "FROZEN" and not payout.approvals.exists()
