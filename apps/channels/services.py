@@ -144,6 +144,13 @@ def channel_payin_apply(*, state: PayinState, adapter: str) -> str | None:
     if state.upstream_status and state.outcome in ("paid", "expired"):
         UpstreamPayin.objects.filter(platform_order_no=order.platform_order_no).update(
             upstream_status=state.upstream_status, updated_at=timezone.now())
+    if (state.outcome == "paid" and order.status == CollectionOrder.Status.SUCCESS
+            and order.upstream_reference and order.upstream_reference != state.reference):
+        # The payer paid a second upstream payment of one order (two invoices opened by racing first openings): the
+        # order is credited once; the second payment is the operator's to refund upstream.
+        logger.error("pay-in %s paid twice upstream: %s credited, %s (%s %s) not credited; refund it upstream",
+                     order, order.upstream_reference, state.reference, state.amount, state.currency)
+        return None
     if state.outcome == "paid" and order.status != CollectionOrder.Status.SUCCESS:
         collection_notify_paid(platform_order_no=order.platform_order_no, upstream_reference=state.reference,
                                paid_at=state.paid_at)

@@ -3,10 +3,11 @@
 Plain `requests` on the documented endpoints (why not xendit-python: docs/channels.md). Auth is HTTP Basic with the
 channel's secret key as the user name; the API root is the channel's api_base_url, else XENDIT_API_BASE_URL.
 
+  GET  /v2/invoices?external_id=     an invoice opened before for the order (its create's answer lost) is reused
   POST /v2/invoices                  external_id = platform_order_no, expiry = the order's expire_at
   GET  /v2/invoices/{id}
   POST /v2/payouts                   Idempotency-key = platform_order_no (a retry: the same payout, or 409)
-  GET  /v2/payouts/{id}, GET /v2/payouts?reference_id=platform_order_no
+  GET  /v2/payouts/{id}, GET /v2/payouts?reference_id=platform_order_no   ({"data": [...], "has_more": ...})
 
 Webhooks (apps.channels.views) only say "look again": the object is re-read from the API with the channel's key
 before anything moves, and the result enters through the same services as the sandbox's outcomes.
@@ -86,8 +87,9 @@ class XenditClient:
                 allow_redirects=False)
         except requests.RequestException as exc:
             raise UpstreamUnavailable(f"xendit {method} {path}: {type(exc).__name__}") from None
-        if response.status_code >= 500 or response.status_code in (401, 403):
-            # A 401/403 is our configuration (a wrong or revoked key), not a refusal of the order: retried later.
+        if response.status_code >= 500 or response.status_code in (401, 403, 408, 429):
+            # A 401/403 is our configuration (a wrong or revoked key), a 408/429 (RATE_LIMIT_EXCEEDED) a moment's
+            # refusal of the request: none refuses the order, so it is retried later, never failed.
             raise UpstreamUnavailable(f"xendit {method} {path}: HTTP {response.status_code}")
         try:
             body = json.loads(response.content, parse_float=Decimal) if response.content else {}
@@ -131,6 +133,13 @@ class XenditPayinAdapter(PayinAdapter):
         """The order's invoice, opened on the first call and recorded (UpstreamPayin); later calls reuse it."""
         opened = UpstreamPayin.objects.filter(platform_order_no=order.platform_order_no).first()
         if opened is None:
+            invoice = self._invoice_opened_before(order)
+            if invoice is not None:
+                opened, _ = UpstreamPayin.objects.get_or_create(
+                    platform_order_no=order.platform_order_no,
+                    defaults={"channel": order.channel, "reference": invoice["id"],
+                              "redirect_url": invoice["invoice_url"]})
+        if opened is None:
             seconds_left = int((order.expire_at - timezone.now()).total_seconds())
             payload = {"external_id": order.platform_order_no,
                        "amount": major_units(order.amount, order.currency.minor_unit),
@@ -146,6 +155,20 @@ class XenditPayinAdapter(PayinAdapter):
                 platform_order_no=order.platform_order_no,
                 defaults={"channel": order.channel, "reference": invoice["id"], "redirect_url": invoice["invoice_url"]})
         return PaymentStart(upstream_reference=opened.reference, redirect_url=opened.redirect_url)
+
+    @staticmethod
+    def _invoice_opened_before(order) -> dict | None:
+        """The order's open invoice at Xendit if an earlier create reached it but its answer was lost (timeout): the
+        Invoice API takes no idempotency key, so the external_id is looked up before creating another one."""
+        found = XenditClient(order.channel).call("GET", "/v2/invoices", params={"external_id": order.platform_order_no})
+        if not isinstance(found, list):
+            raise UpstreamUnavailable("xendit GET /v2/invoices: not a list of invoices")
+        for invoice in found:
+            state = invoice_state(invoice, minor_unit=order.currency.minor_unit)
+            if (state.platform_order_no, state.amount, state.currency) == (
+                    order.platform_order_no, order.amount, order.currency_id) and state.outcome != "expired":
+                return invoice
+        return None
 
     def payin_state(self, *, order, reference: str) -> PayinState:
         invoice = XenditClient(order.channel).call("GET", f"/v2/invoices/{reference}")
@@ -177,6 +200,13 @@ class XenditPayoutAdapter(PayoutAdapter):
                     return state.reference
                 raise UpstreamUnavailable(
                     f"payout {payout}: duplicate at Xendit but not found by reference_id") from None
+            # A refusal of a re-submission does not prove the first submission never arrived (its answer may have
+            # been lost): fail the order only when Xendit has no payout of it, else the money would leave twice.
+            state = self.payout_state(payout=payout, by_reference_id=True)
+            if state.reference:
+                logger.warning("payout %s: re-submission refused by xendit (%s), the first submission is %s",
+                               payout, exc.error_code or exc.status, state.reference)
+                return state.reference
             from apps.payout.services import payout_channel_result
 
             logger.warning("payout %s refused by xendit: %s", payout, exc.error_code or exc)
@@ -189,8 +219,10 @@ class XenditPayoutAdapter(PayoutAdapter):
         client = XenditClient(payout.channel)
         if payout.upstream_reference and not by_reference_id:
             return payout_state_of(client.call("GET", f"/v2/payouts/{payout.upstream_reference}"))
-        found = client.call("GET", "/v2/payouts", params={"reference_id": payout.platform_order_no})
-        found = found.get("data", found) if isinstance(found, dict) else found
+        answer = client.call("GET", "/v2/payouts", params={"reference_id": payout.platform_order_no})
+        found = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(found, list):
+            raise UpstreamUnavailable("xendit GET /v2/payouts: no data list in the answer")
         if not found:
             return PayoutState(outcome="missing")
         return payout_state_of(found[0])

@@ -99,19 +99,38 @@ def test_invoice_expired_webhook_expires_the_order(xendit_channels, merchant, xe
     assert order.status == "EXPIRED" and not Posting.objects.filter(cause=order.platform_order_no).exists()
 
 
-def test_an_invoice_opened_twice_after_a_lost_answer_credits_the_order_once(xendit_channels, merchant,
-                                                                            xendit_emulator, live_server):
+def test_an_invoice_whose_create_answer_was_lost_is_found_again_not_opened_twice(xendit_channels, merchant,
+                                                                                 xendit_emulator, live_server):
     order = pay_create_ok(Client(), merchant, product_code="PHP_COLLECT_D0", amount=AMOUNT)
     xendit_emulator.fail_next("invoices", "timeout")  # created upstream, the answer lost
     assert Client().get(f"/pay/{order.pay_token}").status_code == 503
-    assert Client().get(f"/pay/{order.pay_token}").status_code == 302
-    orphan, shown = xendit_emulator.invoice_by_external_id(order.platform_order_no)
-    for invoice in (orphan, shown):  # the payer somehow pays both
-        xendit_emulator.pay_invoice(invoice["id"])
-        assert xendit_emulator.invoice_webhook(invoice["id"], url(live_server, PAYIN_CODE)).status_code == 200
+    again = Client().get(f"/pay/{order.pay_token}")
+    # The Invoice API takes no idempotency key: the adapter looks the external_id up before creating another one.
+    [invoice] = xendit_emulator.invoice_by_external_id(order.platform_order_no)
+    assert (again.status_code, again["Location"]) == (302, invoice["invoice_url"])
+    xendit_emulator.pay_invoice(invoice["id"])
+    assert xendit_emulator.invoice_webhook(invoice["id"], url(live_server, PAYIN_CODE)).json()["changed"] == "paid"
     order.refresh_from_db()
-    assert order.status == "SUCCESS"
+    assert (order.status, order.upstream_reference) == ("SUCCESS", invoice["id"])
+
+
+def test_a_second_paid_invoice_of_a_paid_order_credits_nothing_and_is_logged_for_refund(
+        xendit_channels, merchant, xendit_emulator, live_server, caplog):
+    order, invoice = opened_invoice(merchant, xendit_emulator)
+    xendit_emulator.pay_invoice(invoice["id"])
+    assert xendit_emulator.invoice_webhook(invoice["id"], url(live_server, PAYIN_CODE)).json()["changed"] == "paid"
+    after = (collection_balances(merchant), Posting.objects.count())
+    # Two racing first openings both created an invoice; the payer somehow pays the other one too.
+    other = xendit_emulator._invoice_create({"external_id": order.platform_order_no, "amount": invoice["amount"],
+                                             "currency": "PHP"})[1]
+    xendit_emulator.pay_invoice(other["id"])
+    with caplog.at_level("ERROR", logger="apps.channels.services"):
+        reply = xendit_emulator.invoice_webhook(other["id"], url(live_server, PAYIN_CODE))
+    assert (reply.status_code, reply.json()["changed"]) == (200, None)
+    assert (collection_balances(merchant), Posting.objects.count()) == after
     assert Posting.objects.filter(cause=order.platform_order_no, kind="collection.success").count() == 1
+    [record] = [r for r in caplog.records if "paid twice upstream" in r.getMessage()]
+    assert other["id"] in record.getMessage() and "refund" in record.getMessage()
 
 
 # --- payout -------------------------------------------------------------------------------------------------

@@ -1,13 +1,16 @@
 """A real HTTP emulator of the documented Xendit endpoints on 127.0.0.1 (no traffic leaves the machine).
 
-  POST /v2/invoices, GET /v2/invoices/{id}, GET /web/invoices/{id} (the hosted invoice page the payer lands on)
+  POST /v2/invoices, GET /v2/invoices/{id}, GET /v2/invoices?external_id=... (a JSON array, as documented),
+  GET /web/invoices/{id} (the hosted invoice page the payer lands on)
   POST /v2/payouts (Idempotency-key required; a reused key answers 409 DUPLICATE_ERROR: of the
   two answers an upstream may give a retried key, a replay of the first answer or a refusal, the harder one),
-  GET /v2/payouts/{id}, GET /v2/payouts?reference_id=...
+  GET /v2/payouts/{id}, GET /v2/payouts?reference_id=... ({"data": [...], "has_more": false}, as documented:
+  xendit-python's GetPayouts200Response)
 
 HTTP Basic auth with the secret key as user name. Scripted faults on the creates: `emulator.fail_next("payouts",
 "timeout")` processes the request and then stalls past the client's timeout (the answer is lost, the object
-exists), `"5xx"` answers 503 without creating anything, `"400"` refuses the payout (INVALID_DESTINATION).
+exists), `"5xx"` answers 503 without creating anything, `"429"` answers Xendit's RATE_LIMIT_EXCEEDED without
+creating anything, `"400"` refuses the payout (INVALID_DESTINATION) without creating anything.
 The test plays Xendit's side: `pay_invoice`,
 `settle_payout`, ... change the objects, and `invoice_webhook` / `payout_webhook` POST the documented webhook bodies
 with an x-callback-token to our endpoint.
@@ -77,7 +80,7 @@ class XenditEmulator:
         self.server.server_close()
 
     def fail_next(self, endpoint: str, *modes: str) -> None:
-        """Script the next creates of `endpoint` ('invoices' or 'payouts'): 'timeout' or '5xx' each."""
+        """Script the next creates of `endpoint` ('invoices' or 'payouts'): 'timeout', '5xx', '429' or '400' each."""
         with self._lock:
             self._faults[endpoint].extend(modes)
 
@@ -154,7 +157,14 @@ class XenditEmulator:
                 handler, 404, {"error_code": "DATA_NOT_FOUND", "message": "not found"})
         if method == "GET" and parts.path == "/v2/payouts":
             reference = parse_qs(parts.query).get("reference_id", [""])[0]
-            return self._reply(handler, 200, self.payouts_by_reference(reference))
+            if not reference:
+                return self._reply(handler, 400, {"error_code": "API_VALIDATION_ERROR",
+                                                  "message": "reference_id is required"})
+            return self._reply(handler, 200, {"data": self.payouts_by_reference(reference), "has_more": False})
+        if method == "GET" and parts.path == "/v2/invoices":
+            external_id = parse_qs(parts.query).get("external_id", [""])[0]
+            return self._reply(handler, 200, [i for i in self.invoices.values()
+                                              if not external_id or i["external_id"] == external_id])
         return self._reply(handler, 404, {"error_code": "NOT_FOUND", "message": parts.path})
 
     def _authorized(self, handler) -> bool:
@@ -169,6 +179,8 @@ class XenditEmulator:
             fault = self._faults[endpoint].pop(0) if self._faults[endpoint] else None
         if fault == "5xx":
             return self._reply(handler, 503, {"error_code": "SERVER_ERROR", "message": "temporarily unavailable"})
+        if fault == "429":
+            return self._reply(handler, 429, {"error_code": "RATE_LIMIT_EXCEEDED", "message": "too many requests"})
         if fault == "400":
             return self._reply(handler, 400, {"error_code": "INVALID_DESTINATION", "message": "account not found"})
         with self._lock:
