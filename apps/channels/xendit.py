@@ -73,7 +73,10 @@ class XenditClient:
     """The documented endpoints with one channel's credentials; errors as UpstreamUnavailable / UpstreamRejected."""
 
     def __init__(self, channel: Channel):
-        self.base_url = (channel.api_base_url or settings.XENDIT_API_BASE_URL).rstrip("/")
+        # A channel's own API root only where the deployment allows it (CHANNEL_API_BASE_URL_OVERRIDE): in production
+        # the key goes to Xendit's documented root whatever a channel row says.
+        own = channel.api_base_url if settings.CHANNEL_API_BASE_URL_OVERRIDE else ""
+        self.base_url = (own or settings.XENDIT_API_BASE_URL).rstrip("/")
         self.auth = (channel.secret_key, "")
 
     def call(self, method: str, path: str, *, payload: dict | None = None, params: dict | None = None,
