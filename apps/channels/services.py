@@ -172,6 +172,15 @@ def channel_payout_apply(*, platform_order_no: str, state: PayoutState, adapter:
         logger.warning("%s payout %r (upstream %s) is no order of ours; ignored", adapter, platform_order_no,
                        state.reference)
         return None
+    if payout.upstream_reference and state.reference and state.reference != payout.upstream_reference:
+        # Xendit's reference_id need not be unique: another disbursement carrying our order number is not ours.
+        logger.error("payout %s is upstream %s; %s %s names it too; nothing applied", platform_order_no,
+                     payout.upstream_reference, adapter, state.reference)
+        return None
+    if state.amount is not None and (state.amount, state.currency) != (payout.amount, payout.currency_id):
+        logger.error("payout %s: upstream %s says %s %s, the order is %s %s; nothing applied", platform_order_no,
+                     state.reference, state.amount, state.currency, payout.amount, payout.currency_id)
+        return None
     if state.reference and not payout.upstream_reference:
         # The create's answer was lost (timeout): the reference learnt from the upstream, this column only.
         Payout.objects.filter(pk=payout.pk, upstream_reference="").update(upstream_reference=state.reference)

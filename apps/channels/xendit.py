@@ -120,11 +120,12 @@ def invoice_state(invoice: dict, *, minor_unit: int) -> PayinState:
                       upstream_status=status, paid_at=_parse_time(invoice.get("paid_at")))
 
 
-def payout_state_of(obj: dict) -> PayoutState:
+def payout_state_of(obj: dict, *, minor_unit: int) -> PayoutState:
     status = str(obj.get("status", "")).upper()
     outcome = PAYOUT_OUTCOMES.get(status, "pending")
     reason = str(obj.get("failure_code") or status) if outcome == "failed" else ""
-    return PayoutState(outcome=outcome, reference=str(obj.get("id", "")), upstream_status=status, fail_reason=reason)
+    return PayoutState(outcome=outcome, reference=str(obj.get("id", "")), upstream_status=status, fail_reason=reason,
+                       amount=minor_units(obj.get("amount", 0), minor_unit), currency=str(obj.get("currency", "")))
 
 
 @register_payin
@@ -220,15 +221,19 @@ class XenditPayoutAdapter(PayoutAdapter):
 
     def payout_state(self, *, payout, by_reference_id: bool = False) -> PayoutState:
         client = XenditClient(payout.channel)
+        minor_unit = payout.currency.minor_unit
         if payout.upstream_reference and not by_reference_id:
-            return payout_state_of(client.call("GET", f"/v2/payouts/{payout.upstream_reference}"))
+            found = client.call("GET", f"/v2/payouts/{payout.upstream_reference}")
+            return payout_state_of(found, minor_unit=minor_unit)
         answer = client.call("GET", "/v2/payouts", params={"reference_id": payout.platform_order_no})
         found = answer.get("data") if isinstance(answer, dict) else None
         if not isinstance(found, list):
             raise UpstreamUnavailable("xendit GET /v2/payouts: no data list in the answer")
         if not found:
             return PayoutState(outcome="missing")
-        return payout_state_of(found[0])
+        # reference_id need not be unique at Xendit: ours is the one of our amount and currency, if any is.
+        states = [payout_state_of(obj, minor_unit=minor_unit) for obj in found]
+        return next((s for s in states if (s.amount, s.currency) == (payout.amount, payout.currency_id)), states[0])
 
 
 # --- webhooks -------------------------------------------------------------------------------------------------
@@ -260,7 +265,12 @@ def xendit_webhook_handle(*, channel: Channel, token: str, body: bytes) -> dict:
         if not payout_id:
             raise UpstreamRejected("payout webhook without data.id", status=400)
         obj = client.call("GET", f"/v2/payouts/{payout_id}")
-        state = payout_state_of(obj)
+        from apps.currencies.models import Currency
+
+        currency = Currency.objects.filter(code=obj.get("currency", "")).first()
+        if currency is None:
+            raise UpstreamRejected(f"payout {payout_id} in an unknown currency", status=400)
+        state = payout_state_of(obj, minor_unit=currency.minor_unit)
         change = channel_payout_apply(platform_order_no=str(obj.get("reference_id", "")), state=state, adapter=ADAPTER)
         return {"object": "payout", "status": state.upstream_status, "changed": change}
     invoice_id = str(event.get("id", ""))

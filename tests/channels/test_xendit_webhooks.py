@@ -241,3 +241,33 @@ def test_webhook_while_xendit_api_cannot_be_asked_is_503_and_moves_nothing(xendi
     assert reply.status_code == 503
     payout.refresh_from_db()
     assert payout.status == "PROCESSING" and snapshot(merchant) == before
+
+
+def test_another_disbursement_with_our_order_number_moves_nothing(xendit_channels, merchant, xendit_emulator,
+                                                                  live_server, caplog):
+    # Xendit's reference_id need not be unique: someone else's payout on the account carries our order number.
+    payout, upstream_id = submitted_payout(merchant, xendit_emulator)
+    before = snapshot(merchant)
+    for amount in (AMOUNT // 100, 1):  # same amount but another payout; another amount
+        foreign = xendit_emulator._payout_create(
+            {"reference_id": payout.platform_order_no, "channel_code": "PH_BDO", "amount": amount, "currency": "PHP",
+             "channel_properties": {"account_number": "1", "account_holder_name": "X"}},
+            {"Idempotency-key": f"other-{amount}"})[1]
+        xendit_emulator.settle_payout(foreign["id"], "SUCCEEDED")
+        with caplog.at_level("ERROR", logger="apps.channels.services"):
+            reply = xendit_emulator.payout_webhook("payout.succeeded", foreign["id"], url(live_server, PAYOUT_CODE))
+        assert (reply.status_code, reply.json()["changed"]) == (200, None)
+    payout.refresh_from_db()
+    assert (payout.status, payout.upstream_reference) == ("PROCESSING", upstream_id) and snapshot(merchant) == before
+    assert len([r for r in caplog.records if "nothing applied" in r.getMessage()]) == 2
+    # ... and a payout whose create answer was lost is not matched to a foreign one of another amount
+    Payout.objects.filter(pk=payout.pk).update(upstream_reference="")
+    xendit_emulator.payouts.pop(upstream_id)
+    foreign = xendit_emulator._payout_create(
+        {"reference_id": payout.platform_order_no, "channel_code": "PH_BDO", "amount": 7, "currency": "PHP",
+         "channel_properties": {"account_number": "1", "account_holder_name": "X"}}, {"Idempotency-key": "other-7"})[1]
+    xendit_emulator.settle_payout(foreign["id"], "SUCCEEDED")
+    assert xendit_emulator.payout_webhook("payout.succeeded", foreign["id"],
+                                          url(live_server, PAYOUT_CODE)).json()["changed"] is None
+    payout.refresh_from_db()
+    assert (payout.status, payout.upstream_reference) == ("PROCESSING", "")
