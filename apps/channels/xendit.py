@@ -231,9 +231,10 @@ class XenditPayoutAdapter(PayoutAdapter):
             raise UpstreamUnavailable("xendit GET /v2/payouts: no data list in the answer")
         if not found:
             return PayoutState(outcome="missing")
-        # reference_id need not be unique at Xendit: ours is the one of our amount and currency, if any is.
+        # reference_id need not be unique at Xendit: ours is the one of our amount and currency; none such is missing.
         states = [payout_state_of(obj, minor_unit=minor_unit) for obj in found]
-        return next((s for s in states if (s.amount, s.currency) == (payout.amount, payout.currency_id)), states[0])
+        return next((s for s in states if (s.amount, s.currency) == (payout.amount, payout.currency_id)),
+                    PayoutState(outcome="missing"))
 
 
 # --- webhooks -------------------------------------------------------------------------------------------------

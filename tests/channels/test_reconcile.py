@@ -154,3 +154,26 @@ def test_unpaid_invoice_past_expiry_expires_the_order_through_the_periodic_task(
 def test_beat_runs_the_reconciliation(settings):
     entry = settings.CELERY_BEAT_SCHEDULE["channels-reconcile"]
     assert entry["task"] == reconcile_channels.name
+
+
+def test_a_foreign_payout_with_our_order_number_is_not_taken_for_ours(xendit_channels, merchant, xendit_emulator,
+                                                                      settings):
+    # Our create never reached Xendit (5xx); someone else's payout on the account carries our order number.
+    payout = a_payout(merchant, xendit_emulator)
+    xendit_emulator.fail_next("payouts", "5xx")
+    with pytest.raises(UpstreamUnavailable):
+        payout_submit(payout_id=payout.pk)
+    foreign = xendit_emulator._payout_create(
+        {"reference_id": payout.platform_order_no, "channel_code": "PH_BDO", "amount": 3, "currency": "PHP",
+         "channel_properties": {"account_number": "1", "account_holder_name": "X"}}, {"Idempotency-key": "other"})[1]
+    xendit_emulator.settle_payout(foreign["id"], "SUCCEEDED")
+    stale(payout, settings)
+    assert reconcile()["payouts"] == {"checked": 1, "succeeded": [], "failed": [], "reversed": []}
+    payout.refresh_from_db()
+    assert (payout.status, payout.upstream_reference) == ("PROCESSING", "")
+    # the sweeper's resubmission (same Idempotency-key, not used before) is then our one disbursement
+    Payout.objects.filter(pk=payout.pk).update(submitted_at=timezone.now() - timedelta(minutes=5))
+    payout_submit(payout_id=payout.pk)
+    payout.refresh_from_db()
+    assert payout.upstream_reference and payout.upstream_reference != foreign["id"]
+    assert balances(merchant)["frozen"] == 150000 + PHP_FEE

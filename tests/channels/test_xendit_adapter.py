@@ -219,3 +219,26 @@ def test_wrong_secret_key_fails_no_payout_and_the_resubmission_after_the_fix_dis
     Payout.objects.filter(pk=payout.pk).update(submitted_at=timezone.now() - timedelta(minutes=5))
     payout_submit(payout_id=payout.pk)
     assert len(xendit_emulator.payouts_by_reference(payout.platform_order_no)) == 1
+
+
+def test_duplicate_key_answer_never_adopts_a_foreign_payout_with_our_order_number(xendit_channels, merchant,
+                                                                                 xendit_emulator):
+    payout = a_submitted_payout(merchant, xendit_emulator)
+    xendit_emulator.fail_next("payouts", "timeout")  # ours created, the answer lost ...
+    with pytest.raises(UpstreamUnavailable):
+        payout_submit(payout_id=payout.pk)
+    [ours] = xendit_emulator.payouts_by_reference(payout.platform_order_no)
+    hidden = xendit_emulator.payouts.pop(ours["id"])  # ... and not yet listed by reference_id (Xendit's list lags)
+    foreign = xendit_emulator._payout_create(
+        {"reference_id": payout.platform_order_no, "channel_code": "PH_BDO", "amount": 3, "currency": "PHP",
+         "channel_properties": {"account_number": "1", "account_holder_name": "X"}}, {"Idempotency-key": "other"})[1]
+    Payout.objects.filter(pk=payout.pk).update(submitted_at=timezone.now() - timedelta(minutes=5))
+    with pytest.raises(UpstreamUnavailable, match="not found by reference_id"):  # 409, and ours not listed: retry
+        payout_submit(payout_id=payout.pk)
+    payout.refresh_from_db()
+    assert (payout.status, payout.upstream_reference) == ("PROCESSING", "")
+    xendit_emulator.payouts[hidden["id"]] = hidden  # listed now: the next resubmission finds ours, not the other
+    Payout.objects.filter(pk=payout.pk).update(submitted_at=timezone.now() - timedelta(minutes=5))
+    payout_submit(payout_id=payout.pk)
+    payout.refresh_from_db()
+    assert payout.upstream_reference == hidden["id"] != foreign["id"]
