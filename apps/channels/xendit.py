@@ -108,14 +108,26 @@ class XenditClient:
 def _parse_time(value) -> datetime | None:
     if not value:
         return None
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None  # the order's paid_at is then when we learnt it
+
+
+def _minor(value, minor_unit: int) -> int:
+    """Xendit's amount in our minor units; one that is not a whole number of them is a refused answer (reported by
+    the webhook and by reconciliation), never a crash of the whole run."""
+    try:
+        return minor_units(value if isinstance(value, (int, Decimal)) else Decimal(str(value)), minor_unit)
+    except (ArithmeticError, TypeError, ValueError):
+        raise UpstreamRejected(f"xendit amount {value!r} is not a whole number of minor units", status=400) from None
 
 
 def invoice_state(invoice: dict, *, minor_unit: int) -> PayinState:
     status = str(invoice.get("status", "")).upper()
     return PayinState(outcome=INVOICE_OUTCOMES.get(status, "pending"), reference=str(invoice.get("id", "")),
                       platform_order_no=str(invoice.get("external_id", "")),
-                      amount=minor_units(invoice.get("amount", 0), minor_unit),
+                      amount=_minor(invoice.get("amount", 0), minor_unit),
                       currency=str(invoice.get("currency", "")),
                       upstream_status=status, paid_at=_parse_time(invoice.get("paid_at")))
 
@@ -125,7 +137,7 @@ def payout_state_of(obj: dict, *, minor_unit: int) -> PayoutState:
     outcome = PAYOUT_OUTCOMES.get(status, "pending")
     reason = str(obj.get("failure_code") or status) if outcome == "failed" else ""
     return PayoutState(outcome=outcome, reference=str(obj.get("id", "")), upstream_status=status, fail_reason=reason,
-                       amount=minor_units(obj.get("amount", 0), minor_unit), currency=str(obj.get("currency", "")))
+                       amount=_minor(obj.get("amount", 0), minor_unit), currency=str(obj.get("currency", "")))
 
 
 @register_payin
@@ -168,7 +180,10 @@ class XenditPayinAdapter(PayinAdapter):
         if not isinstance(found, list):
             raise UpstreamUnavailable("xendit GET /v2/invoices: not a list of invoices")
         for invoice in found:
-            state = invoice_state(invoice, minor_unit=order.currency.minor_unit)
+            try:
+                state = invoice_state(invoice, minor_unit=order.currency.minor_unit)
+            except UpstreamRejected:
+                continue  # not one we could have opened
             if (state.platform_order_no, state.amount, state.currency) == (
                     order.platform_order_no, order.amount, order.currency_id) and state.outcome != "expired":
                 return invoice
@@ -232,9 +247,14 @@ class XenditPayoutAdapter(PayoutAdapter):
         if not found:
             return PayoutState(outcome="missing")
         # reference_id need not be unique at Xendit: ours is the one of our amount and currency; none such is missing.
-        states = [payout_state_of(obj, minor_unit=minor_unit) for obj in found]
-        return next((s for s in states if (s.amount, s.currency) == (payout.amount, payout.currency_id)),
-                    PayoutState(outcome="missing"))
+        for obj in found:
+            try:
+                state = payout_state_of(obj, minor_unit=minor_unit)
+            except UpstreamRejected:
+                continue  # an amount ours never has: not ours
+            if (state.amount, state.currency) == (payout.amount, payout.currency_id):
+                return state
+        return PayoutState(outcome="missing")
 
 
 # --- webhooks -------------------------------------------------------------------------------------------------
