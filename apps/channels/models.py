@@ -49,7 +49,7 @@ class Channel(models.Model):
             channel_adapter_check(adapter=self.adapter, direction=self.direction)
 
     def save(self, *args, **kwargs) -> None:
-        # Whoever registers or activates a channel (admin, shell, bootstrap), a live deployment takes no sandbox channel.
+        # Whoever registers or activates a channel (admin, shell, bootstrap), a live deployment takes no sandbox one.
         self._adapter_check()
         super().save(*args, **kwargs)
 

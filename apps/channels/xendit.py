@@ -1,7 +1,8 @@
 """Xendit (docs/channels.md): PHP pay-ins through the Invoice API, payouts through the Payouts API.
 
 Plain `requests` on the documented endpoints (why not xendit-python: docs/channels.md). Auth is HTTP Basic with the
-channel's secret key as the user name; the API root is the channel's api_base_url, else XENDIT_API_BASE_URL.
+channel's secret key as the user name; the API root is XENDIT_API_BASE_URL (a channel's own api_base_url only where
+CHANNEL_API_BASE_URL_OVERRIDE allows it: development and the tests' emulator).
 
   GET  /v2/invoices?external_id=     an invoice opened before for the order (its create's answer lost) is reused
   POST /v2/invoices                  external_id = platform_order_no, expiry = the order's expire_at
@@ -286,23 +287,33 @@ def xendit_webhook_handle(*, channel: Channel, token: str, body: bytes) -> dict:
         if not payout_id:
             raise UpstreamRejected("payout webhook without data.id", status=400)
         obj = client.call("GET", f"/v2/payouts/{payout_id}")
-        from apps.currencies.models import Currency
-
-        currency = Currency.objects.filter(code=obj.get("currency", "")).first()
-        if currency is None:
-            raise UpstreamRejected(f"payout {payout_id} in an unknown currency", status=400)
-        state = payout_state_of(obj, minor_unit=currency.minor_unit)
+        state = _readable(obj, payout_state_of)
+        if state is None:
+            return {"object": "payout", "status": str(obj.get("status", "")), "changed": None}
         change = channel_payout_apply(platform_order_no=str(obj.get("reference_id", "")), state=state, adapter=ADAPTER)
         return {"object": "payout", "status": state.upstream_status, "changed": change}
     invoice_id = str(event.get("id", ""))
     if not invoice_id:
         raise UpstreamRejected("invoice webhook without id", status=400)
     invoice = client.call("GET", f"/v2/invoices/{invoice_id}")
-    from apps.currencies.models import Currency
-
-    currency = Currency.objects.filter(code=invoice.get("currency", "")).first()
-    if currency is None:
-        raise UpstreamRejected(f"invoice {invoice_id} in an unknown currency", status=400)
-    state = invoice_state(invoice, minor_unit=currency.minor_unit)
+    state = _readable(invoice, invoice_state)
+    if state is None:
+        return {"object": "invoice", "status": str(invoice.get("status", "")), "changed": None}
     change = channel_payin_apply(state=state, adapter=ADAPTER)
     return {"object": "invoice", "status": state.upstream_status, "changed": change}
+
+
+def _readable(obj: dict, read):
+    """The state of an object Xendit's API returned, or None when it cannot be ours (a currency we do not have, an
+    amount that is no whole number of its minor units): acknowledged, so Xendit does not retry it for a day; logged;
+    an order of ours it might concern stays open for reconciliation, which reports it."""
+    from apps.currencies.models import Currency
+
+    currency = Currency.objects.filter(code=str(obj.get("currency", ""))).first()
+    try:
+        if currency is None:
+            raise UpstreamRejected(f"currency {obj.get('currency')!r} is not one of ours", status=400)
+        return read(obj, minor_unit=currency.minor_unit)
+    except UpstreamRejected as exc:
+        logger.warning("xendit object %s not applied: %s", obj.get("id"), exc)
+        return None

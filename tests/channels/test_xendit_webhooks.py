@@ -2,6 +2,7 @@
 constant time, the object re-read from the API, duplicates / out-of-order / late / forged webhooks harmless."""
 
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.test import Client
@@ -271,3 +272,21 @@ def test_another_disbursement_with_our_order_number_moves_nothing(xendit_channel
                                           url(live_server, PAYOUT_CODE)).json()["changed"] is None
     payout.refresh_from_db()
     assert (payout.status, payout.upstream_reference) == ("PROCESSING", "")
+
+
+def test_webhook_for_an_object_we_cannot_read_is_acknowledged_not_retried_for_a_day(xendit_channels, merchant,
+                                                                                  xendit_emulator, live_server):
+    # Another system's payout in a currency we do not have, and an invoice of a fraction of a centavo: Xendit would
+    # retry a non-200 for 24 hours; they are acknowledged, logged, and move nothing.
+    status, thb = xendit_emulator._payout_create(
+        {"reference_id": "SOMEONE-ELSE-3", "channel_code": "PH_BDO", "amount": 100, "currency": "THB",
+         "channel_properties": {"account_number": "1", "account_holder_name": "X"}}, {"Idempotency-key": "thb"})
+    xendit_emulator.settle_payout(thb["id"], "SUCCEEDED")
+    reply = xendit_emulator.payout_webhook("payout.succeeded", thb["id"], url(live_server, PAYOUT_CODE))
+    assert (reply.status_code, reply.json()["changed"]) == (200, None)
+    odd = xendit_emulator._invoice_create({"external_id": "SOMEONE-ELSE-4", "amount": Decimal("0.001"),
+                                           "currency": "PHP"})[1]
+    xendit_emulator.pay_invoice(odd["id"])
+    reply = xendit_emulator.invoice_webhook(odd["id"], url(live_server, PAYIN_CODE))
+    assert (reply.status_code, reply.json()["changed"]) == (200, None)
+    assert not Posting.objects.filter(cause__startswith="SOMEONE-ELSE").exists()

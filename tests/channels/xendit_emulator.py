@@ -226,7 +226,8 @@ class XenditEmulator:
 
     def _html(self, handler, invoice_id: str) -> None:
         invoice = self.invoices.get(invoice_id)
-        text = (f"<!DOCTYPE html><meta name='viewport' content='width=device-width'><title>Xendit invoice</title><h1>Xendit checkout (emulator)</h1>"
+        text = (f"<!DOCTYPE html><meta name='viewport' content='width=device-width'>"
+                f"<title>Xendit invoice</title><h1>Xendit checkout (emulator)</h1>"
                 f"<p id='external-id'>{invoice['external_id']}</p><p id='amount'>{invoice['amount']}</p>"
                 if invoice else "<!DOCTYPE html><title>Not found</title>")
         payload = text.encode()
