@@ -7,6 +7,7 @@ CHANNEL_API_BASE_URL_OVERRIDE allows it: development and the tests' emulator).
   GET  /v2/invoices?external_id=     an invoice opened before for the order (its create's answer lost) is reused
   POST /v2/invoices                  external_id = platform_order_no, expiry = the order's expire_at
   GET  /v2/invoices/{id}
+  POST /invoices/{id}/expire!        the loser of two racing first openings expires its own invoice
   POST /v2/payouts                   Idempotency-key = platform_order_no (a retry: the same payout, or 409)
   GET  /v2/payouts/{id}, GET /v2/payouts?reference_id=platform_order_no   ({"data": [...], "has_more": ...})
 
@@ -165,12 +166,19 @@ class XenditPayinAdapter(PayinAdapter):
                        "invoice_duration": max(1, seconds_left)}
             if order.return_url.startswith(("https://", "http://")):
                 payload["success_redirect_url"] = payload["failure_redirect_url"] = order.return_url
-            invoice = XenditClient(order.channel).call("POST", "/v2/invoices", payload=payload)
-            # Two first openings at once may both create an invoice: the first recorded is the one shown; a payment of
-            # the other still carries our external_id and is honoured once (collection_notify_paid is idempotent).
+            client = XenditClient(order.channel)
+            invoice = client.call("POST", "/v2/invoices", payload=payload)
             opened, _ = UpstreamPayin.objects.get_or_create(
                 platform_order_no=order.platform_order_no,
                 defaults={"channel": order.channel, "reference": invoice["id"], "redirect_url": invoice["invoice_url"]})
+            if opened.reference != invoice["id"]:
+                # Two first openings at once (the task after pay/create and the payer) both created one: the first
+                # recorded is the one shown; this one is expired at once so that no one can pay the order twice.
+                try:
+                    client.call("POST", f"/invoices/{invoice['id']}/expire!")
+                except (UpstreamUnavailable, UpstreamRejected) as exc:
+                    logger.warning("pay-in %s: duplicate invoice %s not expired (%s); it expires with the order",
+                                   order, invoice["id"], exc)
         return PaymentStart(upstream_reference=opened.reference, redirect_url=opened.redirect_url)
 
     @staticmethod

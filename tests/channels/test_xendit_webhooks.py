@@ -290,3 +290,28 @@ def test_webhook_for_an_object_we_cannot_read_is_acknowledged_not_retried_for_a_
     reply = xendit_emulator.invoice_webhook(odd["id"], url(live_server, PAYIN_CODE))
     assert (reply.status_code, reply.json()["changed"]) == (200, None)
     assert not Posting.objects.filter(cause__startswith="SOMEONE-ELSE").exists()
+
+
+def test_two_racing_first_openings_leave_one_payable_invoice(xendit_channels, merchant, xendit_emulator):
+    from django.db import connection
+
+    from apps.channels.models import UpstreamPayin
+
+    order = pay_create_ok(Client(), merchant, product_code="PHP_COLLECT_D0", amount=AMOUNT)
+    competitor = {}
+
+    def the_other_opening_records_its_invoice_first(invoice):
+        # Both openings looked the external_id up before either created; the other one recorded its invoice first.
+        xendit_emulator.on_invoice_created = None
+        competitor.update(xendit_emulator._invoice_create(
+            {"external_id": order.platform_order_no, "amount": invoice["amount"], "currency": "PHP"})[1])
+        UpstreamPayin.objects.create(channel=xendit_channels["payin"], platform_order_no=order.platform_order_no,
+                                     reference=competitor["id"], redirect_url=competitor["invoice_url"])
+        connection.close()  # this server thread's own connection
+
+    xendit_emulator.on_invoice_created = the_other_opening_records_its_invoice_first
+    page = Client().get(f"/pay/{order.pay_token}")
+    assert (page.status_code, page["Location"]) == (302, competitor["invoice_url"])
+    invoices = {i["id"]: i["status"] for i in xendit_emulator.invoice_by_external_id(order.platform_order_no)}
+    assert len(invoices) == 2 and invoices.pop(competitor["id"]) == "PENDING"
+    assert list(invoices.values()) == ["EXPIRED"]  # the loser's own invoice: no one can pay the order twice

@@ -1,7 +1,8 @@
 """A real HTTP emulator of the documented Xendit endpoints on 127.0.0.1 (no traffic leaves the machine).
 
   POST /v2/invoices, GET /v2/invoices/{id}, GET /v2/invoices?external_id=... (a JSON array, as documented),
-  GET /web/invoices/{id} (the hosted invoice page the payer lands on)
+  POST /invoices/{id}/expire! (documented: expires a PENDING invoice), GET /web/invoices/{id} (the hosted invoice
+  page the payer lands on)
   POST /v2/payouts (Idempotency-key required; a reused key answers 409 DUPLICATE_ERROR: of the
   two answers an upstream may give a retried key, a replay of the first answer or a refusal, the harder one),
   GET /v2/payouts/{id}, GET /v2/payouts?reference_id=... ({"data": [...], "has_more": false}, as documented:
@@ -48,6 +49,8 @@ class XenditEmulator:
         self.idempotency_keys: dict[str, str] = {}
         self.requests: list[tuple[str, str, dict, bytes]] = []
         self._faults: dict[str, list[str]] = {"invoices": [], "payouts": []}
+        # Called (in the server's thread) after an invoice is created, before it is answered: a test's race.
+        self.on_invoice_created = None
         self._lock = threading.Lock()
         emulator = self
 
@@ -147,6 +150,16 @@ class XenditEmulator:
             return self._create(handler, "invoices", lambda: self._invoice_create(body))
         if method == "POST" and parts.path == "/v2/payouts":
             return self._create(handler, "payouts", lambda: self._payout_create(body, handler.headers))
+        if method == "POST" and len(segments) == 3 and segments[0] == "invoices" and segments[2] == "expire!":
+            with self._lock:
+                found = self.invoices.get(segments[1])
+                if found and found["status"] == "PENDING":
+                    found.update(status="EXPIRED", updated=_now())
+            if not found:
+                return self._reply(handler, 404, {"error_code": "INVOICE_NOT_FOUND_ERROR", "message": "not found"})
+            if found["status"] != "EXPIRED":
+                return self._reply(handler, 400, {"error_code": "INVALID_INVOICE_STATUS", "message": "not pending"})
+            return self._reply(handler, 200, dict(found))
         if method == "GET" and segments[:2] == ["v2", "invoices"] and len(segments) == 3:
             found = self.invoices.get(segments[2])
             return self._reply(handler, 200, found) if found else self._reply(
@@ -185,6 +198,8 @@ class XenditEmulator:
             return self._reply(handler, 400, {"error_code": "INVALID_DESTINATION", "message": "account not found"})
         with self._lock:
             status, obj = create()
+        if endpoint == "invoices" and status == 200 and self.on_invoice_created:
+            self.on_invoice_created(obj)
         if fault == "timeout":
             time.sleep(self.stall_seconds)  # the object exists; the client gave up waiting for this answer
         self._reply(handler, status, obj)
