@@ -43,12 +43,15 @@ class PayinState:
 @dataclass(frozen=True)
 class PayoutState:
     """What the upstream says about a disbursement, read from its API. outcome: 'pending', 'paid', 'failed',
-    'returned' (paid, then reversed), or 'missing' (the upstream has no disbursement for the order)."""
+    'returned' (paid, then reversed), or 'missing' (the upstream has no disbursement for the order). amount (minor
+    units) and currency as the upstream holds them; None when the upstream did not say."""
 
     outcome: str
     reference: str = ""
     upstream_status: str = ""
     fail_reason: str = ""
+    amount: int | None = None
+    currency: str = ""
 
 
 @dataclass(frozen=True)

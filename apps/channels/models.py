@@ -33,15 +33,24 @@ class Channel(models.Model):
         return self.code
 
     def clean(self) -> None:
+        from django.conf import settings
+        from django.core.exceptions import ValidationError
+
+        if self.api_base_url and not settings.CHANNEL_API_BASE_URL_OVERRIDE:
+            raise ValidationError({"api_base_url": "This deployment talks only to the upstream's own API root "
+                                                   "(CHANNEL_API_BASE_URL_OVERRIDE is off); leave it empty."})
+        self._adapter_check()
+
+    def _adapter_check(self) -> None:
         from apps.channels.services import channel_adapter_check
 
-        channel_adapter_check(adapter=self.adapter, direction=self.direction)
+        # Deactivating a channel this deployment may not use (a sandbox row in a live deployment) is always allowed.
+        if self._state.adding or self.is_active:
+            channel_adapter_check(adapter=self.adapter, direction=self.direction)
 
     def save(self, *args, **kwargs) -> None:
-        # Whoever registers a channel (admin, shell, bootstrap), a live deployment takes no sandbox channel.
-        from apps.channels.services import channel_adapter_check
-
-        channel_adapter_check(adapter=self.adapter, direction=self.direction)
+        # Whoever registers or activates a channel (admin, shell, bootstrap), a live deployment takes no sandbox one.
+        self._adapter_check()
         super().save(*args, **kwargs)
 
     @property

@@ -144,6 +144,13 @@ def channel_payin_apply(*, state: PayinState, adapter: str) -> str | None:
     if state.upstream_status and state.outcome in ("paid", "expired"):
         UpstreamPayin.objects.filter(platform_order_no=order.platform_order_no).update(
             upstream_status=state.upstream_status, updated_at=timezone.now())
+    if (state.outcome == "paid" and order.status == CollectionOrder.Status.SUCCESS
+            and order.upstream_reference and order.upstream_reference != state.reference):
+        # The payer paid a second upstream payment of one order (two invoices opened by racing first openings): the
+        # order is credited once; the second payment is the operator's to refund upstream.
+        logger.error("pay-in %s paid twice upstream: %s credited, %s (%s %s) not credited; refund it upstream",
+                     order, order.upstream_reference, state.reference, state.amount, state.currency)
+        return None
     if state.outcome == "paid" and order.status != CollectionOrder.Status.SUCCESS:
         collection_notify_paid(platform_order_no=order.platform_order_no, upstream_reference=state.reference,
                                paid_at=state.paid_at)
@@ -164,6 +171,15 @@ def channel_payout_apply(*, platform_order_no: str, state: PayoutState, adapter:
     if payout is None or payout.channel.adapter != adapter:
         logger.warning("%s payout %r (upstream %s) is no order of ours; ignored", adapter, platform_order_no,
                        state.reference)
+        return None
+    if payout.upstream_reference and state.reference and state.reference != payout.upstream_reference:
+        # Xendit's reference_id need not be unique: another disbursement carrying our order number is not ours.
+        logger.error("payout %s is upstream %s; %s %s names it too; nothing applied", platform_order_no,
+                     payout.upstream_reference, adapter, state.reference)
+        return None
+    if state.amount is not None and (state.amount, state.currency) != (payout.amount, payout.currency_id):
+        logger.error("payout %s: upstream %s says %s %s, the order is %s %s; nothing applied", platform_order_no,
+                     state.reference, state.amount, state.currency, payout.amount, payout.currency_id)
         return None
     if state.reference and not payout.upstream_reference:
         # The create's answer was lost (timeout): the reference learnt from the upstream, this column only.

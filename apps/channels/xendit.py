@@ -1,12 +1,15 @@
 """Xendit (docs/channels.md): PHP pay-ins through the Invoice API, payouts through the Payouts API.
 
 Plain `requests` on the documented endpoints (why not xendit-python: docs/channels.md). Auth is HTTP Basic with the
-channel's secret key as the user name; the API root is the channel's api_base_url, else XENDIT_API_BASE_URL.
+channel's secret key as the user name; the API root is XENDIT_API_BASE_URL (a channel's own api_base_url only where
+CHANNEL_API_BASE_URL_OVERRIDE allows it: development and the tests' emulator).
 
+  GET  /v2/invoices?external_id=     an invoice opened before for the order (its create's answer lost) is reused
   POST /v2/invoices                  external_id = platform_order_no, expiry = the order's expire_at
   GET  /v2/invoices/{id}
+  POST /invoices/{id}/expire!        the loser of two racing first openings expires its own invoice
   POST /v2/payouts                   Idempotency-key = platform_order_no (a retry: the same payout, or 409)
-  GET  /v2/payouts/{id}, GET /v2/payouts?reference_id=platform_order_no
+  GET  /v2/payouts/{id}, GET /v2/payouts?reference_id=platform_order_no   ({"data": [...], "has_more": ...})
 
 Webhooks (apps.channels.views) only say "look again": the object is re-read from the API with the channel's key
 before anything moves, and the result enters through the same services as the sandbox's outcomes.
@@ -72,7 +75,10 @@ class XenditClient:
     """The documented endpoints with one channel's credentials; errors as UpstreamUnavailable / UpstreamRejected."""
 
     def __init__(self, channel: Channel):
-        self.base_url = (channel.api_base_url or settings.XENDIT_API_BASE_URL).rstrip("/")
+        # A channel's own API root only where the deployment allows it (CHANNEL_API_BASE_URL_OVERRIDE): in production
+        # the key goes to Xendit's documented root whatever a channel row says.
+        own = channel.api_base_url if settings.CHANNEL_API_BASE_URL_OVERRIDE else ""
+        self.base_url = (own or settings.XENDIT_API_BASE_URL).rstrip("/")
         self.auth = (channel.secret_key, "")
 
     def call(self, method: str, path: str, *, payload: dict | None = None, params: dict | None = None,
@@ -86,8 +92,9 @@ class XenditClient:
                 allow_redirects=False)
         except requests.RequestException as exc:
             raise UpstreamUnavailable(f"xendit {method} {path}: {type(exc).__name__}") from None
-        if response.status_code >= 500 or response.status_code in (401, 403):
-            # A 401/403 is our configuration (a wrong or revoked key), not a refusal of the order: retried later.
+        if response.status_code >= 500 or response.status_code in (401, 403, 408, 429):
+            # A 401/403 is our configuration (a wrong or revoked key), a 408/429 (RATE_LIMIT_EXCEEDED) a moment's
+            # refusal of the request: none refuses the order, so it is retried later, never failed.
             raise UpstreamUnavailable(f"xendit {method} {path}: HTTP {response.status_code}")
         try:
             body = json.loads(response.content, parse_float=Decimal) if response.content else {}
@@ -103,23 +110,36 @@ class XenditClient:
 def _parse_time(value) -> datetime | None:
     if not value:
         return None
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None  # the order's paid_at is then when we learnt it
+
+
+def _minor(value, minor_unit: int) -> int:
+    """Xendit's amount in our minor units; one that is not a whole number of them is a refused answer (reported by
+    the webhook and by reconciliation), never a crash of the whole run."""
+    try:
+        return minor_units(value if isinstance(value, (int, Decimal)) else Decimal(str(value)), minor_unit)
+    except (ArithmeticError, TypeError, ValueError):
+        raise UpstreamRejected(f"xendit amount {value!r} is not a whole number of minor units", status=400) from None
 
 
 def invoice_state(invoice: dict, *, minor_unit: int) -> PayinState:
     status = str(invoice.get("status", "")).upper()
     return PayinState(outcome=INVOICE_OUTCOMES.get(status, "pending"), reference=str(invoice.get("id", "")),
                       platform_order_no=str(invoice.get("external_id", "")),
-                      amount=minor_units(invoice.get("amount", 0), minor_unit),
+                      amount=_minor(invoice.get("amount", 0), minor_unit),
                       currency=str(invoice.get("currency", "")),
                       upstream_status=status, paid_at=_parse_time(invoice.get("paid_at")))
 
 
-def payout_state_of(obj: dict) -> PayoutState:
+def payout_state_of(obj: dict, *, minor_unit: int) -> PayoutState:
     status = str(obj.get("status", "")).upper()
     outcome = PAYOUT_OUTCOMES.get(status, "pending")
     reason = str(obj.get("failure_code") or status) if outcome == "failed" else ""
-    return PayoutState(outcome=outcome, reference=str(obj.get("id", "")), upstream_status=status, fail_reason=reason)
+    return PayoutState(outcome=outcome, reference=str(obj.get("id", "")), upstream_status=status, fail_reason=reason,
+                       amount=_minor(obj.get("amount", 0), minor_unit), currency=str(obj.get("currency", "")))
 
 
 @register_payin
@@ -131,6 +151,13 @@ class XenditPayinAdapter(PayinAdapter):
         """The order's invoice, opened on the first call and recorded (UpstreamPayin); later calls reuse it."""
         opened = UpstreamPayin.objects.filter(platform_order_no=order.platform_order_no).first()
         if opened is None:
+            invoice = self._invoice_opened_before(order)
+            if invoice is not None:
+                opened, _ = UpstreamPayin.objects.get_or_create(
+                    platform_order_no=order.platform_order_no,
+                    defaults={"channel": order.channel, "reference": invoice["id"],
+                              "redirect_url": invoice["invoice_url"]})
+        if opened is None:
             seconds_left = int((order.expire_at - timezone.now()).total_seconds())
             payload = {"external_id": order.platform_order_no,
                        "amount": major_units(order.amount, order.currency.minor_unit),
@@ -139,13 +166,37 @@ class XenditPayinAdapter(PayinAdapter):
                        "invoice_duration": max(1, seconds_left)}
             if order.return_url.startswith(("https://", "http://")):
                 payload["success_redirect_url"] = payload["failure_redirect_url"] = order.return_url
-            invoice = XenditClient(order.channel).call("POST", "/v2/invoices", payload=payload)
-            # Two first openings at once may both create an invoice: the first recorded is the one shown; a payment of
-            # the other still carries our external_id and is honoured once (collection_notify_paid is idempotent).
+            client = XenditClient(order.channel)
+            invoice = client.call("POST", "/v2/invoices", payload=payload)
             opened, _ = UpstreamPayin.objects.get_or_create(
                 platform_order_no=order.platform_order_no,
                 defaults={"channel": order.channel, "reference": invoice["id"], "redirect_url": invoice["invoice_url"]})
+            if opened.reference != invoice["id"]:
+                # Two first openings at once (the task after pay/create and the payer) both created one: the first
+                # recorded is the one shown; this one is expired at once so that no one can pay the order twice.
+                try:
+                    client.call("POST", f"/invoices/{invoice['id']}/expire!")
+                except (UpstreamUnavailable, UpstreamRejected) as exc:
+                    logger.warning("pay-in %s: duplicate invoice %s not expired (%s); it expires with the order",
+                                   order, invoice["id"], exc)
         return PaymentStart(upstream_reference=opened.reference, redirect_url=opened.redirect_url)
+
+    @staticmethod
+    def _invoice_opened_before(order) -> dict | None:
+        """The order's open invoice at Xendit if an earlier create reached it but its answer was lost (timeout): the
+        Invoice API takes no idempotency key, so the external_id is looked up before creating another one."""
+        found = XenditClient(order.channel).call("GET", "/v2/invoices", params={"external_id": order.platform_order_no})
+        if not isinstance(found, list):
+            raise UpstreamUnavailable("xendit GET /v2/invoices: not a list of invoices")
+        for invoice in found:
+            try:
+                state = invoice_state(invoice, minor_unit=order.currency.minor_unit)
+            except UpstreamRejected:
+                continue  # not one we could have opened
+            if (state.platform_order_no, state.amount, state.currency) == (
+                    order.platform_order_no, order.amount, order.currency_id) and state.outcome != "expired":
+                return invoice
+        return None
 
     def payin_state(self, *, order, reference: str) -> PayinState:
         invoice = XenditClient(order.channel).call("GET", f"/v2/invoices/{reference}")
@@ -177,6 +228,13 @@ class XenditPayoutAdapter(PayoutAdapter):
                     return state.reference
                 raise UpstreamUnavailable(
                     f"payout {payout}: duplicate at Xendit but not found by reference_id") from None
+            # A refusal of a re-submission does not prove the first submission never arrived (its answer may have
+            # been lost): fail the order only when Xendit has no payout of it, else the money would leave twice.
+            state = self.payout_state(payout=payout, by_reference_id=True)
+            if state.reference:
+                logger.warning("payout %s: re-submission refused by xendit (%s), the first submission is %s",
+                               payout, exc.error_code or exc.status, state.reference)
+                return state.reference
             from apps.payout.services import payout_channel_result
 
             logger.warning("payout %s refused by xendit: %s", payout, exc.error_code or exc)
@@ -187,13 +245,25 @@ class XenditPayoutAdapter(PayoutAdapter):
 
     def payout_state(self, *, payout, by_reference_id: bool = False) -> PayoutState:
         client = XenditClient(payout.channel)
+        minor_unit = payout.currency.minor_unit
         if payout.upstream_reference and not by_reference_id:
-            return payout_state_of(client.call("GET", f"/v2/payouts/{payout.upstream_reference}"))
-        found = client.call("GET", "/v2/payouts", params={"reference_id": payout.platform_order_no})
-        found = found.get("data", found) if isinstance(found, dict) else found
+            found = client.call("GET", f"/v2/payouts/{payout.upstream_reference}")
+            return payout_state_of(found, minor_unit=minor_unit)
+        answer = client.call("GET", "/v2/payouts", params={"reference_id": payout.platform_order_no})
+        found = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(found, list):
+            raise UpstreamUnavailable("xendit GET /v2/payouts: no data list in the answer")
         if not found:
             return PayoutState(outcome="missing")
-        return payout_state_of(found[0])
+        # reference_id need not be unique at Xendit: ours is the one of our amount and currency; none such is missing.
+        for obj in found:
+            try:
+                state = payout_state_of(obj, minor_unit=minor_unit)
+            except UpstreamRejected:
+                continue  # an amount ours never has: not ours
+            if (state.amount, state.currency) == (payout.amount, payout.currency_id):
+                return state
+        return PayoutState(outcome="missing")
 
 
 # --- webhooks -------------------------------------------------------------------------------------------------
@@ -225,18 +295,33 @@ def xendit_webhook_handle(*, channel: Channel, token: str, body: bytes) -> dict:
         if not payout_id:
             raise UpstreamRejected("payout webhook without data.id", status=400)
         obj = client.call("GET", f"/v2/payouts/{payout_id}")
-        state = payout_state_of(obj)
+        state = _readable(obj, payout_state_of)
+        if state is None:
+            return {"object": "payout", "status": str(obj.get("status", "")), "changed": None}
         change = channel_payout_apply(platform_order_no=str(obj.get("reference_id", "")), state=state, adapter=ADAPTER)
         return {"object": "payout", "status": state.upstream_status, "changed": change}
     invoice_id = str(event.get("id", ""))
     if not invoice_id:
         raise UpstreamRejected("invoice webhook without id", status=400)
     invoice = client.call("GET", f"/v2/invoices/{invoice_id}")
-    from apps.currencies.models import Currency
-
-    currency = Currency.objects.filter(code=invoice.get("currency", "")).first()
-    if currency is None:
-        raise UpstreamRejected(f"invoice {invoice_id} in an unknown currency", status=400)
-    state = invoice_state(invoice, minor_unit=currency.minor_unit)
+    state = _readable(invoice, invoice_state)
+    if state is None:
+        return {"object": "invoice", "status": str(invoice.get("status", "")), "changed": None}
     change = channel_payin_apply(state=state, adapter=ADAPTER)
     return {"object": "invoice", "status": state.upstream_status, "changed": change}
+
+
+def _readable(obj: dict, read):
+    """The state of an object Xendit's API returned, or None when it cannot be ours (a currency we do not have, an
+    amount that is no whole number of its minor units): acknowledged, so Xendit does not retry it for a day; logged;
+    an order of ours it might concern stays open for reconciliation, which reports it."""
+    from apps.currencies.models import Currency
+
+    currency = Currency.objects.filter(code=str(obj.get("currency", ""))).first()
+    try:
+        if currency is None:
+            raise UpstreamRejected(f"currency {obj.get('currency')!r} is not one of ours", status=400)
+        return read(obj, minor_unit=currency.minor_unit)
+    except UpstreamRejected as exc:
+        logger.warning("xendit object %s not applied: %s", obj.get("id"), exc)
+        return None

@@ -227,6 +227,10 @@ if PLATFORM_ENVIRONMENT not in ("sandbox", "live"):
     raise environ.ImproperlyConfigured(f"PLATFORM_ENVIRONMENT must be sandbox or live, not {PLATFORM_ENVIRONMENT}")
 # Xendit's API root when a channel sets none of its own (the tests point channels at a local emulator).
 XENDIT_API_BASE_URL = env("XENDIT_API_BASE_URL", default="https://api.xendit.co").rstrip("/")
+# Whether a channel's own api_base_url is honoured. Off (production): the adapter's default root only, so no one who
+# can edit a channel in the admin can send its secret key, and the webhooks' re-reads, to a host of their choosing.
+# On in development and the tests, which point channels at a local emulator.
+CHANNEL_API_BASE_URL_OVERRIDE = env.bool("CHANNEL_API_BASE_URL_OVERRIDE", default=False)
 # Every upstream HTTP call gives up after this long; a create that timed out is retried with the same idempotency key.
 CHANNEL_HTTP_TIMEOUT_SECONDS = env.float("CHANNEL_HTTP_TIMEOUT_SECONDS", default=15.0)
 # reconcile_channels asks the upstream about payouts PROCESSING longer than this, and about pay-ins whose expiry

@@ -16,3 +16,5 @@ from .base import env  # noqa: E402
 DEBUG = env.bool("DEBUG", default=True)
 # Local receivers on 127.0.0.1 must work in development (contract §6).
 CALLBACK_ALLOW_PRIVATE_HOSTS = env.bool("CALLBACK_ALLOW_PRIVATE_HOSTS", default=True)
+# A channel may point at a local upstream emulator in development (docs/channels.md).
+CHANNEL_API_BASE_URL_OVERRIDE = env.bool("CHANNEL_API_BASE_URL_OVERRIDE", default=True)

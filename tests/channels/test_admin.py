@@ -76,3 +76,33 @@ def test_credentials_stay_out_of_the_settings_trail(admin_client, bootstrapped, 
     fields = {f.name for f in event_model._meta.get_fields()}
     assert "api_base_url" in fields and not fields & {"secret_key_encrypted", "callback_token_encrypted"}
     assert event_model.objects.filter(code="XENDIT_PHP_PAYOUT").exists()  # the channel itself is tracked
+
+
+def test_production_refuses_a_channel_api_root_and_its_key_goes_only_to_xendit(admin_client, bootstrapped, live):
+    # An admin who may edit channels must not be able to send the stored secret key (and the webhooks' re-reads,
+    # which decide what money moves) to a host of their choosing.
+    live.CHANNEL_API_BASE_URL_OVERRIDE = False  # production's default
+    response = admin_client.post("/admin/channels/channel/add/", form_data(api_base_url="https://evil.example"))
+    assert response.status_code == 200 and "api_base_url" in response.context["adminform"].form.errors
+    assert not Channel.objects.filter(code="XENDIT_PHP_PAYOUT").exists()
+    # A row changed behind the admin's back (shell, SQL) is not honoured either.
+    assert admin_client.post("/admin/channels/channel/add/", form_data()).status_code == 302
+    Channel.objects.filter(code="XENDIT_PHP_PAYOUT").update(api_base_url="https://evil.example")
+    from apps.channels.xendit import XenditClient
+
+    assert XenditClient(Channel.objects.get(code="XENDIT_PHP_PAYOUT")).base_url == live.XENDIT_API_BASE_URL
+
+
+def test_live_operator_can_deactivate_a_leftover_sandbox_channel_but_not_activate_it(admin_client, bootstrapped,
+                                                                                    live):
+    channel = Channel.objects.get(code="SANDBOX_PHP_PAYIN")  # bootstrapped in sandbox, then the deployment went live
+    data = {"code": channel.code, "name": channel.name, "adapter": "sandbox", "direction": "payin", "currency": "PHP",
+            "priority": "100", "api_base_url": ""}
+    response = admin_client.post(f"/admin/channels/channel/{channel.pk}/change/", data)  # is_active unticked
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    channel.refresh_from_db()
+    assert channel.is_active is False
+    response = admin_client.post(f"/admin/channels/channel/{channel.pk}/change/", {**data, "is_active": "on"})
+    assert response.status_code == 200 and "adapter" in response.context["adminform"].form.errors
+    channel.refresh_from_db()
+    assert channel.is_active is False

@@ -3,6 +3,7 @@ prints what it changed as one JSON object, and a second run changes nothing."""
 
 import json
 from datetime import timedelta
+from decimal import Decimal
 from io import StringIO
 
 import pytest
@@ -154,3 +155,46 @@ def test_unpaid_invoice_past_expiry_expires_the_order_through_the_periodic_task(
 def test_beat_runs_the_reconciliation(settings):
     entry = settings.CELERY_BEAT_SCHEDULE["channels-reconcile"]
     assert entry["task"] == reconcile_channels.name
+
+
+def test_a_foreign_payout_with_our_order_number_is_not_taken_for_ours(xendit_channels, merchant, xendit_emulator,
+                                                                      settings):
+    # Our create never reached Xendit (5xx); someone else's payout on the account carries our order number.
+    payout = a_payout(merchant, xendit_emulator)
+    xendit_emulator.fail_next("payouts", "5xx")
+    with pytest.raises(UpstreamUnavailable):
+        payout_submit(payout_id=payout.pk)
+    foreign = xendit_emulator._payout_create(
+        {"reference_id": payout.platform_order_no, "channel_code": "PH_BDO", "amount": 3, "currency": "PHP",
+         "channel_properties": {"account_number": "1", "account_holder_name": "X"}}, {"Idempotency-key": "other"})[1]
+    xendit_emulator.settle_payout(foreign["id"], "SUCCEEDED")
+    stale(payout, settings)
+    assert reconcile()["payouts"] == {"checked": 1, "succeeded": [], "failed": [], "reversed": []}
+    payout.refresh_from_db()
+    assert (payout.status, payout.upstream_reference) == ("PROCESSING", "")
+    # the sweeper's resubmission (same Idempotency-key, not used before) is then our one disbursement
+    Payout.objects.filter(pk=payout.pk).update(submitted_at=timezone.now() - timedelta(minutes=5))
+    payout_submit(payout_id=payout.pk)
+    payout.refresh_from_db()
+    assert payout.upstream_reference and payout.upstream_reference != foreign["id"]
+    assert balances(merchant)["frozen"] == 150000 + PHP_FEE
+
+
+def test_an_upstream_amount_that_is_no_whole_minor_unit_is_reported_not_a_crash(xendit_channels, merchant,
+                                                                                xendit_emulator, settings):
+    first, second = a_payout(merchant, xendit_emulator), a_payout(merchant, xendit_emulator, payee_account="0099")
+    for payout in (first, second):
+        payout_submit(payout_id=payout.pk)
+        payout.refresh_from_db()
+    xendit_emulator.payouts[first.upstream_reference]["amount"] = Decimal("0.001")  # an answer we cannot read
+    xendit_emulator.settle_payout(second.upstream_reference, "SUCCEEDED")
+    stale(first, settings), stale(second, settings)
+    result = reconcile()  # one odd answer does not stop the run: the other payout is repaired
+    assert result["payouts"]["succeeded"] == [second.platform_order_no]
+    assert [e["platform_order_no"] for e in result["errors"]] == [first.platform_order_no]
+    assert "minor units" in result["errors"][0]["error"]
+    first.refresh_from_db()
+    assert first.status == "PROCESSING"
+    # listed by reference_id (the create's answer lost), such an object is simply not ours
+    Payout.objects.filter(pk=first.pk).update(upstream_reference="")
+    assert reconcile()["payouts"] == {"checked": 1, "succeeded": [], "failed": [], "reversed": []}

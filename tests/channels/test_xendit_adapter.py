@@ -113,6 +113,8 @@ def test_invoice_create_failure_shows_unavailable_and_the_next_opening_forwards(
     assert order.status == "CREATED"
     opened = UpstreamPayin.objects.get(platform_order_no=order.platform_order_no)
     assert again["Location"] == opened.redirect_url
+    # a timeout's invoice exists upstream and is the one reused; a 5xx created none
+    assert [i["id"] for i in xendit_emulator.invoice_by_external_id(order.platform_order_no)] == [opened.reference]
 
 
 # --- payout -------------------------------------------------------------------------------------------------
@@ -166,6 +168,32 @@ def test_create_lost_to_timeout_or_5xx_is_resubmitted_with_the_same_key_and_disb
     assert balances(merchant)["frozen"] == 150000 + PHP_FEE  # frozen once, nothing paid twice
 
 
+@pytest.mark.parametrize("refusal", ["429", "400"])
+def test_resubmission_refused_after_a_lost_answer_keeps_the_first_disbursement_and_fails_nothing(
+        refusal, xendit_channels, merchant, xendit_emulator, live_server):
+    payout = a_submitted_payout(merchant, xendit_emulator)
+    xendit_emulator.fail_next("payouts", "timeout", refusal)  # the first reached Xendit, its answer was lost
+    with pytest.raises(UpstreamUnavailable):
+        payout_submit(payout_id=payout.pk)
+    [upstream] = xendit_emulator.payouts_by_reference(payout.platform_order_no)
+    Payout.objects.filter(pk=payout.pk).update(submitted_at=timezone.now() - timedelta(minutes=5))
+    if refusal == "429":  # a moment's refusal: not the order's; the next resubmission goes through
+        with pytest.raises(UpstreamUnavailable, match="429"):
+            payout_submit(payout_id=payout.pk)
+        payout_submit(payout_id=payout.pk)
+    else:  # a refusal of the retry: Xendit has the first one, so the order is not failed
+        payout_submit(payout_id=payout.pk)
+    payout.refresh_from_db()
+    assert (payout.status, payout.upstream_reference) == ("PROCESSING", upstream["id"])
+    assert balances(merchant) == {"available": FUNDS - 150000 - PHP_FEE, "settling": 0, "frozen": 150000 + PHP_FEE}
+    # Xendit pays the first submission: the merchant is debited once, never refunded for money that left
+    xendit_emulator.settle_payout(upstream["id"], "SUCCEEDED")
+    webhook = f"{live_server.url}/channels/xendit/{xendit_channels['payout'].code}/webhook"
+    assert xendit_emulator.payout_webhook("payout.succeeded", upstream["id"], webhook).json()["changed"] == "succeeded"
+    assert balances(merchant) == {"available": FUNDS - 150000 - PHP_FEE, "settling": 0, "frozen": 0}
+    assert len(xendit_emulator.payouts) == 1
+
+
 def test_payout_refused_on_create_fails_and_the_funds_come_back(xendit_channels, merchant, xendit_emulator):
     payout = a_submitted_payout(merchant, xendit_emulator)
     xendit_emulator.fail_next("payouts", "400")
@@ -191,3 +219,26 @@ def test_wrong_secret_key_fails_no_payout_and_the_resubmission_after_the_fix_dis
     Payout.objects.filter(pk=payout.pk).update(submitted_at=timezone.now() - timedelta(minutes=5))
     payout_submit(payout_id=payout.pk)
     assert len(xendit_emulator.payouts_by_reference(payout.platform_order_no)) == 1
+
+
+def test_duplicate_key_answer_never_adopts_a_foreign_payout_with_our_order_number(xendit_channels, merchant,
+                                                                                 xendit_emulator):
+    payout = a_submitted_payout(merchant, xendit_emulator)
+    xendit_emulator.fail_next("payouts", "timeout")  # ours created, the answer lost ...
+    with pytest.raises(UpstreamUnavailable):
+        payout_submit(payout_id=payout.pk)
+    [ours] = xendit_emulator.payouts_by_reference(payout.platform_order_no)
+    hidden = xendit_emulator.payouts.pop(ours["id"])  # ... and not yet listed by reference_id (Xendit's list lags)
+    foreign = xendit_emulator._payout_create(
+        {"reference_id": payout.platform_order_no, "channel_code": "PH_BDO", "amount": 3, "currency": "PHP",
+         "channel_properties": {"account_number": "1", "account_holder_name": "X"}}, {"Idempotency-key": "other"})[1]
+    Payout.objects.filter(pk=payout.pk).update(submitted_at=timezone.now() - timedelta(minutes=5))
+    with pytest.raises(UpstreamUnavailable, match="not found by reference_id"):  # 409, and ours not listed: retry
+        payout_submit(payout_id=payout.pk)
+    payout.refresh_from_db()
+    assert (payout.status, payout.upstream_reference) == ("PROCESSING", "")
+    xendit_emulator.payouts[hidden["id"]] = hidden  # listed now: the next resubmission finds ours, not the other
+    Payout.objects.filter(pk=payout.pk).update(submitted_at=timezone.now() - timedelta(minutes=5))
+    payout_submit(payout_id=payout.pk)
+    payout.refresh_from_db()
+    assert payout.upstream_reference == hidden["id"] != foreign["id"]

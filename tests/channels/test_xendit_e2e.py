@@ -86,6 +86,26 @@ def test_live_payin_forwards_the_browser_to_xendit_and_the_paid_webhook_reaches_
     assert collection_balances(merchant)["available"] == 123456 - order.fee
 
 
+@pytest.mark.browser
+@browser_only
+def test_live_pay_page_while_xendit_is_down_says_so_and_offers_no_sandbox_button(xendit_channels, merchant,
+                                                                                xendit_emulator, live_server, phone):
+    order = pay_create_ok(Client(), merchant, product_code="PHP_COLLECT_D0", amount=123456, subject="Two coffees")
+    xendit_emulator.fail_next("invoices", "5xx")
+    response = phone.goto(f"{live_server.url}/pay/{order.pay_token}")
+    assert response.status == 503 and phone.url.startswith(live_server.url)
+    assert phone.get_by_test_id("unavailable").is_visible()
+    assert phone.get_by_test_id("sandbox-banner").count() == 0 and phone.get_by_role("button").count() == 0
+    assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE_WIDTH
+    screenshot(phone, "pay-page-live-xendit-unavailable")
+    # the payer tries again a minute later: forwarded to the invoice
+    phone.goto(f"{live_server.url}/pay/{order.pay_token}")
+    [invoice] = xendit_emulator.invoice_by_external_id(order.platform_order_no)
+    assert phone.url == invoice["invoice_url"]
+    order.refresh_from_db()
+    assert order.status == CollectionOrder.Status.CREATED
+
+
 def test_live_payout_goes_to_xendit_by_the_worker_and_the_merchant_sees_what_the_sandbox_shows(
         xendit_channels, bootstrapped, rsa_keys, xendit_emulator, live_server, callback_receiver, live_celery_worker):
     shop = make_merchant(rsa_keys[2], name="Live Shop", payout_callback_url=callback_receiver.url)

@@ -2,6 +2,7 @@
 constant time, the object re-read from the API, duplicates / out-of-order / late / forged webhooks harmless."""
 
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.test import Client
@@ -99,19 +100,38 @@ def test_invoice_expired_webhook_expires_the_order(xendit_channels, merchant, xe
     assert order.status == "EXPIRED" and not Posting.objects.filter(cause=order.platform_order_no).exists()
 
 
-def test_an_invoice_opened_twice_after_a_lost_answer_credits_the_order_once(xendit_channels, merchant,
-                                                                            xendit_emulator, live_server):
+def test_an_invoice_whose_create_answer_was_lost_is_found_again_not_opened_twice(xendit_channels, merchant,
+                                                                                 xendit_emulator, live_server):
     order = pay_create_ok(Client(), merchant, product_code="PHP_COLLECT_D0", amount=AMOUNT)
     xendit_emulator.fail_next("invoices", "timeout")  # created upstream, the answer lost
     assert Client().get(f"/pay/{order.pay_token}").status_code == 503
-    assert Client().get(f"/pay/{order.pay_token}").status_code == 302
-    orphan, shown = xendit_emulator.invoice_by_external_id(order.platform_order_no)
-    for invoice in (orphan, shown):  # the payer somehow pays both
-        xendit_emulator.pay_invoice(invoice["id"])
-        assert xendit_emulator.invoice_webhook(invoice["id"], url(live_server, PAYIN_CODE)).status_code == 200
+    again = Client().get(f"/pay/{order.pay_token}")
+    # The Invoice API takes no idempotency key: the adapter looks the external_id up before creating another one.
+    [invoice] = xendit_emulator.invoice_by_external_id(order.platform_order_no)
+    assert (again.status_code, again["Location"]) == (302, invoice["invoice_url"])
+    xendit_emulator.pay_invoice(invoice["id"])
+    assert xendit_emulator.invoice_webhook(invoice["id"], url(live_server, PAYIN_CODE)).json()["changed"] == "paid"
     order.refresh_from_db()
-    assert order.status == "SUCCESS"
+    assert (order.status, order.upstream_reference) == ("SUCCESS", invoice["id"])
+
+
+def test_a_second_paid_invoice_of_a_paid_order_credits_nothing_and_is_logged_for_refund(
+        xendit_channels, merchant, xendit_emulator, live_server, caplog):
+    order, invoice = opened_invoice(merchant, xendit_emulator)
+    xendit_emulator.pay_invoice(invoice["id"])
+    assert xendit_emulator.invoice_webhook(invoice["id"], url(live_server, PAYIN_CODE)).json()["changed"] == "paid"
+    after = (collection_balances(merchant), Posting.objects.count())
+    # Two racing first openings both created an invoice; the payer somehow pays the other one too.
+    other = xendit_emulator._invoice_create({"external_id": order.platform_order_no, "amount": invoice["amount"],
+                                             "currency": "PHP"})[1]
+    xendit_emulator.pay_invoice(other["id"])
+    with caplog.at_level("ERROR", logger="apps.channels.services"):
+        reply = xendit_emulator.invoice_webhook(other["id"], url(live_server, PAYIN_CODE))
+    assert (reply.status_code, reply.json()["changed"]) == (200, None)
+    assert (collection_balances(merchant), Posting.objects.count()) == after
     assert Posting.objects.filter(cause=order.platform_order_no, kind="collection.success").count() == 1
+    [record] = [r for r in caplog.records if "paid twice upstream" in r.getMessage()]
+    assert other["id"] in record.getMessage() and "refund" in record.getMessage()
 
 
 # --- payout -------------------------------------------------------------------------------------------------
@@ -222,3 +242,76 @@ def test_webhook_while_xendit_api_cannot_be_asked_is_503_and_moves_nothing(xendi
     assert reply.status_code == 503
     payout.refresh_from_db()
     assert payout.status == "PROCESSING" and snapshot(merchant) == before
+
+
+def test_another_disbursement_with_our_order_number_moves_nothing(xendit_channels, merchant, xendit_emulator,
+                                                                  live_server, caplog):
+    # Xendit's reference_id need not be unique: someone else's payout on the account carries our order number.
+    payout, upstream_id = submitted_payout(merchant, xendit_emulator)
+    before = snapshot(merchant)
+    for amount in (AMOUNT // 100, 1):  # same amount but another payout; another amount
+        foreign = xendit_emulator._payout_create(
+            {"reference_id": payout.platform_order_no, "channel_code": "PH_BDO", "amount": amount, "currency": "PHP",
+             "channel_properties": {"account_number": "1", "account_holder_name": "X"}},
+            {"Idempotency-key": f"other-{amount}"})[1]
+        xendit_emulator.settle_payout(foreign["id"], "SUCCEEDED")
+        with caplog.at_level("ERROR", logger="apps.channels.services"):
+            reply = xendit_emulator.payout_webhook("payout.succeeded", foreign["id"], url(live_server, PAYOUT_CODE))
+        assert (reply.status_code, reply.json()["changed"]) == (200, None)
+    payout.refresh_from_db()
+    assert (payout.status, payout.upstream_reference) == ("PROCESSING", upstream_id) and snapshot(merchant) == before
+    assert len([r for r in caplog.records if "nothing applied" in r.getMessage()]) == 2
+    # ... and a payout whose create answer was lost is not matched to a foreign one of another amount
+    Payout.objects.filter(pk=payout.pk).update(upstream_reference="")
+    xendit_emulator.payouts.pop(upstream_id)
+    foreign = xendit_emulator._payout_create(
+        {"reference_id": payout.platform_order_no, "channel_code": "PH_BDO", "amount": 7, "currency": "PHP",
+         "channel_properties": {"account_number": "1", "account_holder_name": "X"}}, {"Idempotency-key": "other-7"})[1]
+    xendit_emulator.settle_payout(foreign["id"], "SUCCEEDED")
+    assert xendit_emulator.payout_webhook("payout.succeeded", foreign["id"],
+                                          url(live_server, PAYOUT_CODE)).json()["changed"] is None
+    payout.refresh_from_db()
+    assert (payout.status, payout.upstream_reference) == ("PROCESSING", "")
+
+
+def test_webhook_for_an_object_we_cannot_read_is_acknowledged_not_retried_for_a_day(xendit_channels, merchant,
+                                                                                  xendit_emulator, live_server):
+    # Another system's payout in a currency we do not have, and an invoice of a fraction of a centavo: Xendit would
+    # retry a non-200 for 24 hours; they are acknowledged, logged, and move nothing.
+    status, thb = xendit_emulator._payout_create(
+        {"reference_id": "SOMEONE-ELSE-3", "channel_code": "PH_BDO", "amount": 100, "currency": "THB",
+         "channel_properties": {"account_number": "1", "account_holder_name": "X"}}, {"Idempotency-key": "thb"})
+    xendit_emulator.settle_payout(thb["id"], "SUCCEEDED")
+    reply = xendit_emulator.payout_webhook("payout.succeeded", thb["id"], url(live_server, PAYOUT_CODE))
+    assert (reply.status_code, reply.json()["changed"]) == (200, None)
+    odd = xendit_emulator._invoice_create({"external_id": "SOMEONE-ELSE-4", "amount": Decimal("0.001"),
+                                           "currency": "PHP"})[1]
+    xendit_emulator.pay_invoice(odd["id"])
+    reply = xendit_emulator.invoice_webhook(odd["id"], url(live_server, PAYIN_CODE))
+    assert (reply.status_code, reply.json()["changed"]) == (200, None)
+    assert not Posting.objects.filter(cause__startswith="SOMEONE-ELSE").exists()
+
+
+def test_two_racing_first_openings_leave_one_payable_invoice(xendit_channels, merchant, xendit_emulator):
+    from django.db import connection
+
+    from apps.channels.models import UpstreamPayin
+
+    order = pay_create_ok(Client(), merchant, product_code="PHP_COLLECT_D0", amount=AMOUNT)
+    competitor = {}
+
+    def the_other_opening_records_its_invoice_first(invoice):
+        # Both openings looked the external_id up before either created; the other one recorded its invoice first.
+        xendit_emulator.on_invoice_created = None
+        competitor.update(xendit_emulator._invoice_create(
+            {"external_id": order.platform_order_no, "amount": invoice["amount"], "currency": "PHP"})[1])
+        UpstreamPayin.objects.create(channel=xendit_channels["payin"], platform_order_no=order.platform_order_no,
+                                     reference=competitor["id"], redirect_url=competitor["invoice_url"])
+        connection.close()  # this server thread's own connection
+
+    xendit_emulator.on_invoice_created = the_other_opening_records_its_invoice_first
+    page = Client().get(f"/pay/{order.pay_token}")
+    assert (page.status_code, page["Location"]) == (302, competitor["invoice_url"])
+    invoices = {i["id"]: i["status"] for i in xendit_emulator.invoice_by_external_id(order.platform_order_no)}
+    assert len(invoices) == 2 and invoices.pop(competitor["id"]) == "PENDING"
+    assert list(invoices.values()) == ["EXPIRED"]  # the loser's own invoice: no one can pay the order twice

@@ -1,13 +1,17 @@
 """A real HTTP emulator of the documented Xendit endpoints on 127.0.0.1 (no traffic leaves the machine).
 
-  POST /v2/invoices, GET /v2/invoices/{id}, GET /web/invoices/{id} (the hosted invoice page the payer lands on)
+  POST /v2/invoices, GET /v2/invoices/{id}, GET /v2/invoices?external_id=... (a JSON array, as documented),
+  POST /invoices/{id}/expire! (documented: expires a PENDING invoice), GET /web/invoices/{id} (the hosted invoice
+  page the payer lands on)
   POST /v2/payouts (Idempotency-key required; a reused key answers 409 DUPLICATE_ERROR: of the
   two answers an upstream may give a retried key, a replay of the first answer or a refusal, the harder one),
-  GET /v2/payouts/{id}, GET /v2/payouts?reference_id=...
+  GET /v2/payouts/{id}, GET /v2/payouts?reference_id=... ({"data": [...], "has_more": false}, as documented:
+  xendit-python's GetPayouts200Response)
 
 HTTP Basic auth with the secret key as user name. Scripted faults on the creates: `emulator.fail_next("payouts",
 "timeout")` processes the request and then stalls past the client's timeout (the answer is lost, the object
-exists), `"5xx"` answers 503 without creating anything, `"400"` refuses the payout (INVALID_DESTINATION).
+exists), `"5xx"` answers 503 without creating anything, `"429"` answers Xendit's RATE_LIMIT_EXCEEDED without
+creating anything, `"400"` refuses the payout (INVALID_DESTINATION) without creating anything.
 The test plays Xendit's side: `pay_invoice`,
 `settle_payout`, ... change the objects, and `invoice_webhook` / `payout_webhook` POST the documented webhook bodies
 with an x-callback-token to our endpoint.
@@ -45,6 +49,8 @@ class XenditEmulator:
         self.idempotency_keys: dict[str, str] = {}
         self.requests: list[tuple[str, str, dict, bytes]] = []
         self._faults: dict[str, list[str]] = {"invoices": [], "payouts": []}
+        # Called (in the server's thread) after an invoice is created, before it is answered: a test's race.
+        self.on_invoice_created = None
         self._lock = threading.Lock()
         emulator = self
 
@@ -77,7 +83,7 @@ class XenditEmulator:
         self.server.server_close()
 
     def fail_next(self, endpoint: str, *modes: str) -> None:
-        """Script the next creates of `endpoint` ('invoices' or 'payouts'): 'timeout' or '5xx' each."""
+        """Script the next creates of `endpoint` ('invoices' or 'payouts'): 'timeout', '5xx', '429' or '400' each."""
         with self._lock:
             self._faults[endpoint].extend(modes)
 
@@ -144,6 +150,16 @@ class XenditEmulator:
             return self._create(handler, "invoices", lambda: self._invoice_create(body))
         if method == "POST" and parts.path == "/v2/payouts":
             return self._create(handler, "payouts", lambda: self._payout_create(body, handler.headers))
+        if method == "POST" and len(segments) == 3 and segments[0] == "invoices" and segments[2] == "expire!":
+            with self._lock:
+                found = self.invoices.get(segments[1])
+                if found and found["status"] == "PENDING":
+                    found.update(status="EXPIRED", updated=_now())
+            if not found:
+                return self._reply(handler, 404, {"error_code": "INVOICE_NOT_FOUND_ERROR", "message": "not found"})
+            if found["status"] != "EXPIRED":
+                return self._reply(handler, 400, {"error_code": "INVALID_INVOICE_STATUS", "message": "not pending"})
+            return self._reply(handler, 200, dict(found))
         if method == "GET" and segments[:2] == ["v2", "invoices"] and len(segments) == 3:
             found = self.invoices.get(segments[2])
             return self._reply(handler, 200, found) if found else self._reply(
@@ -154,7 +170,14 @@ class XenditEmulator:
                 handler, 404, {"error_code": "DATA_NOT_FOUND", "message": "not found"})
         if method == "GET" and parts.path == "/v2/payouts":
             reference = parse_qs(parts.query).get("reference_id", [""])[0]
-            return self._reply(handler, 200, self.payouts_by_reference(reference))
+            if not reference:
+                return self._reply(handler, 400, {"error_code": "API_VALIDATION_ERROR",
+                                                  "message": "reference_id is required"})
+            return self._reply(handler, 200, {"data": self.payouts_by_reference(reference), "has_more": False})
+        if method == "GET" and parts.path == "/v2/invoices":
+            external_id = parse_qs(parts.query).get("external_id", [""])[0]
+            return self._reply(handler, 200, [i for i in self.invoices.values()
+                                              if not external_id or i["external_id"] == external_id])
         return self._reply(handler, 404, {"error_code": "NOT_FOUND", "message": parts.path})
 
     def _authorized(self, handler) -> bool:
@@ -169,10 +192,14 @@ class XenditEmulator:
             fault = self._faults[endpoint].pop(0) if self._faults[endpoint] else None
         if fault == "5xx":
             return self._reply(handler, 503, {"error_code": "SERVER_ERROR", "message": "temporarily unavailable"})
+        if fault == "429":
+            return self._reply(handler, 429, {"error_code": "RATE_LIMIT_EXCEEDED", "message": "too many requests"})
         if fault == "400":
             return self._reply(handler, 400, {"error_code": "INVALID_DESTINATION", "message": "account not found"})
         with self._lock:
             status, obj = create()
+        if endpoint == "invoices" and status == 200 and self.on_invoice_created:
+            self.on_invoice_created(obj)
         if fault == "timeout":
             time.sleep(self.stall_seconds)  # the object exists; the client gave up waiting for this answer
         self._reply(handler, status, obj)
@@ -214,7 +241,8 @@ class XenditEmulator:
 
     def _html(self, handler, invoice_id: str) -> None:
         invoice = self.invoices.get(invoice_id)
-        text = (f"<!DOCTYPE html><title>Xendit invoice</title><h1>Xendit checkout (emulator)</h1>"
+        text = (f"<!DOCTYPE html><meta name='viewport' content='width=device-width'>"
+                f"<title>Xendit invoice</title><h1>Xendit checkout (emulator)</h1>"
                 f"<p id='external-id'>{invoice['external_id']}</p><p id='amount'>{invoice['amount']}</p>"
                 if invoice else "<!DOCTYPE html><title>Not found</title>")
         payload = text.encode()
