@@ -11,7 +11,7 @@ from apps.callbacks.deliver import callback_deliver
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
 from apps.common.models import AuditLog
 from tests.callbacks.merchant_side import merchant_verifies
-from tests.helpers import assert_error, assert_ok, post_json, signed_post
+from tests.helpers import assert_error, assert_ok, post_json, scrape, signed_post, value
 from tests.support.receiver import Reply
 
 LIST, RESEND = "/openapi/v1/callbacks/list", "/openapi/v1/callbacks/resend"
@@ -183,6 +183,37 @@ def test_a_delivered_event_can_be_resent_by_order_number_and_type(client, mercha
     assert data["event_id"] == event.pk and data["status"] == "pending"
     event = callback_deliver(event_id=event.pk)
     assert event.status == S.DELIVERED and len(callback_receiver.requests) == 2
+
+
+def test_a_resent_delivered_event_keeps_its_first_delivered_at_and_its_delivery_is_timed_once(
+        client, merchant, hooked_merchant, callback_receiver, enqueue, dispatched, clock):
+    text = scrape(client)
+    timed = value(text, "payments_callback_delivery_seconds_count")
+    delivered = value(text, "payments_callback_attempts_total", outcome="delivered")
+    event = callback_deliver(event_id=enqueue(hooked_merchant, no="C1").pk)
+    first_delivery = event.delivered_at
+    clock.advance(3 * 3600)  # the merchant re-sends it hours later
+    assert_ok(signed_post(client, merchant, RESEND, {"event_id": event.pk}))
+    event = callback_deliver(event_id=event.pk)
+    assert event.status == S.DELIVERED and len(callback_receiver.requests) == 2
+    # delivered_at is the first success (docs/api.md §9), in the database and in the list
+    assert event.delivered_at == first_delivery
+    [listed_event] = listed(client, merchant)["events"]
+    assert listed_event["delivered_at"] == int(first_delivery.timestamp())
+    assert listed_event["attempts"][1]["started_at"] > listed_event["delivered_at"]
+    # Two delivered attempts, one delivery: the re-send does not add the event's age to the delivery histogram.
+    text = scrape(client)
+    assert value(text, "payments_callback_attempts_total", outcome="delivered") == delivered + 2
+    assert value(text, "payments_callback_delivery_seconds_count") == timed + 1
+
+
+def test_a_dead_event_delivered_by_a_resend_has_its_first_delivery_timed(client, merchant, dead_event,
+                                                                          callback_receiver):
+    timed = value(scrape(client), "payments_callback_delivery_seconds_count")
+    assert_ok(signed_post(client, merchant, RESEND, {"event_id": dead_event.pk}))
+    event = callback_deliver(event_id=dead_event.pk)
+    assert event.status == S.DELIVERED and event.delivered_at is not None
+    assert value(scrape(client), "payments_callback_delivery_seconds_count") == timed + 1
 
 
 def test_a_failed_resend_makes_the_event_dead_again_at_once(client, merchant, dead_event, callback_receiver):

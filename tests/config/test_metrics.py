@@ -1,7 +1,5 @@
 """GET /metrics (issue 18, item 6): internal only, and it counts what just happened."""
 
-import re
-
 import pytest
 from django.test import override_settings
 
@@ -9,27 +7,10 @@ from apps.callbacks.enqueue import callback_enqueue
 from apps.callbacks.metrics import attempt_counted
 from apps.callbacks.models import CallbackEvent
 from apps.payout.models import Payout
+from tests.helpers import scrape, value
 from tests.payout.conftest import PHP_THRESHOLD, create, fund
 
 pytestmark = pytest.mark.django_db
-
-
-def scrape(client, **extra) -> str:
-    response = client.get("/metrics", **extra)
-    assert response.status_code == 200, response.status_code
-    return response.content.decode()
-
-
-def value(text: str, name: str, **labels) -> float:
-    """The sample `name{labels}` (labels in any order; others allowed), 0 when absent."""
-    for line in text.splitlines():
-        match = re.fullmatch(r"([a-zA-Z_:]+)(?:\{(.*)\})? (\S+)", line)
-        if not match or match.group(1) != name:
-            continue
-        have = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
-        if all(have.get(k) == v for k, v in labels.items()):
-            return float(match.group(3))
-    return 0.0
 
 
 def test_a_client_outside_the_allowed_networks_gets_a_404(client):
