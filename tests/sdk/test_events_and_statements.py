@@ -67,6 +67,7 @@ def test_a_statement_ties_out_and_verifies_and_a_changed_byte_does_not(client, m
 
     statement = client.statement(date=today(), currency="PHP")
     assert isinstance(statement, pm.Statement)
+    assert statement.final is False and statement.closing_time == statement.movements[-1]["time"]  # today: provisional
     assert (statement.opening("available"), statement.closing("available")) == (0, 12500)
     assert statement.closing("available") == client.balance("PHP").available
     assert [m["amount"] for m in statement.movements] == [15000, -2500]
