@@ -18,6 +18,27 @@ def test_a_client_outside_the_allowed_networks_gets_a_404(client):
     assert client.get("/metrics", REMOTE_ADDR="10.1.2.3").status_code == 404  # private, but not listed by default
 
 
+@pytest.mark.parametrize("header", [{"HTTP_X_FORWARDED_FOR": "203.0.113.9"},
+                                    {"HTTP_X_FORWARDED_FOR": "127.0.0.1, 203.0.113.9"},
+                                    {"HTTP_X_REAL_IP": "203.0.113.9"},
+                                    {"HTTP_FORWARDED": "for=203.0.113.9;proto=https"},
+                                    {"HTTP_FORWARDED": 'for="[2001:db8::1]:4711"'},
+                                    {"HTTP_X_FORWARDED_FOR": "not-an-address"}])
+def test_an_outside_client_through_a_reverse_proxy_on_the_same_host_gets_a_404(client, header):
+    # nginx on 127.0.0.1 in front of gunicorn: the peer is loopback for everyone; the forwarded address decides.
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1", **header).status_code == 404
+
+
+def test_a_forwarded_request_from_an_allowed_address_is_let_in(client):
+    scrape(client, REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="127.0.0.1", HTTP_FORWARDED="for=127.0.0.1")
+
+
+@override_settings(METRICS_TOKEN="s3cret-metrics-token")
+def test_the_token_lets_a_forwarded_outside_client_in(client):
+    scrape(client, REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="203.0.113.9",
+           headers={"Authorization": "Bearer s3cret-metrics-token"})
+
+
 @override_settings(METRICS_TOKEN="s3cret-metrics-token")
 def test_a_wrong_token_gets_a_404_and_the_right_one_is_let_in(client):
     outside = {"REMOTE_ADDR": "203.0.113.9"}
