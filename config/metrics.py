@@ -21,6 +21,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 REQUEST_SECONDS = Histogram("payments_http_request_duration_seconds", "Request latency by route, method and status.",
                             ["route", "method", "status"])
+_NAMED_GROUP = re.compile(r"\(\?P<(\w+)>[^)]*\)")
 
 
 def route_of(request) -> str:
@@ -28,7 +29,11 @@ def route_of(request) -> str:
     match = getattr(request, "resolver_match", None)
     if match is None:
         return "unmatched"
-    return match.route or match.view_name or "unmatched"
+    route = match.route or match.view_name or "unmatched"
+    # A regex pattern (re_path) reads like a path() one: `pay/(?P<pay_token>.*)$` -> `pay/<pay_token>`, the API's
+    # catch-all `openapi/v1/.*$` -> `openapi/v1/*`.
+    route = _NAMED_GROUP.sub(r"<\1>", route).replace("^", "").replace("$", "")
+    return route.replace(".*", "*")
 
 
 class RequestMetrics:

@@ -90,7 +90,14 @@ def test_a_pay_page_is_counted_by_its_pattern_not_its_token(client):
     client.get("/pay/tok-SECRETISH-123456")
     text = scrape(client)
     assert "tok-SECRETISH-123456" not in text
-    assert value(text, "payments_http_request_duration_seconds_count", route="pay/(?P<pay_token>.*)$") >= 1
+    assert value(text, "payments_http_request_duration_seconds_count", route="pay/<pay_token>") >= 1
+
+
+def test_an_unknown_api_path_is_counted_under_the_apis_catch_all_not_its_path(client):
+    client.post("/openapi/v1/no-such-thing-42", data="{}", content_type="application/json")
+    text = scrape(client)
+    assert "no-such-thing-42" not in text
+    assert value(text, "payments_http_request_duration_seconds_count", route="openapi/v1/*", status="404") >= 1
 
 
 def test_a_due_callback_raises_the_due_gauge_and_a_delivery_is_timed(client, merchant):
