@@ -187,9 +187,20 @@ def _platform_keys(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
 
 def _print(value: Mapping[str, Any] | Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False, default=dict))
+    sys.stdout.flush()  # here, where a closed pipe is handled (main), not at interpreter exit
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader stopped early (`payments-merchant events --all | head`): quiet, with the exit status of a
+        # program ended by SIGPIPE (128 + 13), as git and coreutils give, instead of a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # what is left in the buffer goes nowhere
+        return 141
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
