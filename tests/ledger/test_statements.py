@@ -22,6 +22,7 @@ from apps.ledger.tasks import prepare_daily_statements
 from apps.merchants.models import PlatformKey
 from apps.merchants.services import platform_key_rotate
 from apps.payout import services as payout_services
+from payments_merchant import statement_is_final
 from tests.collection.conftest import create_ok as collection_create_ok
 from tests.helpers import assert_error, assert_ok, at_once, signed_post
 from tests.payout.conftest import new_payout
@@ -160,6 +161,8 @@ def test_todays_statement_says_it_is_provisional_and_the_closed_days_is_final(cl
         "2026-03-11T00:00:00+08:00"] * 3
     assert accounts(today)["available"] == (0, 50_000) and accounts(closed)["available"] == (0, 50_025)
     assert Statement.objects.get().csv_text == closed_csv  # only the final one is stored
+    # What a merchant's SDK reads from a saved file
+    assert (statement_is_final(today_csv), statement_is_final(closed_csv)) == (False, True)
 
 
 def test_signature_verifies_with_the_platform_key_and_fails_after_tampering(client, merchant, two_days):

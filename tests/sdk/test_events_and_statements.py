@@ -113,6 +113,7 @@ def test_cli_saves_a_statement_and_verifies_it_and_lists_events(live_server, mer
                        str(tmp_path / "platform_keys.json"))
     assert verified.returncode == 0, verified.stderr
     assert json.loads(verified.stdout)["verified"] is True
+    assert json.loads(verified.stdout)["final"] is False  # today's: provisional
 
     (tmp_path / "statement.csv").write_bytes((tmp_path / "statement.csv").read_bytes().replace(b"4200", b"4300"))
     tampered = run_cli("verify-statement", str(tmp_path / "statement.csv"), "--platform-keys",

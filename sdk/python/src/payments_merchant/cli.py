@@ -19,7 +19,7 @@ from payments_merchant.callbacks import verify_callback
 from payments_merchant.client import PaymentsClient, get_currencies
 from payments_merchant.errors import (CallbackVerificationError, PaymentsError, StatementVerificationError,
                                       UnknownCallbackError)
-from payments_merchant.statements import split_statement, verify_statement
+from payments_merchant.statements import split_statement, statement_is_final, verify_statement
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -138,7 +138,8 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Any:
         keys = _platform_keys(args, parser)
         body = sys.stdin.buffer.read() if args.body == "-" else Path(args.body).read_bytes()
         if command == "verify-statement":
-            return {"verified": True, **verify_statement(body, keys)}
+            fields = verify_statement(body, keys)
+            return {"verified": True, "final": statement_is_final(body.decode("utf-8")), **fields}
         event = verify_callback(body, keys)
         return {"type": type(event).__name__, **dict(event.raw)}
     client = _client(args, parser)
