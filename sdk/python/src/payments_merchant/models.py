@@ -171,7 +171,7 @@ class Statement:
                    final=data.get("final"), closing_time=data.get("closing_time"), raw=data)
 
     def closing(self, account: str = "available") -> int:
-        return next(item["closing"] for item in self.accounts if item["account"] == account)
+        return int(next(item["closing"] for item in self.accounts if item["account"] == account))
 
     def opening(self, account: str = "available") -> int:
-        return next(item["opening"] for item in self.accounts if item["account"] == account)
+        return int(next(item["opening"] for item in self.accounts if item["account"] == account))
