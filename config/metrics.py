@@ -9,6 +9,7 @@ endpoint answers only clients in METRICS_ALLOWED_NETWORKS or bearing METRICS_TOK
 import hmac
 import ipaddress
 import os
+import re
 import time
 
 from django.conf import settings
@@ -20,6 +21,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 REQUEST_SECONDS = Histogram("payments_http_request_duration_seconds", "Request latency by route, method and status.",
                             ["route", "method", "status"])
+_NAMED_GROUP = re.compile(r"\(\?P<(\w+)>[^)]*\)")
 
 
 def route_of(request) -> str:
@@ -27,7 +29,11 @@ def route_of(request) -> str:
     match = getattr(request, "resolver_match", None)
     if match is None:
         return "unmatched"
-    return match.route or match.view_name or "unmatched"
+    route = match.route or match.view_name or "unmatched"
+    # A regex pattern (re_path) reads like a path() one: `pay/(?P<pay_token>.*)$` -> `pay/<pay_token>`, the API's
+    # catch-all `openapi/v1/.*$` -> `openapi/v1/*`.
+    route = _NAMED_GROUP.sub(r"<\1>", route).replace("^", "").replace("$", "")
+    return route.replace(".*", "*")
 
 
 class RequestMetrics:
@@ -97,16 +103,36 @@ def _process_registry():
     return REGISTRY
 
 
+_FORWARDED_FOR = re.compile(r'for="?\[?([^\]";,]+)', re.IGNORECASE)
+
+
+def _addresses(request) -> list[str]:
+    """Every address the request names: the peer (REMOTE_ADDR) and, for a request a proxy forwarded, the ones in
+    X-Forwarded-For, X-Real-IP and Forwarded (RFC 7239 `for=`)."""
+    addresses = [request.META.get("REMOTE_ADDR", "")]
+    addresses += [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
+    addresses += [request.META["HTTP_X_REAL_IP"].strip()] if request.META.get("HTTP_X_REAL_IP") else []
+    addresses += _FORWARDED_FOR.findall(request.META.get("HTTP_FORWARDED", ""))
+    return addresses
+
+
+def _in_allowed_networks(address: str) -> bool:
+    try:
+        client = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(client in ipaddress.ip_network(network, strict=False) for network in settings.METRICS_ALLOWED_NETWORKS)
+
+
 def allowed(request) -> bool:
+    """The token, or every address the request names in METRICS_ALLOWED_NETWORKS. Every one, not just the peer: a
+    reverse proxy on the same host (nginx on 127.0.0.1) makes the peer a loopback address for any client of the
+    internet, and the forwarding headers name that client; a header a direct client forges only shuts itself out."""
     token = settings.METRICS_TOKEN
     header = request.headers.get("Authorization", "")
     if token and header.startswith("Bearer ") and hmac.compare_digest(header[7:].encode(), token.encode()):
         return True
-    try:
-        client = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
-    except ValueError:
-        return False
-    return any(client in ipaddress.ip_network(network, strict=False) for network in settings.METRICS_ALLOWED_NETWORKS)
+    return all(_in_allowed_networks(address) for address in _addresses(request))
 
 
 def metrics(request):

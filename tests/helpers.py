@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -119,3 +120,24 @@ def screenshot(page, name: str, *, full_page: bool = True) -> Path:
     path = directory / f"{name}.png"
     page.screenshot(path=str(path), full_page=full_page, scale="css", animations="disabled")
     return path
+
+
+# --- /metrics --------------------------------------------------------------------------------------------------
+
+def scrape(client, **extra) -> str:
+    """GET /metrics as the test client (127.0.0.1, an allowed network); its text."""
+    response = client.get("/metrics", **extra)
+    assert response.status_code == 200, response.status_code
+    return response.content.decode()
+
+
+def value(text: str, name: str, **labels) -> float:
+    """The sample `name{labels}` (labels in any order; others allowed), 0 when absent."""
+    for line in text.splitlines():
+        match = re.fullmatch(r"([a-zA-Z_:]+)(?:\{(.*)\})? (\S+)", line)
+        if not match or match.group(1) != name:
+            continue
+        have = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            return float(match.group(3))
+    return 0.0

@@ -43,6 +43,7 @@ class Claim:
     url: str
     body: dict
     manual: bool  # a re-send from the admin: one extra attempt, dead again if it fails
+    delivered_before: bool  # an earlier attempt succeeded (a re-send of a delivered event): not a first delivery
 
 
 def lease_seconds() -> float:
@@ -120,6 +121,7 @@ def callback_attempt_claim(*, event_id: int) -> Claim | None:
     event.url = callback_url_for(merchant=merchant, type=event.type)
     body, key_version = callback_body_sign(payload=event.payload, now=now)
     manual = event.resend_requested
+    delivered_before = event.delivered_at is not None
     event.attempts_count += 1
     event.locked_until = now + timedelta(seconds=lease_seconds())
     event.dispatched_at = None
@@ -127,7 +129,7 @@ def callback_attempt_claim(*, event_id: int) -> Claim | None:
     event.save(update_fields=["url", "attempts_count", "locked_until", "dispatched_at", "resend_requested"])
     attempt = CallbackAttempt.objects.create(event=event, number=event.attempts_count, manual=manual, started_at=now,
                                              url=event.url, key_version=key_version, request_body=body)
-    return Claim(event.pk, attempt.pk, attempt.number, merchant.pk, event.url, body, manual)
+    return Claim(event.pk, attempt.pk, attempt.number, merchant.pk, event.url, body, manual, delivered_before)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -167,8 +169,9 @@ def callback_attempt_record(*, claim: Claim, result: PostResult) -> CallbackEven
 
 
 def _delivered(event: CallbackEvent, now: datetime) -> None:
+    # `delivered_at` is the first success (docs/api.md §9): a re-send of a delivered event leaves it as it was.
     event.status, event.delivered_at, event.next_attempt_at, event.last_error = (
-        CallbackEvent.Status.DELIVERED, now, None, "")
+        CallbackEvent.Status.DELIVERED, event.delivered_at or now, None, "")
 
 
 def _hand_off_slot(*, merchant_id: int, now: datetime) -> None:
@@ -198,5 +201,5 @@ def callback_deliver(*, event_id: int) -> CallbackEvent | None:
     if not result.success:
         logger.info("callback event %s attempt %s failed: %s", claim.event_id, claim.number, result.error)
     event = callback_attempt_record(claim=claim, result=result)
-    attempt_counted(event=event, success=result.success)
+    attempt_counted(event=event, success=result.success, first_delivery=not claim.delivered_before)
     return event

@@ -241,13 +241,15 @@ def _statement_build(*, merchant: Merchant, currency: str, day: date,
     stored = Statement.objects.filter(merchant=merchant, currency_id=currency, date=day).first()
     if stored is not None:
         return _from_stored(stored, merchant.merchant_no), False
-    body, movements = statement_body(merchant_id=merchant.pk, currency=currency, day=day)
+    closed = day_is_closed(day, now)
+    # A day not closed yet (today) gives a provisional statement, which says so in its closing rows.
+    body, movements = statement_body(merchant_id=merchant.pk, currency=currency, day=day, final=closed)
     key = platform_key_current()
     if key is None:
         raise RuntimeError("no current platform key: run `manage.py bootstrap`")
     signed = statement_sign(merchant_no=merchant.merchant_no, currency=currency, day=day, body=body,
                             key_version=key.version, private_key=platform_private_key(key))
-    if not movements or not day_is_closed(day, now):
+    if not movements or not closed:
         return signed, False  # today's changes, and a quiet day costs a row per request: built each time
     try:
         with transaction.atomic():

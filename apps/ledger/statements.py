@@ -63,23 +63,28 @@ def _stamp(moment: datetime) -> str:
     return moment.astimezone(settlement_zone()).isoformat(timespec="seconds")
 
 
-def statement_body(*, merchant_id: int, currency: str, day: date) -> tuple[str, int]:
-    """The CSV body of the statement and its number of movements. Closing = opening + the day's entries."""
+def statement_body(*, merchant_id: int, currency: str, day: date, final: bool = True) -> tuple[str, int]:
+    """The CSV body of the statement and its number of movements. Closing = opening + the day's entries. A final
+    statement (a closed day) stamps its closing rows with the day's end; a provisional one (today) with the time of
+    its last movement (00:00 if none yet): the signed body says it is not the day's close, and the same movements
+    still give the same bytes, digest and signature."""
     start, end = day_bounds(day)
     opening, entries = statement_day_entries(merchant_id=merchant_id, currency=currency, start=start, end=end)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(COLUMNS)
     running = dict(opening)
+    as_of = start
     for kind in MERCHANT_KINDS:
         writer.writerow(("opening", _stamp(start), kind.value, "", "", "", opening[kind.value]))
     for entry in entries:
         kind = entry.account.kind
         running[kind] += entry.amount
+        as_of = max(as_of, entry.posting.created_at)
         writer.writerow(("movement", _stamp(entry.posting.created_at), kind, entry.posting.kind, entry.posting.cause,
                          entry.amount, running[kind]))
     for kind in MERCHANT_KINDS:
-        writer.writerow(("closing", _stamp(end), kind.value, "", "", running[kind.value] - opening[kind.value],
+        writer.writerow(("closing", _stamp(end if final else as_of), kind.value, "", "", running[kind.value] - opening[kind.value],
                          running[kind.value]))
     return out.getvalue(), len(entries)
 
@@ -130,13 +135,17 @@ def statement_data(statement: SignedStatement) -> dict:
     header, body = split_statement(statement.csv_text)
     accounts = {kind.value: {"account": kind.value} for kind in MERCHANT_KINDS}
     movements = []
+    closing_time = ""
     for row in csv.DictReader(io.StringIO(body)):
         if row["row"] == "movement":
             movements.append({"time": row["time"], "kind": row["kind"], "cause": row["cause"],
                               "account": row["account"], "amount": int(row["amount"]), "balance": int(row["balance"])})
         else:
             accounts[row["account"]][row["row"]] = int(row["balance"])
+            closing_time = row["time"] if row["row"] == "closing" else closing_time
     return {"merchant_no": statement.merchant_no, "currency": statement.currency, "date": statement.date.isoformat(),
-            "time_zone": header["time_zone"], "accounts": list(accounts.values()), "movements": movements,
+            "time_zone": header["time_zone"], "closing_time": closing_time,
+            "final": closing_time == _stamp(day_bounds(statement.date)[1]),
+            "accounts": list(accounts.values()), "movements": movements,
             "digest": statement.digest, "key_version": statement.key_version, "sign_type": header["sign_type"],
             "signature": statement.signature}

@@ -178,7 +178,7 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Payment Platform merchant API",
-    "VERSION": "1",
+    "VERSION": "v1",  # Redoc shows it after the title: "(v1)", the API's path segment
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": r"/openapi/v1",
     # info.description (signing rules, worked example, the error table of apps/common/errors.py) is generated.

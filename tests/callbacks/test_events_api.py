@@ -9,9 +9,11 @@ from django.utils import timezone
 from apps.callbacks.api.serializers import encode_cursor
 from apps.callbacks.deliver import callback_deliver
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
+from apps.callbacks.resend import callback_resend_by_merchant
+from apps.common.errors import DomainError, ErrorCode
 from apps.common.models import AuditLog
 from tests.callbacks.merchant_side import merchant_verifies
-from tests.helpers import assert_error, assert_ok, post_json, signed_post
+from tests.helpers import assert_error, assert_ok, at_once, post_json, scrape, signed_post, value
 from tests.support.receiver import Reply
 
 LIST, RESEND = "/openapi/v1/callbacks/list", "/openapi/v1/callbacks/resend"
@@ -183,6 +185,54 @@ def test_a_delivered_event_can_be_resent_by_order_number_and_type(client, mercha
     assert data["event_id"] == event.pk and data["status"] == "pending"
     event = callback_deliver(event_id=event.pk)
     assert event.status == S.DELIVERED and len(callback_receiver.requests) == 2
+
+
+def test_a_resent_delivered_event_keeps_its_first_delivered_at_and_its_delivery_is_timed_once(
+        client, merchant, hooked_merchant, callback_receiver, enqueue, dispatched, clock):
+    text = scrape(client)
+    timed = value(text, "payments_callback_delivery_seconds_count")
+    delivered = value(text, "payments_callback_attempts_total", outcome="delivered")
+    event = callback_deliver(event_id=enqueue(hooked_merchant, no="C1").pk)
+    first_delivery = event.delivered_at
+    clock.advance(3 * 3600)  # the merchant re-sends it hours later
+    assert_ok(signed_post(client, merchant, RESEND, {"event_id": event.pk}))
+    event = callback_deliver(event_id=event.pk)
+    assert event.status == S.DELIVERED and len(callback_receiver.requests) == 2
+    # delivered_at is the first success (docs/api.md §9), in the database and in the list
+    assert event.delivered_at == first_delivery
+    [listed_event] = listed(client, merchant)["events"]
+    assert listed_event["delivered_at"] == int(first_delivery.timestamp())
+    assert listed_event["attempts"][1]["started_at"] > listed_event["delivered_at"]
+    # Two delivered attempts, one delivery: the re-send does not add the event's age to the delivery histogram.
+    text = scrape(client)
+    assert value(text, "payments_callback_attempts_total", outcome="delivered") == delivered + 2
+    assert value(text, "payments_callback_delivery_seconds_count") == timed + 1
+
+
+def test_a_dead_event_delivered_by_a_resend_has_its_first_delivery_timed(client, merchant, dead_event,
+                                                                          callback_receiver):
+    timed = value(scrape(client), "payments_callback_delivery_seconds_count")
+    assert_ok(signed_post(client, merchant, RESEND, {"event_id": dead_event.pk}))
+    event = callback_deliver(event_id=dead_event.pk)
+    assert event.status == S.DELIVERED and event.delivered_at is not None
+    assert value(scrape(client), "payments_callback_delivery_seconds_count") == timed + 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_resends_of_one_event_make_exactly_one_extra_attempt(hooked_merchant, dead_event, callback_receiver,
+                                                                      dispatched):
+    # Six requests at once (a merchant's retrying client, two operators' tabs): the event row's lock lets one in;
+    # the others find it pending.
+    queued_before = list(dispatched)  # the event's first delivery, queued at its enqueue's commit
+    outcomes = at_once(lambda i: callback_resend_by_merchant(merchant=hooked_merchant, event_id=dead_event.pk), 6)
+    refused = [exc for _, exc in outcomes if exc is not None]
+    assert len(refused) == 5, outcomes
+    assert all(isinstance(exc, DomainError) and exc.error == ErrorCode.DUPLICATE_ORDER for exc in refused), refused
+    assert dispatched == [*queued_before, dead_event.pk]  # the re-send queued once
+    assert AuditLog.objects.filter(action="callback.resend", object_id=str(dead_event.pk)).count() == 1
+    assert callback_deliver(event_id=dead_event.pk).status == S.DELIVERED
+    assert callback_deliver(event_id=dead_event.pk) is None
+    assert len(callback_receiver.requests) == 2  # the first, failed attempt and the one re-send
 
 
 def test_a_failed_resend_makes_the_event_dead_again_at_once(client, merchant, dead_event, callback_receiver):

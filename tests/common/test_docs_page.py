@@ -100,6 +100,8 @@ def test_every_endpoint_has_a_worked_request_and_success_envelope_example(schema
             assert {"merchant_no", "app_id", "key_version", "timestamp", "nonce", "sign_type", "sign"} <= set(
                 request["value"]), path
             assert signing.string_to_sign(request["value"]).decode() in request["description"]
+            # named by what it does in the page's menu, not by its operation id
+            assert operation["summary"] and operation["summary"] != operation["operationId"], path
 
 
 # --- in a real browser ---------------------------------------------------------------------------------------
@@ -193,5 +195,11 @@ def test_docs_page_in_browser_shows_signing_endpoints_examples_and_error_table(l
     screenshot(desktop, full_page=False, name="docs-1280-errors")
     desktop.locator("[data-section-id='operation/pay_create']").scroll_into_view_if_needed()
     screenshot(desktop, full_page=False, name="docs-1280-pay-create")
+    for operation, summary in (("statement", "Signed statement of one day"),
+                               ("callbacks_list", "List your callback events")):
+        section = desktop.locator(f"[data-section-id='operation/{operation}']")
+        section.scroll_into_view_if_needed()
+        assert summary in section.inner_text() and "String to sign" in section.inner_text(), operation
+        screenshot(desktop, full_page=False, name=f"docs-1280-{operation}")
     assert_only_local_requests(desktop)
     assert not console_errors(desktop), desktop.errors

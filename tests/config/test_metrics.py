@@ -1,7 +1,5 @@
 """GET /metrics (issue 18, item 6): internal only, and it counts what just happened."""
 
-import re
-
 import pytest
 from django.test import override_settings
 
@@ -9,32 +7,36 @@ from apps.callbacks.enqueue import callback_enqueue
 from apps.callbacks.metrics import attempt_counted
 from apps.callbacks.models import CallbackEvent
 from apps.payout.models import Payout
+from tests.helpers import scrape, value
 from tests.payout.conftest import PHP_THRESHOLD, create, fund
 
 pytestmark = pytest.mark.django_db
 
 
-def scrape(client, **extra) -> str:
-    response = client.get("/metrics", **extra)
-    assert response.status_code == 200, response.status_code
-    return response.content.decode()
-
-
-def value(text: str, name: str, **labels) -> float:
-    """The sample `name{labels}` (labels in any order; others allowed), 0 when absent."""
-    for line in text.splitlines():
-        match = re.fullmatch(r"([a-zA-Z_:]+)(?:\{(.*)\})? (\S+)", line)
-        if not match or match.group(1) != name:
-            continue
-        have = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
-        if all(have.get(k) == v for k, v in labels.items()):
-            return float(match.group(3))
-    return 0.0
-
-
 def test_a_client_outside_the_allowed_networks_gets_a_404(client):
     assert client.get("/metrics", REMOTE_ADDR="203.0.113.9").status_code == 404
     assert client.get("/metrics", REMOTE_ADDR="10.1.2.3").status_code == 404  # private, but not listed by default
+
+
+@pytest.mark.parametrize("header", [{"HTTP_X_FORWARDED_FOR": "203.0.113.9"},
+                                    {"HTTP_X_FORWARDED_FOR": "127.0.0.1, 203.0.113.9"},
+                                    {"HTTP_X_REAL_IP": "203.0.113.9"},
+                                    {"HTTP_FORWARDED": "for=203.0.113.9;proto=https"},
+                                    {"HTTP_FORWARDED": 'for="[2001:db8::1]:4711"'},
+                                    {"HTTP_X_FORWARDED_FOR": "not-an-address"}])
+def test_an_outside_client_through_a_reverse_proxy_on_the_same_host_gets_a_404(client, header):
+    # nginx on 127.0.0.1 in front of gunicorn: the peer is loopback for everyone; the forwarded address decides.
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1", **header).status_code == 404
+
+
+def test_a_forwarded_request_from_an_allowed_address_is_let_in(client):
+    scrape(client, REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="127.0.0.1", HTTP_FORWARDED="for=127.0.0.1")
+
+
+@override_settings(METRICS_TOKEN="s3cret-metrics-token")
+def test_the_token_lets_a_forwarded_outside_client_in(client):
+    scrape(client, REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="203.0.113.9",
+           headers={"Authorization": "Bearer s3cret-metrics-token"})
 
 
 @override_settings(METRICS_TOKEN="s3cret-metrics-token")
@@ -88,7 +90,14 @@ def test_a_pay_page_is_counted_by_its_pattern_not_its_token(client):
     client.get("/pay/tok-SECRETISH-123456")
     text = scrape(client)
     assert "tok-SECRETISH-123456" not in text
-    assert value(text, "payments_http_request_duration_seconds_count", route="pay/(?P<pay_token>.*)$") >= 1
+    assert value(text, "payments_http_request_duration_seconds_count", route="pay/<pay_token>") >= 1
+
+
+def test_an_unknown_api_path_is_counted_under_the_apis_catch_all_not_its_path(client):
+    client.post("/openapi/v1/no-such-thing-42", data="{}", content_type="application/json")
+    text = scrape(client)
+    assert "no-such-thing-42" not in text
+    assert value(text, "payments_http_request_duration_seconds_count", route="openapi/v1/*", status="404") >= 1
 
 
 def test_a_due_callback_raises_the_due_gauge_and_a_delivery_is_timed(client, merchant):

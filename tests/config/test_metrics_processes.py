@@ -6,7 +6,7 @@ import pytest
 import requests
 
 from tests.conftest import make_merchant
-from tests.config.test_metrics import value
+from tests.helpers import value
 from tests.faults.conftest import endpoints, pay_create_ok, pay_through_page, private_redis, procs  # noqa: F401
 from tests.faults.processes import Platform
 from tests.support.wait import wait_until

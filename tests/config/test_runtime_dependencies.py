@@ -61,3 +61,35 @@ def test_run_installs_like_serve():
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^run: install-run$", makefile, re.M) and re.search(r"^migrate: install-run$", makefile, re.M)
     assert re.search(r"^run serve migrate bootstrap: export UV_NO_DEV = 1$", makefile, re.M)
+
+
+def docker_context_excludes(path: str) -> bool:
+    """Whether .dockerignore keeps `path` (relative to the repository) out of the image's build context: Docker's
+    rule, a pattern (Go filepath.Match, `*` within one path segment, `**` any number of them) matching the path or
+    one of its parent directories; a `!` line lets a path back in."""
+    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+                if line.strip() and not line.lstrip().startswith("#")]
+    parts = path.split("/")
+    candidates = ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]
+    excluded = False
+    for pattern in patterns:
+        negate, pattern = pattern.startswith("!"), pattern.lstrip("!").strip("/")
+        regex = re.escape(pattern).replace(r"\*\*/", "(?:.*/)?").replace(r"\*\*", ".*").replace(r"\*", "[^/]*")
+        regex = regex.replace(r"\?", "[^/]")
+        if any(re.fullmatch(regex, candidate) for candidate in candidates):
+            excluded = not negate
+    return excluded
+
+
+def test_the_image_gets_no_local_virtualenv_state_or_secrets_of_the_checkout():
+    # `COPY . .` comes after `uv sync --frozen --no-dev`: a copied .venv would replace the image's own with a
+    # developer's, test tools included.
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "uv sync --frozen --no-dev" in dockerfile and "COPY . ." in dockerfile
+    for path in (".venv/bin/pytest", ".venv/lib/python3.11/site-packages/playwright/__init__.py",
+                 "var/postgres/PG_VERSION", "var/broker/queue/x.msg", ".env", ".git/HEAD", "merchant.pem",
+                 "platform_keys.json", "apps/callbacks/__pycache__/deliver.cpython-311.pyc"):
+        assert docker_context_excludes(path), path
+    for path in ("manage.py", "pyproject.toml", "uv.lock", "apps/callbacks/deliver.py", "config/settings/production.py",
+                 "templates/home.html", "static", "Procfile"):
+        assert not docker_context_excludes(path), path

@@ -1,5 +1,5 @@
-"""Sentry (issue 18, item 6): nothing without SENTRY_DSN; with one, a view's exception reaches that DSN's server,
-without the request body."""
+"""Sentry (issue 18, item 6): nothing without SENTRY_DSN; with one, a view's exception and a Celery task's reach that
+DSN's server, without the request body or the task's local variables."""
 
 import gzip
 import json
@@ -75,3 +75,36 @@ def test_with_a_dsn_a_view_exception_is_sent_there_without_the_body():
     assert b"0099887766554433" not in sent  # no request body
     events = [json.loads(line) for line in sent.splitlines() if line.startswith(b"{") and b'"exception"' in line]
     assert events and all("user" not in event or not event["user"].get("ip_address") for event in events)
+
+
+# A task run through Celery's tracer (apply: the worker's code path, in this process), failing in its service.
+CHILD_TASK = """
+import django, sentry_sdk
+django.setup()
+from apps.payout import services, tasks
+def broken(*, payout_id):
+    payee_account = "0099887766554433"  # a local the report must not carry
+    raise RuntimeError(f"boom-in-a-task {payout_id}")
+services.payout_submit = broken
+result = tasks.submit_payout.apply(args=[424242])
+assert result.failed(), result.state
+sentry_sdk.flush(timeout=10)
+"""
+
+
+def test_with_a_dsn_a_celery_tasks_exception_is_sent_there_without_its_locals():
+    Envelopes.received = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Envelopes)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test",
+               "SENTRY_DSN": f"http://publickey@127.0.0.1:{server.server_port}/1"}
+        done = subprocess.run([sys.executable, "-c", CHILD_TASK], env=env, capture_output=True, text=True,
+                              timeout=60, cwd=settings.BASE_DIR)
+        assert done.returncode == 0, done.stderr[-2000:]
+    finally:
+        server.shutdown()
+    sent = b"\n".join(Envelopes.received)
+    assert b"boom-in-a-task 424242" in sent
+    assert b"apps.payout.tasks.submit_payout" in sent  # named by its task
+    assert b"0099887766554433" not in sent  # include_local_variables=False

@@ -22,6 +22,7 @@ from apps.ledger.tasks import prepare_daily_statements
 from apps.merchants.models import PlatformKey
 from apps.merchants.services import platform_key_rotate
 from apps.payout import services as payout_services
+from payments_merchant import statement_is_final
 from tests.collection.conftest import create_ok as collection_create_ok
 from tests.helpers import assert_error, assert_ok, at_once, signed_post
 from tests.payout.conftest import new_payout
@@ -135,6 +136,33 @@ def test_todays_closing_equals_the_ledger_balance(client, merchant):
     assert len(data["movements"]) == 3 and data["date"] == today.isoformat() and data["time_zone"] == "Asia/Manila"
     assert accounts(statement(client, merchant, today, "USD"))["available"] == (0, 7)
     assert not Statement.objects.exists()  # today is not over: built on each request, never stored
+
+
+def test_todays_statement_says_it_is_provisional_and_the_closed_days_is_final(client, merchant):
+    with at(D, 15, 0):
+        adjust(merchant, 50_000)
+    with at(D, 18, 30):
+        today = statement(client, merchant, D)
+        today_csv = statement_csv(client, merchant, D)
+    # Today: the figures so far, as of the last movement, said in the signed body; not the day's close. The same
+    # movements give the same bytes: the JSON and the CSV are one statement.
+    assert (today["final"], today["closing_time"]) == (False, "2026-03-10T15:00:00+08:00")
+    assert [line.split(",")[1] for line in today_csv.splitlines() if line.startswith("closing,")] == [
+        "2026-03-10T15:00:00+08:00"] * 3
+    assert f"# digest={today['digest']}\n" in today_csv
+    assert statement_verify(today_csv, platform_public_key(1))
+    with at(D, 21, 0):
+        adjust(merchant, 25)
+    with at(D + timedelta(days=1), 0, 30):
+        closed = statement(client, merchant, D)
+        closed_csv = statement_csv(client, merchant, D)
+    assert (closed["final"], closed["closing_time"]) == (True, "2026-03-11T00:00:00+08:00")
+    assert [line.split(",")[1] for line in closed_csv.splitlines() if line.startswith("closing,")] == [
+        "2026-03-11T00:00:00+08:00"] * 3
+    assert accounts(today)["available"] == (0, 50_000) and accounts(closed)["available"] == (0, 50_025)
+    assert Statement.objects.get().csv_text == closed_csv  # only the final one is stored
+    # What a merchant's SDK reads from a saved file
+    assert (statement_is_final(today_csv), statement_is_final(closed_csv)) == (False, True)
 
 
 def test_signature_verifies_with_the_platform_key_and_fails_after_tampering(client, merchant, two_days):

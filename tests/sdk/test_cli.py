@@ -88,3 +88,17 @@ def test_cli_with_an_unreadable_key_file_says_so(live_server, tmp_path):
     done = run_cli("balance", "--api-root", live_server.url, "--merchant-no", "M1", "--app-id", "A1",
                    "--key", str(tmp_path / "not-a-key.pem"))
     assert done.returncode == 2 and "cannot use the key" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_cli_piped_into_a_reader_that_stopped_exits_quietly_like_sigpipe(tmp_path):
+    (tmp_path / "callback.json").write_text('{"not": "signed"}')
+    (tmp_path / "key.pem").write_text("unused")
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the CLI writes, as `... | head -1` after its line
+    try:
+        done = subprocess.run([CLI, "verify-callback", str(tmp_path / "callback.json"), "--platform-key",
+                               f"1={tmp_path / 'key.pem'}"], stdout=write, stderr=subprocess.PIPE, text=True,
+                              timeout=60)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")

@@ -67,6 +67,7 @@ def test_a_statement_ties_out_and_verifies_and_a_changed_byte_does_not(client, m
 
     statement = client.statement(date=today(), currency="PHP")
     assert isinstance(statement, pm.Statement)
+    assert statement.final is False and statement.closing_time == statement.movements[-1]["time"]  # today: provisional
     assert (statement.opening("available"), statement.closing("available")) == (0, 12500)
     assert statement.closing("available") == client.balance("PHP").available
     assert [m["amount"] for m in statement.movements] == [15000, -2500]
@@ -112,6 +113,7 @@ def test_cli_saves_a_statement_and_verifies_it_and_lists_events(live_server, mer
                        str(tmp_path / "platform_keys.json"))
     assert verified.returncode == 0, verified.stderr
     assert json.loads(verified.stdout)["verified"] is True
+    assert json.loads(verified.stdout)["final"] is False  # today's: provisional
 
     (tmp_path / "statement.csv").write_bytes((tmp_path / "statement.csv").read_bytes().replace(b"4200", b"4300"))
     tampered = run_cli("verify-statement", str(tmp_path / "statement.csv"), "--platform-keys",

@@ -86,6 +86,19 @@ def endpoint_examples(request: dict, data: dict) -> list[OpenApiExample]:
     ]
 
 
+# What each signed endpoint does, as the docs page's menu and heading say it (not its operation id).
+SUMMARIES = {
+    "balance": "Balance of one currency",
+    "pay_create": "Create a collection order",
+    "pay_query": "Query a collection order",
+    "payout_create": "Create a payout",
+    "payout_query": "Query a payout",
+    "callbacks_list": "List your callback events",
+    "callbacks_resend": "Re-send one callback event",
+    "statement": "Signed statement of one day",
+}
+
+
 def signed_request_schema(name: str, request_serializer, data_serializer, *, example_request: dict,
                           example_data: dict) -> dict:
     """extend_schema kwargs: the business fields plus the common signed fields, the enveloped response, and one
@@ -100,6 +113,7 @@ def signed_request_schema(name: str, request_serializer, data_serializer, *, exa
     statuses = sorted({e.http_status for e in ErrorCode if e.http_status != 200})
     return {
         "operation_id": name,
+        "summary": SUMMARIES.get(name, name),
         "description": SIGNED_FIELDS_DESCRIPTION,
         "request": {"application/json": request},
         "responses": {200: response,

@@ -62,6 +62,12 @@ class StatementSerializer(serializers.Serializer):
     currency = serializers.CharField()
     date = serializers.CharField()
     time_zone = serializers.CharField()
+    closing_time = serializers.CharField(help_text=(
+        "The time of the closing rows: 00:00 of the next day for a closed day; for today, the time of the last "
+        "movement so far (00:00 of the day if none): the figures as of then."))
+    final = serializers.BooleanField(help_text=(
+        "true when the day is closed (closing_time is the next 00:00): the figures will not change. false for "
+        "today's provisional statement; ask again after the day's close for the final one."))
     accounts = StatementAccountSerializer(many=True)
     movements = StatementMovementSerializer(many=True)
     digest = serializers.CharField(help_text="SHA-256 (hex) of the CSV body (format=csv).")

@@ -34,6 +34,7 @@ class BalanceView(SignedAPIView):
 
 STATEMENT_EXAMPLE = {
     "merchant_no": "M10000001", "currency": "PHP", "date": "2026-11-24", "time_zone": "Asia/Manila",
+    "closing_time": "2026-11-25T00:00:00+08:00", "final": True,
     "accounts": [{"account": "available", "opening": 150000, "closing": 150000},
                  {"account": "settling", "opening": 0, "closing": 9900},
                  {"account": "frozen", "opening": 0, "closing": 0}],

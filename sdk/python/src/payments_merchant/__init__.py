@@ -14,7 +14,7 @@ from payments_merchant.errors import (ERRORS_BY_CODE, AmountOutOfRangeError, Cal
 from payments_merchant.models import (Balance, CallbackEventPage, Currency, PayOrder, PayoutOrder,
                                       PayoutQueryResult, PayQueryResult, Statement)
 from payments_merchant.signing import load_private_key, load_public_key, sign, string_to_sign, verify
-from payments_merchant.statements import verify_statement
+from payments_merchant.statements import statement_is_final, verify_statement
 
 __version__ = "0.1.0"
 
@@ -27,6 +27,6 @@ __all__ = [
     "PayoutQueryResult", "PayoutReversed", "PayoutTerminal", "ProductNotAvailableError", "RateLimitedError",
     "Statement", "StatementVerificationError", "TimestampOutOfToleranceError", "TransportError", "UnknownBankCodeError", "UnknownCallbackError",
     "UnknownCredentialsError", "django_view", "get_currencies", "handle_callback", "load_private_key",
-    "load_public_key", "parse_event", "sign", "string_to_sign", "verify", "verify_callback",
+    "load_public_key", "parse_event", "sign", "statement_is_final", "string_to_sign", "verify", "verify_callback",
     "verify_statement", "wsgi_app",
 ]

@@ -19,7 +19,7 @@ from payments_merchant.callbacks import verify_callback
 from payments_merchant.client import PaymentsClient, get_currencies
 from payments_merchant.errors import (CallbackVerificationError, PaymentsError, StatementVerificationError,
                                       UnknownCallbackError)
-from payments_merchant.statements import split_statement, verify_statement
+from payments_merchant.statements import split_statement, statement_is_final, verify_statement
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -138,7 +138,8 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Any:
         keys = _platform_keys(args, parser)
         body = sys.stdin.buffer.read() if args.body == "-" else Path(args.body).read_bytes()
         if command == "verify-statement":
-            return {"verified": True, **verify_statement(body, keys)}
+            fields = verify_statement(body, keys)
+            return {"verified": True, "final": statement_is_final(body.decode("utf-8")), **fields}
         event = verify_callback(body, keys)
         return {"type": type(event).__name__, **dict(event.raw)}
     client = _client(args, parser)
@@ -187,9 +188,20 @@ def _platform_keys(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
 
 def _print(value: Mapping[str, Any] | Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False, default=dict))
+    sys.stdout.flush()  # here, where a closed pipe is handled (main), not at interpreter exit
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader stopped early (`payments-merchant events --all | head`): quiet, with the exit status of a
+        # program ended by SIGPIPE (128 + 13), as git and coreutils give, instead of a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # what is left in the buffer goes nowhere
+        return 141
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:

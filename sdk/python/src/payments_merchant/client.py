@@ -162,8 +162,10 @@ class PaymentsClient:
                         type: str | None = None) -> Mapping[str, Any]:
         """`callbacks/resend` (docs/api.md §9): one more attempt of a delivered or dead event, freshly signed; by
         `event_id`, or by `platform_order_no` and `type`."""
-        return self.call("callbacks/resend", {"event_id": event_id, "platform_order_no": platform_order_no,
-                                              "type": type})
+        data: Mapping[str, Any] = self.call("callbacks/resend", {"event_id": event_id,
+                                                                 "platform_order_no": platform_order_no,
+                                                                 "type": type})
+        return data
 
     def statement(self, *, date: str, currency: str) -> Statement:
         """`statement` (docs/api.md §8): one day's balance movements in one currency, signed by the platform."""

@@ -146,7 +146,9 @@ class CallbackEventPage:
 @dataclass(frozen=True, slots=True)
 class Statement:
     """`statement` (JSON): one day and currency; `accounts` with `opening` and `closing` per account, `movements`
-    in posting order, and the platform's signature over the CSV's digest (`verify_statement`)."""
+    in posting order, and the platform's signature over the CSV's digest (`verify_statement`). `final` is False for
+    today's provisional statement (its `closing_time` is when it was built); keep the final one, asked for after
+    the day's close."""
 
     merchant_no: str
     currency: str
@@ -157,16 +159,19 @@ class Statement:
     digest: str
     key_version: int
     signature: str
+    final: bool | None = None  # None: a platform that does not say
+    closing_time: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Statement:
         return cls(merchant_no=data["merchant_no"], currency=data["currency"], date=data["date"],
                    time_zone=data["time_zone"], accounts=list(data["accounts"]), movements=list(data["movements"]),
-                   digest=data["digest"], key_version=data["key_version"], signature=data["signature"], raw=data)
+                   digest=data["digest"], key_version=data["key_version"], signature=data["signature"],
+                   final=data.get("final"), closing_time=data.get("closing_time"), raw=data)
 
     def closing(self, account: str = "available") -> int:
-        return next(item["closing"] for item in self.accounts if item["account"] == account)
+        return int(next(item["closing"] for item in self.accounts if item["account"] == account))
 
     def opening(self, account: str = "available") -> int:
-        return next(item["opening"] for item in self.accounts if item["account"] == account)
+        return int(next(item["opening"] for item in self.accounts if item["account"] == account))

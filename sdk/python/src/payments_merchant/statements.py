@@ -3,7 +3,11 @@ header's fields with the key of its `key_version`. Keep the CSV: it is the docum
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
+from datetime import date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,3 +57,14 @@ def verify_statement(statement: bytes | str | Mapping[str, Any], public_keys: Pu
             signing.load_public_key(public_keys[key_version]), fields, signature):
         raise StatementVerificationError("the statement's signature does not verify")
     return fields
+
+
+def statement_is_final(csv_text: str) -> bool:
+    """Whether a statement's CSV is the day's final one: its closing rows are at the next day's 00:00 in its
+    `time_zone`. Today's provisional statement closes at its last movement instead (docs/api.md §8). Read from the
+    body, which the digest and signature cover: verify the statement first."""
+    header, body = split_statement(csv_text)
+    day = date.fromisoformat(header["date"])
+    end = datetime.combine(day + timedelta(days=1), time.min, tzinfo=ZoneInfo(header["time_zone"]))
+    closings = {row["time"] for row in csv.DictReader(io.StringIO(body)) if row["row"] == "closing"}
+    return closings == {end.isoformat(timespec="seconds")}
