@@ -1,10 +1,13 @@
 """Channel adapter interfaces: how the platform talks to upstream banks and wallets.
 
 An adapter only talks to the upstream. What the upstream reports back (paid, failed, returned) enters the
-platform through the domain's notification services, which are idempotent:
-  apps.collection.services.collection_notify_paid(...)     pay-in completed upstream
-  apps.payout.services.payout_channel_result(...)          disbursement paid or failed
-  apps.payout.services.payout_channel_returned(...)        a paid disbursement came back (reversal)
+platform through the domains' idempotent services, which payout and collection register at startup (channels
+imports neither; apps.channels.registry):
+  payin_handlers().paid(...)            collection_notify_paid: pay-in completed upstream (the sandbox)
+  payin_handlers().apply_state(...)     collection_upstream_apply: a PayinState read from the upstream's API
+  payout_handlers().result(...)         payout_channel_result: disbursement paid or failed
+  payout_handlers().returned(...)       payout_channel_returned: a paid disbursement came back (reversal)
+  payout_handlers().apply_state(...)    payout_upstream_apply: a PayoutState read from the upstream's API
 """
 
 from abc import ABC, abstractmethod
@@ -83,7 +86,7 @@ class PayoutAdapter(ABC):
     @abstractmethod
     def start_disbursement(self, *, payout) -> str:
         """Submit a payout upstream (the only place the full payee account is sent); returns the upstream
-        reference. The result arrives later through payout_channel_result.
+        reference. The result arrives later through payout_handlers().result / .apply_state.
 
         `platform_order_no` is the upstream idempotency key: payout_submit re-sends a PROCESSING payout whose
         submission was never acknowledged, so the same order submitted twice (or concurrently) must be one

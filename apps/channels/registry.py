@@ -1,4 +1,10 @@
-"""Which adapter serves a channel, and which channel serves a currency in a direction."""
+"""Which adapter serves a channel, which channel serves a currency in a direction, and which domain services an
+upstream's answer enters through (registered by payout and collection at startup: channels imports neither)."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.core.exceptions import ImproperlyConfigured
 
 from apps.channels.base import PayinAdapter, PayoutAdapter
 from apps.channels.environment import ChannelNotAllowed, adapter_allowed, platform_environment
@@ -35,6 +41,12 @@ def allowed_adapter_names(direction: Channel.Direction) -> list[str]:
     return sorted(name for name, cls in registered.items() if adapter_allowed(cls))
 
 
+def upstream_adapter_names(direction: Channel.Direction) -> list[str]:
+    """Real upstreams (not the sandbox) this deployment may use in that direction: the ones reconciliation asks."""
+    registered = _PAYIN if direction == Channel.Direction.PAYIN else _PAYOUT
+    return [name for name, cls in registered.items() if adapter_allowed(cls) and not getattr(cls, "is_sandbox", False)]
+
+
 def serving_channel(*, currency: str, direction: Channel.Direction) -> Channel | None:
     """The active channel of highest priority for that currency and direction among the adapters this deployment
     may use; None means code 1001 (a live deployment never falls back to a sandbox channel). Cached reference data
@@ -63,3 +75,61 @@ def payin_adapter(channel: Channel) -> PayinAdapter:
 def payout_adapter(channel: Channel) -> PayoutAdapter:
     """The channel's payout adapter; ChannelNotAllowed for a sandbox channel in a live deployment and vice versa."""
     return _adapter(_PAYOUT, channel)
+
+
+# --- where an upstream's answer enters the platform -------------------------------------------------------------
+# Channels sits below payout and collection: they import it to submit payouts and open pay-ins, never the other way
+# round. What an upstream reports back (a webhook, reconciliation, the sandbox bank) is decided by their services,
+# which each domain registers here from its AppConfig.ready() (payout/apps.py, collection/apps.py).
+
+
+@dataclass(frozen=True)
+class PayoutHandlers:
+    """The payout domain's entries for upstream answers, registered by its AppConfig.ready()."""
+
+    # A PayoutState read from the upstream's API onto the payout: 'succeeded' / 'failed' / 'reversed' or None.
+    apply_state: Callable[..., str | None]  # (*, platform_order_no: str, state: PayoutState, adapter: str)
+    # A definite result: 'paid' or 'failed' (the sandbox bank, a submission the upstream refused).
+    result: Callable[..., object]  # (*, platform_order_no: str, outcome: str, fail_reason: str = "")
+    # A paid disbursement came back: reversed in full, fee refunded.
+    returned: Callable[..., object]  # (*, platform_order_no: str, reason: str)
+    # Ask the upstreams about stale PROCESSING payouts: ({"checked", "succeeded", "failed", "reversed"}, errors).
+    reconcile: Callable[..., tuple[dict, list[dict]]]  # (*, now: datetime)
+
+
+@dataclass(frozen=True)
+class PayinHandlers:
+    """The collection domain's entries for upstream answers, registered by its AppConfig.ready()."""
+
+    # A PayinState read from the upstream's API onto the order: 'paid' / 'expired' or None.
+    apply_state: Callable[..., str | None]  # (*, state: PayinState, adapter: str)
+    # The payment completed upstream (the sandbox's Pay button).
+    paid: Callable[..., object]  # (*, platform_order_no: str, upstream_reference: str)
+    # Ask the upstreams about opened pay-ins past expiry: ({"checked", "paid", "expired"}, errors).
+    reconcile: Callable[..., tuple[dict, list[dict]]]  # (*, now: datetime)
+
+
+_HANDLERS: dict[str, PayoutHandlers | PayinHandlers] = {}
+
+
+def register_payout_handlers(handlers: PayoutHandlers) -> None:
+    _HANDLERS["payout"] = handlers
+
+
+def register_payin_handlers(handlers: PayinHandlers) -> None:
+    _HANDLERS["payin"] = handlers
+
+
+def payout_handlers() -> PayoutHandlers:
+    return _registered_handlers("payout")
+
+
+def payin_handlers() -> PayinHandlers:
+    return _registered_handlers("payin")
+
+
+def _registered_handlers(direction: str):
+    try:
+        return _HANDLERS[direction]
+    except KeyError:
+        raise ImproperlyConfigured(f"no {direction} handlers registered: is its app in INSTALLED_APPS?") from None

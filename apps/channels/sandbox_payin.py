@@ -1,11 +1,11 @@
 """Built-in sandbox pay-in channel (contract §7): the hosted page itself plays the upstream.
 
-Pay: the sandbox "upstream" reports the payment through collection_notify_paid, the same service a real
-upstream notification goes through. Fail: the payer's attempt is declined upstream; the order stays CREATED.
+Pay: the sandbox "upstream" reports the payment through collection_notify_paid (registered as
+payin_handlers().paid), the same service a real upstream notification goes through. Fail: the payer's attempt is declined upstream; the order stays CREATED.
 """
 
 from apps.channels.base import PayinAdapter, PaymentStart
-from apps.channels.registry import register_payin
+from apps.channels.registry import payin_handlers, register_payin
 
 
 def sandbox_reference(order) -> str:
@@ -24,10 +24,8 @@ class SandboxPayinAdapter(PayinAdapter):
 
     def simulate_paid(self, *, order):
         """What the upstream's asynchronous 'paid' notification does: enter through the idempotent service."""
-        from apps.collection.services import collection_notify_paid
-
-        return collection_notify_paid(platform_order_no=order.platform_order_no,
-                                      upstream_reference=sandbox_reference(order))
+        return payin_handlers().paid(platform_order_no=order.platform_order_no,
+                                     upstream_reference=sandbox_reference(order))
 
     def simulate_failed(self, *, order) -> None:
         """A declined attempt: nothing changes, the payer may try again until the order expires."""

@@ -4,7 +4,8 @@
   ...4001  is paid, then returned by the "bank" (reversed in full, fee refunded) shortly after SUCCESS
   other    is paid
 
-Results enter the platform through the same services a real upstream notification would use.
+Results enter the platform through the same payout services a real upstream notification would use
+(payout_channel_result / payout_channel_returned, registered as payout_handlers().result / .returned).
 """
 
 import logging
@@ -14,8 +15,9 @@ from django.conf import settings
 from django.db import transaction
 
 from apps.channels.base import PayoutAdapter
+from apps.channels.environment import SANDBOX, platform_environment
 from apps.channels.models import SandboxDisbursement
-from apps.channels.registry import register_payout
+from apps.channels.registry import payout_handlers, register_payout
 
 logger = logging.getLogger(__name__)
 
@@ -58,17 +60,15 @@ class SandboxPayoutAdapter(PayoutAdapter):
 @shared_task(acks_late=True)
 def sandbox_payout_settle(platform_order_no: str, outcome: str) -> None:
     """The sandbox bank's asynchronous answer to a disbursement (never in a live deployment)."""
-    from apps.channels.environment import SANDBOX, platform_environment
-    from apps.payout.services import payout_channel_result
-
     if platform_environment() != SANDBOX:
         logger.error("sandbox settlement of %s refused: this is a live deployment", platform_order_no)
         return
 
     if outcome == OUTCOME_FAILED:
-        payout_channel_result(platform_order_no=platform_order_no, outcome="failed", fail_reason=CLOSED_ACCOUNT_REASON)
+        payout_handlers().result(platform_order_no=platform_order_no, outcome="failed",
+                                 fail_reason=CLOSED_ACCOUNT_REASON)
         return
-    payout_channel_result(platform_order_no=platform_order_no, outcome="paid")
+    payout_handlers().result(platform_order_no=platform_order_no, outcome="paid")
     if outcome == OUTCOME_PAID_THEN_RETURNED:
         # Dispatched after the SUCCESS commit, so the SUCCESS callback is enqueued before the reversal one.
         sandbox_payout_return.apply_async(args=[platform_order_no], countdown=settings.SANDBOX_PAYOUT_RETURN_SECONDS)
@@ -77,11 +77,8 @@ def sandbox_payout_settle(platform_order_no: str, outcome: str) -> None:
 @shared_task(acks_late=True)
 def sandbox_payout_return(platform_order_no: str) -> None:
     """The sandbox bank returns a paid disbursement: reversed in full, fee refunded."""
-    from apps.channels.environment import SANDBOX, platform_environment
-    from apps.payout.services import payout_channel_returned
-
     if platform_environment() != SANDBOX:
         logger.error("sandbox return of %s refused: this is a live deployment", platform_order_no)
         return
 
-    payout_channel_returned(platform_order_no=platform_order_no, reason="returned by the bank (sandbox)")
+    payout_handlers().returned(platform_order_no=platform_order_no, reason="returned by the bank (sandbox)")

@@ -1,4 +1,6 @@
-from apps.channels.models import BankCode
+from datetime import datetime
+
+from apps.channels.models import BankCode, UpstreamPayin
 from apps.common.refcache import refcache_get
 
 
@@ -6,3 +8,11 @@ def bank_code_active(*, currency: str, code: str) -> BankCode | None:
     """The active bank code of the currency's table; None means code 2006. Cached reference data."""
     return refcache_get(("bank_code", currency, code),
                         lambda: BankCode.objects.filter(currency_id=currency, code=code, is_active=True).first())
+
+
+def upstream_payins_unfinished(*, adapters: list[str], opened_since: datetime) -> dict[str, UpstreamPayin]:
+    """Pay-ins those adapters opened since then whose upstream status is not known final, by platform_order_no: the
+    ones reconciliation still asks about."""
+    return {p.platform_order_no: p for p in UpstreamPayin.objects.filter(
+        channel__adapter__in=adapters).exclude(upstream_status__in=("PAID", "SETTLED", "EXPIRED"))
+        .filter(created_at__gte=opened_since)}

@@ -12,7 +12,8 @@ CHANNEL_API_BASE_URL_OVERRIDE allows it: development and the tests' emulator).
   GET  /v2/payouts/{id}, GET /v2/payouts?reference_id=platform_order_no   ({"data": [...], "has_more": ...})
 
 Webhooks (apps.channels.views) only say "look again": the object is re-read from the API with the channel's key
-before anything moves, and the result enters through the same services as the sandbox's outcomes.
+before anything moves, and the result enters through the same payout and collection services as the sandbox's
+outcomes (registered with apps.channels.registry).
 """
 
 import hmac
@@ -36,7 +37,7 @@ from apps.channels.base import (
     UpstreamUnavailable,
 )
 from apps.channels.models import Channel, UpstreamPayin
-from apps.channels.registry import register_payin, register_payout
+from apps.channels.registry import payin_handlers, payout_handlers, register_payin, register_payout
 
 logger = logging.getLogger(__name__)
 
@@ -235,11 +236,9 @@ class XenditPayoutAdapter(PayoutAdapter):
                 logger.warning("payout %s: re-submission refused by xendit (%s), the first submission is %s",
                                payout, exc.error_code or exc.status, state.reference)
                 return state.reference
-            from apps.payout.services import payout_channel_result
-
             logger.warning("payout %s refused by xendit: %s", payout, exc.error_code or exc)
-            payout_channel_result(platform_order_no=payout.platform_order_no, outcome="failed",
-                                  fail_reason=f"refused upstream: {exc.error_code or exc.status}")
+            payout_handlers().result(platform_order_no=payout.platform_order_no, outcome="failed",
+                                     fail_reason=f"refused upstream: {exc.error_code or exc.status}")
             return ""  # nothing was disbursed; the order is FAILED
         return str(created["id"])
 
@@ -275,9 +274,8 @@ class WebhookRefused(PermissionError):
 
 def xendit_webhook_handle(*, channel: Channel, token: str, body: bytes) -> dict:
     """A Xendit webhook for `channel`: token compared in constant time, then the object it names re-read from the
-    API, then the outcome applied through the idempotent services. Returns what was done (for the reply and logs)."""
-    from apps.channels.services import channel_payin_apply, channel_payout_apply
-
+    API, then the outcome applied through the payout or collection service registered for it (apps.channels.registry).
+    Returns what was done (for the reply and logs)."""
     expected = channel.callback_token
     if not expected or not hmac.compare_digest(token.encode(), expected.encode()):
         raise WebhookRefused(f"webhook for {channel.code}: bad x-callback-token")
@@ -298,7 +296,8 @@ def xendit_webhook_handle(*, channel: Channel, token: str, body: bytes) -> dict:
         state = _readable(obj, payout_state_of)
         if state is None:
             return {"object": "payout", "status": str(obj.get("status", "")), "changed": None}
-        change = channel_payout_apply(platform_order_no=str(obj.get("reference_id", "")), state=state, adapter=ADAPTER)
+        change = payout_handlers().apply_state(platform_order_no=str(obj.get("reference_id", "")), state=state,
+                                               adapter=ADAPTER)
         return {"object": "payout", "status": state.upstream_status, "changed": change}
     invoice_id = str(event.get("id", ""))
     if not invoice_id:
@@ -307,7 +306,7 @@ def xendit_webhook_handle(*, channel: Channel, token: str, body: bytes) -> dict:
     state = _readable(invoice, invoice_state)
     if state is None:
         return {"object": "invoice", "status": str(invoice.get("status", "")), "changed": None}
-    change = channel_payin_apply(state=state, adapter=ADAPTER)
+    change = payin_handlers().apply_state(state=state, adapter=ADAPTER)
     return {"object": "invoice", "status": state.upstream_status, "changed": change}
 
 

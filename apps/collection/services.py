@@ -16,9 +16,10 @@ from django.utils import timezone
 
 from apps.callbacks.models import CallbackEvent
 from apps.callbacks.enqueue import callback_enqueue, collection_success_payload
-from apps.channels.environment import SANDBOX, platform_environment
+from apps.channels.base import UpstreamRejected, UpstreamUnavailable
+from apps.channels.environment import SANDBOX, ChannelNotAllowed, platform_environment
+from apps.channels.registry import payin_adapter, payin_adapters
 from apps.channels.routing import order_route
-from apps.channels.services import channel_payin_open_dispatch
 from apps.collection.models import DEFAULT_EXPIRE_SECONDS, CollectionOrder
 from apps.collection.selectors import (
     collection_order_for_merchant,
@@ -73,12 +74,43 @@ def collection_create(*, merchant: Merchant, mch_order_no: str, product_code: st
                 expire_at=timezone.now() + timedelta(seconds=expire_seconds),
             )
             # A real upstream opens its payment (Xendit: the invoice) after commit; the sandbox opens nothing.
-            transaction.on_commit(lambda: channel_payin_open_dispatch(order=order))
+            transaction.on_commit(lambda: collection_upstream_open_dispatch(order=order))
             return order
 
     return order_create_or_replay(
         lookup=lambda: collection_order_for_merchant(merchant_id=merchant.pk, mch_order_no=mch_order_no),
         replay=lambda existing: _replay(existing, request), create=create)
+
+
+# ---------------------------------------------------------------------------------------------- upstream opening
+
+def collection_upstream_open_dispatch(*, order: CollectionOrder) -> None:
+    """After pay/create commits: a real upstream opens its payment (Xendit: the invoice) in a task, so pay/create
+    answers without waiting for it. The sandbox opens nothing. A broker outage only delays it to the payer's first
+    opening of pay_url, which opens it too (start_payment is idempotent per platform_order_no)."""
+    cls = payin_adapters().get(order.channel.adapter)
+    if cls is None or getattr(cls, "is_sandbox", False):
+        return
+    from apps.collection.tasks import open_upstream_payin
+
+    try:
+        open_upstream_payin.delay(order.platform_order_no)
+    except Exception:  # noqa: BLE001 - broker down: the pay page opens the payment when the payer comes
+        logger.warning("pay-in %s: upstream opening not dispatched; the pay page will open it", order)
+
+
+def collection_upstream_open(*, platform_order_no: str) -> str | None:
+    """Open the order's upstream payment if it is still payable; its reference, or None when nothing was opened
+    (paid, expired, a channel this deployment may not use, or the upstream not answering: the page tries again)."""
+    order = (CollectionOrder.objects.select_related("channel", "currency", "merchant")
+             .filter(platform_order_no=platform_order_no).first())
+    if order is None or not order.is_payable():
+        return None
+    try:
+        return payin_adapter(order.channel).start_payment(order=order).upstream_reference
+    except (ChannelNotAllowed, UpstreamUnavailable, UpstreamRejected) as exc:
+        logger.warning("pay-in %s: upstream payment not opened: %s", order, exc)
+        return None
 
 
 # ---------------------------------------------------------------------------------------------- paid

@@ -1,4 +1,5 @@
-"""Periodic tasks of collections (beat schedule in config/settings/base.py). Thin: each calls services."""
+"""Tasks of collections: opening a pay-in upstream after pay/create, and the periodic ones (beat schedule in
+config/settings/base.py). Thin: each calls services."""
 
 import logging
 
@@ -9,6 +10,12 @@ from apps.collection import services
 from apps.collection.selectors import collection_orders_due_for_expiry
 
 logger = logging.getLogger(__name__)
+
+
+@shared_task(acks_late=True)
+def open_upstream_payin(platform_order_no: str) -> str | None:
+    """Open the order's upstream payment (Xendit: the invoice) after pay/create; idempotent per platform_order_no."""
+    return services.collection_upstream_open(platform_order_no=platform_order_no)
 
 
 @shared_task(acks_late=True)

@@ -20,4 +20,11 @@ class PayoutConfig(AppConfig):
     verbose_name = "Payouts"
 
     def ready(self) -> None:
+        from apps.channels.registry import PayoutHandlers, register_payout_handlers
+        from apps.payout.services import payout_channel_result, payout_channel_returned
+        from apps.payout.upstream import payout_upstream_apply, payout_upstream_reconcile
+
         post_migrate.connect(_groups_ensure, sender=self, dispatch_uid="payout_groups_ensure")
+        # What an upstream reports about a disbursement (webhook, reconciliation, the sandbox bank) enters here.
+        register_payout_handlers(PayoutHandlers(apply_state=payout_upstream_apply, result=payout_channel_result,
+                                                returned=payout_channel_returned, reconcile=payout_upstream_reconcile))

@@ -60,7 +60,7 @@ def test_pay_url_forwards_the_payer_to_one_invoice_with_the_exact_amount_and_the
 
 def test_the_task_after_pay_create_opens_the_invoice_the_page_then_forwards_to(xendit_channels, merchant,
                                                                               xendit_emulator):
-    from apps.channels.tasks import open_upstream_payin
+    from apps.collection.tasks import open_upstream_payin
 
     order = pay_create_ok(Client(), merchant, product_code="PHP_COLLECT_D0", amount=150000)
     reference = open_upstream_payin(order.platform_order_no)
@@ -78,7 +78,7 @@ def test_the_task_after_pay_create_opens_the_invoice_the_page_then_forwards_to(x
 
 
 def test_sandbox_order_is_not_dispatched_upstream(merchant, django_capture_on_commit_callbacks, monkeypatch):
-    from apps.channels import tasks
+    from apps.collection import tasks
 
     sent = []
     monkeypatch.setattr(tasks.open_upstream_payin, "delay", lambda number: sent.append(number))
@@ -89,7 +89,7 @@ def test_sandbox_order_is_not_dispatched_upstream(merchant, django_capture_on_co
 
 def test_xendit_order_is_dispatched_upstream_after_commit(xendit_channels, merchant,
                                                           django_capture_on_commit_callbacks, monkeypatch):
-    from apps.channels import tasks
+    from apps.collection import tasks
 
     sent = []
     monkeypatch.setattr(tasks.open_upstream_payin, "delay", lambda number: sent.append(number))

@@ -125,7 +125,7 @@ def test_a_second_paid_invoice_of_a_paid_order_credits_nothing_and_is_logged_for
     other = xendit_emulator._invoice_create({"external_id": order.platform_order_no, "amount": invoice["amount"],
                                              "currency": "PHP"})[1]
     xendit_emulator.pay_invoice(other["id"])
-    with caplog.at_level("ERROR", logger="apps.channels.services"):
+    with caplog.at_level("ERROR", logger="apps.collection.upstream"):
         reply = xendit_emulator.invoice_webhook(other["id"], url(live_server, PAYIN_CODE))
     assert (reply.status_code, reply.json()["changed"]) == (200, None)
     assert (collection_balances(merchant), Posting.objects.count()) == after
@@ -255,7 +255,7 @@ def test_another_disbursement_with_our_order_number_moves_nothing(xendit_channel
              "channel_properties": {"account_number": "1", "account_holder_name": "X"}},
             {"Idempotency-key": f"other-{amount}"})[1]
         xendit_emulator.settle_payout(foreign["id"], "SUCCEEDED")
-        with caplog.at_level("ERROR", logger="apps.channels.services"):
+        with caplog.at_level("ERROR", logger="apps.payout.upstream"):
             reply = xendit_emulator.payout_webhook("payout.succeeded", foreign["id"], url(live_server, PAYOUT_CODE))
         assert (reply.status_code, reply.json()["changed"]) == (200, None)
     payout.refresh_from_db()
