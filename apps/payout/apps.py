@@ -20,4 +20,6 @@ class PayoutConfig(AppConfig):
     verbose_name = "Payouts"
 
     def ready(self) -> None:
+        from apps.payout import staff_requests  # noqa: F401 - registers the payout reversal (four eyes)
+
         post_migrate.connect(_groups_ensure, sender=self, dispatch_uid="payout_groups_ensure")
