@@ -142,7 +142,7 @@ def plans() -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from apps.common.operations import operations_overview
+    from apps.operations.selectors import operations_overview
 
     with CaptureQueriesContext(connection) as captured:
         operations_overview()

@@ -15,8 +15,11 @@ from django_otp.plugins.otp_static.models import StaticDevice
 from django_otp.plugins.otp_totp.models import TOTPDevice
 from pghistory.core import event_models as pghistory_event_models
 
+from apps.common.formatting import utc
 from apps.common.history import TRACKED_MODELS, event_changes, event_who
-from apps.common.models import AuditLog, OperationsOverview, StaffRequest
+from apps.common.models import AuditLog, StaffRequest
+from apps.common.staff_requests import (KINDS, StaffRequestRefused, staff_request_approve, staff_request_create,
+                                        staff_request_reject)
 
 
 class ReadOnlyAdminMixin:
@@ -183,15 +186,13 @@ class StaffRequestAdmin(admin.ModelAdmin):
 
     @admin.display(description="asked at (UTC)", ordering="created_at")
     def created_at_utc(self, obj):
-        return f"{obj.created_at:%Y-%m-%d %H:%M:%S} UTC"
+        return utc(obj.created_at)
 
     @admin.display(description="decided at (UTC)")
     def decided_at_utc(self, obj):
-        return f"{obj.decided_at:%Y-%m-%d %H:%M:%S} UTC" if obj.decided_at else "-"
+        return utc(obj.decided_at)
 
     def _may_decide(self, request) -> bool:
-        from apps.common.staff_requests import KINDS
-
         return any(request.user.has_perm(spec.permission) for spec in KINDS.values())
 
     def has_view_permission(self, request, obj=None):
@@ -226,8 +227,6 @@ class StaffRequestAdmin(admin.ModelAdmin):
         return super().changelist_view(request, {**(extra_context or {}), "is_nav_sidebar_enabled": False})
 
     def add_view(self, request, form_url="", extra_context=None):
-        from apps.common.staff_requests import StaffRequestRefused, staff_request_create
-
         if not self.has_add_permission(request):
             raise PermissionDenied
         form = BalanceAdjustmentRequestForm(request.POST if request.method == "POST" else None)
@@ -250,8 +249,6 @@ class StaffRequestAdmin(admin.ModelAdmin):
                                         "It takes effect only when a second person approves it.")
 
     def _decide(self, request, queryset, *, approve: bool):
-        from apps.common.staff_requests import staff_request_approve, staff_request_reject
-
         form = StaffReasonForm(request.POST if "apply" in request.POST else None)
         if form.is_bound and form.is_valid():
             service = staff_request_approve if approve else staff_request_reject
@@ -282,45 +279,3 @@ class StaffRequestAdmin(admin.ModelAdmin):
     @admin.action(description="Reject selected requests (asks for a reason)", permissions=["decide"])
     def reject_selected(self, request, queryset):
         return self._decide(request, queryset, approve=False)
-
-
-@admin.register(OperationsOverview)
-class OperationsOverviewAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """One page for on-call staff (issue 17 item 5): today's orders, the review queue, callbacks, settlement
-    awaiting release, the periodic jobs' last runs and a chart of the last 24 h. Read-only."""
-
-    def has_view_permission(self, request, obj=None):
-        return request.user.has_perm("common.view_operationsoverview")
-
-    def changelist_view(self, request, extra_context=None):
-        from django.utils.safestring import mark_safe
-
-        from apps.common.operations import hourly_chart_svg, operations_overview
-        from apps.currencies.models import Currency
-        from apps.payout.admin import money, short_age, utc
-
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        overview = operations_overview()
-        currencies = {c.code: c for c in Currency.objects.all()}
-
-        def rows(figures):
-            return [{"currency": code, "count": f["count"], "amount": money(f["amount"], currencies[code]),
-                     "paid": f.get("paid"), "paid_amount": money(f.get("paid_amount", 0), currencies[code])}
-                    for code, f in sorted(figures.items())]
-
-        context = {
-            **self.admin_site.each_context(request), "opts": self.model._meta, "title": "Operations overview",
-            "now": utc(overview.now), "day_start": utc(overview.day_start),
-            "payins": rows(overview.payins), "payouts": rows(overview.payouts),
-            "review_count": overview.review_count,
-            "review_oldest": short_age(overview.review_oldest) if overview.review_oldest else "-",
-            "review_oldest_at": utc(overview.review_oldest),
-            "callbacks_due": overview.callbacks_due, "callbacks_dead": overview.callbacks_dead,
-            "settling": rows(overview.settling),
-            "heartbeats": [{"job": label, "at": utc(at), "ago": short_age(at) if at else "never"}
-                           for label, at in overview.heartbeats],
-            "chart": mark_safe(hourly_chart_svg(overview.hourly)),  # numbers and our own markup only
-            "hourly_total": (sum(i for _, i, _ in overview.hourly), sum(o for _, _, o in overview.hourly)),
-        }
-        return TemplateResponse(request, "admin/common/operations_overview.html", context)

@@ -93,8 +93,8 @@ class StaffRequest(models.Model):
 
 
 class OperationsOverview(Heartbeat):
-    """The admin's operations overview page (apps.common.operations); a proxy so that it has an admin entry and a
-    view permission of its own."""
+    """The admin's operations overview page (its reads and page: apps.operations); a proxy so that it has an admin
+    entry and a view permission of its own. It stays here, where its content type and permission were created."""
 
     class Meta:
         proxy = True

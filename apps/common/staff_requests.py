@@ -2,13 +2,18 @@
 merchant key upload is first a StaffRequest; it takes effect only when a second person with the right role
 approves it, and then through the owning app's service, in the approval's one transaction with the audit rows.
 
+This module is the mechanism only; it knows no domain. Each domain registers its own kind of request from its
+`staff_requests.py` (imported by its AppConfig.ready()): payout the reversal, ledger the balance adjustment,
+merchants the key upload.
+
 The CLI (contract §8) calls the services directly: a shell on the server is the highest authority, and its
 operator is recorded (`--operator`).
 """
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
@@ -21,106 +26,36 @@ class StaffRequestRefused(ValueError):
 
 
 @dataclass(frozen=True)
-class KindSpec:
+class StaffRequestKind:
+    """One kind of staff request, as its domain registers it."""
+
     permission: str  # needed both to ask for it and to approve it
-    merchant_no: Callable[[dict], str]
-    describe: Callable[[dict], str]
+    describe: Callable[[dict], str]  # the summary the approver reads; raises StaffRequestRefused for a bad payload
     apply: Callable[..., dict]  # (payload, actor, reason) -> result, inside the approval's transaction
+    # Why this person may neither ask for nor decide this request ("" when nothing stands in the way), e.g.
+    # "administers merchant M100001": a merchant's own administrator never handles its money or keys.
+    conflict: Callable[[dict, Any], str]
 
 
-def _reversal_merchant(payload: dict) -> str:
-    from apps.payout.models import Payout
-
-    return Payout.objects.filter(pk=payload["payout_id"]).values_list("merchant__merchant_no", flat=True).first() or ""
+KINDS: dict[str, StaffRequestKind] = {}
 
 
-def _reversal_describe(payload: dict) -> str:
-    from apps.currencies.formatting import format_minor
-    from apps.payout.models import Payout
-
-    payout = Payout.objects.select_related("currency", "merchant").filter(pk=payload["payout_id"]).first()
-    if payout is None:
-        raise StaffRequestRefused(f"no payout {payload['payout_id']}")
-    if payout.status != Payout.Status.SUCCESS or payout.reversed_at:
-        raise StaffRequestRefused(f"payout {payout} is {payout.status}"
-                                  f"{' and already reversed' if payout.reversed_at else ''}; only an unreversed "
-                                  f"SUCCESS payout can be reversed.")
-    if not (1 <= payload["reversal_amount"] <= payout.amount and 0 <= payload["fee_refund"] <= payout.fee):
-        raise StaffRequestRefused(f"reversal amount must be 1 to {payout.amount} and fee refund 0 to {payout.fee}.")
-    return (f"Reverse payout {payout}: {format_minor(payload['reversal_amount'], payout.currency)} "
-            f"+ fee refund {format_minor(payload['fee_refund'], payout.currency)} to {payout.merchant.merchant_no}")
+def staff_request_kind_register(kind: str, spec: StaffRequestKind) -> None:
+    """Called once per kind from the owning domain's AppConfig.ready(); the kinds themselves are the model's
+    choices (a migration of apps.common), so a registry cannot invent one."""
+    if kind not in StaffRequest.Kind.values:
+        raise ImproperlyConfigured(f"{kind!r} is not a StaffRequest.Kind")
+    if kind in KINDS:
+        raise ImproperlyConfigured(f"staff request kind {kind!r} is registered twice")
+    KINDS[kind] = spec
 
 
-def _reversal_apply(*, payload: dict, actor, reason: str) -> dict:
-    from apps.payout.services import payout_reverse_in_transaction
-
-    payout = payout_reverse_in_transaction(payout_id=payload["payout_id"], reversal_amount=payload["reversal_amount"],
-                                           fee_refund=payload["fee_refund"], actor=actor, source="admin",
-                                           reason=reason)
-    return {"platform_order_no": payout.platform_order_no, "reversed_at": payout.reversed_at.isoformat()}
-
-
-def _adjustment_describe(payload: dict) -> str:
-    from apps.currencies.formatting import format_minor
-    from apps.currencies.models import Currency
-
-    from apps.merchants.models import MerchantCurrency
-
-    if type(payload["amount"]) is not int or payload["amount"] == 0:
-        raise StaffRequestRefused("amount must be a non-zero integer of minor units.")
-    if not MerchantCurrency.objects.filter(merchant__merchant_no=payload["merchant_no"],
-                                           currency_id=payload["currency"], is_enabled=True).exists():
-        raise StaffRequestRefused(f"currency {payload['currency']} is not enabled for merchant "
-                                  f"{payload['merchant_no']} (or no such merchant).")
-    amount = format_minor(payload["amount"], Currency.objects.get(pk=payload["currency"]))
-    return f"{'Credit' if payload['amount'] > 0 else 'Debit'} {amount} to {payload['merchant_no']} available"
-
-
-def _adjustment_apply(*, payload: dict, actor, reason: str) -> dict:
-    from apps.ledger.services import balance_adjust_in_transaction
-
-    return balance_adjust_in_transaction(merchant_no=payload["merchant_no"], currency=payload["currency"],
-                                         amount=payload["amount"], reason=reason, actor=actor)
-
-
-def _key_apply(*, payload: dict, actor, reason: str) -> dict:
-    from apps.merchants.services import merchant_key_add_in_transaction
-
-    key = merchant_key_add_in_transaction(merchant_no=payload["merchant_no"], public_key_pem=payload["public_key_pem"],
-                                          actor=actor)
-    return {"merchant_no": payload["merchant_no"], "key_version": key.version, "fingerprint": key.fingerprint}
-
-
-def _key_describe(payload: dict) -> str:
-    from apps.common import signing
-    from apps.merchants.services import MerchantInputError, _check_public_key
-
-    try:
-        _check_public_key(payload["public_key_pem"])
-    except MerchantInputError as exc:
-        raise StaffRequestRefused(str(exc)) from None
-    return f"New key version for {payload['merchant_no']} (fingerprint {signing.fingerprint(payload['public_key_pem'])})"
-
-
-KINDS: dict[str, KindSpec] = {
-    StaffRequest.Kind.PAYOUT_REVERSAL: KindSpec("payout.reverse_payout", _reversal_merchant, _reversal_describe,
-                                                _reversal_apply),
-    StaffRequest.Kind.BALANCE_ADJUSTMENT: KindSpec("common.adjust_balance", lambda p: p["merchant_no"],
-                                                   _adjustment_describe, _adjustment_apply),
-    StaffRequest.Kind.MERCHANT_KEY: KindSpec("merchants.add_merchantkey", lambda p: p["merchant_no"], _key_describe,
-                                             _key_apply),
-}
-
-
-def _check_person(*, spec: KindSpec, payload: dict, user, doing: str) -> None:
-    from apps.merchants.models import Merchant
-
+def _check_person(*, spec: StaffRequestKind, payload: dict, user, doing: str) -> None:
     if not getattr(user, "pk", None) or not user.has_perm(spec.permission):
         raise StaffRequestRefused(f"{getattr(user, 'username', 'nobody')} may not {doing} this kind of request.")
-    merchant_no = spec.merchant_no(payload)
-    if merchant_no and Merchant.objects.filter(merchant_no=merchant_no, administrators=user).exists():
-        raise StaffRequestRefused(f"{user.get_username()} administers merchant {merchant_no} and may not "
-                                  f"{doing} its requests.")
+    conflict = spec.conflict(payload, user)
+    if conflict:
+        raise StaffRequestRefused(f"{user.get_username()} {conflict} and may not {doing} its requests.")
 
 
 @transaction.atomic(durable=True)

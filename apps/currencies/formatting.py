@@ -16,3 +16,9 @@ def format_minor(amount: int, currency: Currency, locale: str = "en") -> str:
     number = format_decimal(Decimal(amount).scaleb(-digits), format=pattern, locale=locale)
     symbol = currency.symbol or currency.code
     return f"{symbol}{NBSP if len(symbol) > 1 else ''}{number}"
+
+
+def money(amount: int, currency: Currency) -> str:
+    """Major units with the currency's own scale and symbol, then its code: '₱50,000.00 PHP'."""
+    text = format_minor(amount, currency)
+    return text if text.startswith(currency.code) else f"{text} {currency.code}"

@@ -5,7 +5,7 @@ from django.db.models import F
 
 from apps.common import crypto, signing
 from apps.common.refcache import refcache_get
-from apps.merchants.models import App, MerchantCurrency, MerchantKey, MerchantProduct, PlatformKey, Product
+from apps.merchants.models import App, Merchant, MerchantCurrency, MerchantKey, MerchantProduct, PlatformKey, Product
 
 
 def merchant_key_for_request(*, merchant_no: str, app_id: str, key_version: int) -> MerchantKey | None:
@@ -73,3 +73,11 @@ def merchant_product(*, merchant_id: int, code: str) -> Product | None:
         return link.product if link else None
 
     return refcache_get(("merchant_product", merchant_id, code), load)
+
+
+def merchant_administrator_conflict(*, merchant_no: str, user) -> str:
+    """Four eyes: a merchant's own administrator neither asks for nor decides a staff request about it. The words of
+    the refusal (apps.common.staff_requests), or "" when this user does not administer the merchant."""
+    if merchant_no and Merchant.objects.filter(merchant_no=merchant_no, administrators=user).exists():
+        return f"administers merchant {merchant_no}"
+    return ""

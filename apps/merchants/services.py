@@ -54,7 +54,8 @@ def product_defaults_ensure(*, currency: Currency) -> list[Product]:
     return products
 
 
-def _check_public_key(pem: str) -> str:
+def public_key_check(pem: str) -> str:
+    """A merchant's RSA public key as PEM, or MerchantInputError; returns its fingerprint."""
     try:
         signing.load_public_key(pem)
     except ValueError as exc:
@@ -95,7 +96,7 @@ def merchant_create(*, name: str, public_key_pem: str, currencies: list[str], co
         raise MerchantInputError("name must be at most 128 characters")
     collection_callback_url = callback_url_check(collection_callback_url)
     payout_callback_url = callback_url_check(payout_callback_url)
-    fingerprint = _check_public_key(public_key_pem)
+    fingerprint = public_key_check(public_key_pem)
     known = {c.code: c for c in Currency.objects.filter(code__in=currencies)}
     unknown = [code for code in currencies if code not in known]
     if unknown or not currencies:
@@ -140,7 +141,7 @@ def merchant_key_add_in_transaction(*, merchant_no: str, public_key_pem: str, ac
     merchant = Merchant.objects.select_for_update().filter(merchant_no=merchant_no).first()
     if merchant is None:
         raise MerchantInputError(f"unknown merchant {merchant_no}")
-    fingerprint = _check_public_key(public_key_pem)
+    fingerprint = public_key_check(public_key_pem)
     last = merchant.keys.order_by("-version").values_list("version", flat=True).first() or 0
     key = MerchantKey.objects.create(merchant=merchant, version=last + 1, public_key_pem=public_key_pem.strip() + "\n",
                                      fingerprint=fingerprint)

@@ -14,11 +14,11 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import path, reverse
-from django.utils import timezone
 
+from apps.common.formatting import short_age, utc
 from apps.common.models import StaffRequest
 from apps.common.staff_requests import StaffRequestRefused, staff_request_create
-from apps.currencies.formatting import format_minor
+from apps.currencies.formatting import format_minor, money
 from apps.payout.models import DenyListedAccount, Payout, PayoutApproval, PayoutReviewQueue
 from apps.ledger.selectors import merchant_balances
 from apps.payout.selectors import (merchant_recent_payouts, payee_history, payout_approvals_count, payout_decisions,
@@ -56,29 +56,6 @@ class ReverseForm(forms.Form):
         for name, bound in (("reversal_amount", payout.amount), ("fee_refund", payout.fee)):
             self.fields[name].validators.append(MaxValueValidator(bound))
             self.fields[name].widget.attrs["max"] = bound
-
-
-def utc(value) -> str:
-    return f"{value:%Y-%m-%d %H:%M:%S} UTC" if value else "-"
-
-
-def short_age(value) -> str:
-    """'3d 4h', '5h 12m', '7m': fits a narrow column, unlike timesince's '3 days, 4 hours'."""
-    seconds = max(0, int((timezone.now() - value).total_seconds()))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes = rest // 60
-    if days:
-        return f"{days}d {hours}h"
-    if hours:
-        return f"{hours}h {minutes}m"
-    return f"{minutes}m"
-
-
-def money(amount: int, currency) -> str:
-    """Major units with the currency's own scale and symbol, then its code: '₱50,000.00 PHP'."""
-    text = format_minor(amount, currency)
-    return text if text.startswith(currency.code) else f"{text} {currency.code}"
 
 
 class PayoutDisplayMixin:

@@ -21,6 +21,7 @@ class PayoutConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.channels.registry import PayoutHandlers, register_payout_handlers
+        from apps.payout import staff_requests  # noqa: F401 - registers the payout reversal (four eyes)
         from apps.payout.services import payout_channel_result, payout_channel_returned
         from apps.payout.upstream import payout_upstream_apply, payout_upstream_reconcile
 

@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "apps.callbacks",
     "apps.collection",
     "apps.payout",
+    "apps.operations",  # above the domains: reads several of them (the operations overview)
 ]
 
 MIDDLEWARE = [

@@ -10,7 +10,8 @@ from django.utils import timezone
 from apps.callbacks.models import CallbackEvent
 from apps.collection.services import collection_create, collection_notify_paid
 from apps.common.models import Heartbeat
-from apps.common.operations import hourly_chart_svg, operations_overview
+from apps.operations.charts import hourly_chart_svg
+from apps.operations.selectors import operations_overview
 from apps.payout.models import Payout
 from tests.payout.conftest import PHP_THRESHOLD, fund, new_payout, staff_user
 from tests.support.staff import add_authenticator, admin_login, browser_sign_in

@@ -1,0 +1,21 @@
+"""Times shown to staff in the admin: every time says UTC, ages fit a narrow column. Amounts are shown by
+apps.currencies.formatting (format_minor, money)."""
+
+from django.utils import timezone
+
+
+def utc(value) -> str:
+    return f"{value:%Y-%m-%d %H:%M:%S} UTC" if value else "-"
+
+
+def short_age(value) -> str:
+    """'3d 4h', '5h 12m', '7m': fits a narrow column, unlike timesince's '3 days, 4 hours'."""
+    seconds = max(0, int((timezone.now() - value).total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    return f"{minutes}m"

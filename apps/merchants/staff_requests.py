@@ -1,0 +1,32 @@
+"""The merchant key upload as a staff request (four eyes, docs/back-office.md): asked for on the merchant key
+page, added by merchant_key_add_in_transaction when a second person approves it (apps.common.staff_requests)."""
+
+from apps.common import signing
+from apps.common.models import StaffRequest
+from apps.common.staff_requests import StaffRequestKind, StaffRequestRefused, staff_request_kind_register
+from apps.merchants.selectors import merchant_administrator_conflict
+from apps.merchants.services import MerchantInputError, merchant_key_add_in_transaction, public_key_check
+
+ADD_KEY_PERMISSION = "merchants.add_merchantkey"
+
+
+def _describe(payload: dict) -> str:
+    try:
+        public_key_check(payload["public_key_pem"])
+    except MerchantInputError as exc:
+        raise StaffRequestRefused(str(exc)) from None
+    return f"New key version for {payload['merchant_no']} (fingerprint {signing.fingerprint(payload['public_key_pem'])})"
+
+
+def _apply(*, payload: dict, actor, reason: str) -> dict:
+    key = merchant_key_add_in_transaction(merchant_no=payload["merchant_no"], public_key_pem=payload["public_key_pem"],
+                                          actor=actor)
+    return {"merchant_no": payload["merchant_no"], "key_version": key.version, "fingerprint": key.fingerprint}
+
+
+def _conflict(payload: dict, user) -> str:
+    return merchant_administrator_conflict(merchant_no=payload["merchant_no"], user=user)
+
+
+staff_request_kind_register(StaffRequest.Kind.MERCHANT_KEY, StaffRequestKind(
+    permission=ADD_KEY_PERMISSION, describe=_describe, apply=_apply, conflict=_conflict))

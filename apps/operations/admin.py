@@ -1,0 +1,52 @@
+"""The operations overview page. Its model, common.OperationsOverview, is a proxy that stays in apps.common: its
+content type and its view permission (held by the "Payout operations" group) predate this app, and the page keeps
+its URL, /admin/common/operationsoverview/ (docs/back-office.md)."""
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.template.response import TemplateResponse
+from django.utils.safestring import mark_safe
+
+from apps.common.admin import ReadOnlyAdminMixin
+from apps.common.formatting import short_age, utc
+from apps.common.models import OperationsOverview
+from apps.currencies.formatting import money
+from apps.currencies.models import Currency
+from apps.operations.charts import hourly_chart_svg
+from apps.operations.selectors import operations_overview
+
+
+@admin.register(OperationsOverview)
+class OperationsOverviewAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """One page for on-call staff (issue 17 item 5): today's orders, the review queue, callbacks, settlement
+    awaiting release, the periodic jobs' last runs and a chart of the last 24 h. Read-only."""
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.has_perm("common.view_operationsoverview")
+
+    def changelist_view(self, request, extra_context=None):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        overview = operations_overview()
+        currencies = {c.code: c for c in Currency.objects.all()}
+
+        def rows(figures):
+            return [{"currency": code, "count": f["count"], "amount": money(f["amount"], currencies[code]),
+                     "paid": f.get("paid"), "paid_amount": money(f.get("paid_amount", 0), currencies[code])}
+                    for code, f in sorted(figures.items())]
+
+        context = {
+            **self.admin_site.each_context(request), "opts": self.model._meta, "title": "Operations overview",
+            "now": utc(overview.now), "day_start": utc(overview.day_start),
+            "payins": rows(overview.payins), "payouts": rows(overview.payouts),
+            "review_count": overview.review_count,
+            "review_oldest": short_age(overview.review_oldest) if overview.review_oldest else "-",
+            "review_oldest_at": utc(overview.review_oldest),
+            "callbacks_due": overview.callbacks_due, "callbacks_dead": overview.callbacks_dead,
+            "settling": rows(overview.settling),
+            "heartbeats": [{"job": label, "at": utc(at), "ago": short_age(at) if at else "never"}
+                           for label, at in overview.heartbeats],
+            "chart": mark_safe(hourly_chart_svg(overview.hourly)),  # numbers and our own markup only
+            "hourly_total": (sum(i for _, i, _ in overview.hourly), sum(o for _, _, o in overview.hourly)),
+        }
+        return TemplateResponse(request, "admin/operations/overview.html", context)

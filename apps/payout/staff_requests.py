@@ -1,0 +1,40 @@
+"""The payout reversal as a staff request (four eyes, docs/back-office.md): asked for on the payout list, applied
+by payout_reverse_in_transaction when a second person approves it (apps.common.staff_requests)."""
+
+from apps.common.models import StaffRequest
+from apps.common.staff_requests import StaffRequestKind, StaffRequestRefused, staff_request_kind_register
+from apps.currencies.formatting import format_minor
+from apps.merchants.selectors import merchant_administrator_conflict
+from apps.payout.models import Payout
+from apps.payout.services import REVERSE_PERMISSION, payout_reverse_in_transaction
+
+
+def _describe(payload: dict) -> str:
+    payout = Payout.objects.select_related("currency", "merchant").filter(pk=payload["payout_id"]).first()
+    if payout is None:
+        raise StaffRequestRefused(f"no payout {payload['payout_id']}")
+    if payout.status != Payout.Status.SUCCESS or payout.reversed_at:
+        raise StaffRequestRefused(f"payout {payout} is {payout.status}"
+                                  f"{' and already reversed' if payout.reversed_at else ''}; only an unreversed "
+                                  f"SUCCESS payout can be reversed.")
+    if not (1 <= payload["reversal_amount"] <= payout.amount and 0 <= payload["fee_refund"] <= payout.fee):
+        raise StaffRequestRefused(f"reversal amount must be 1 to {payout.amount} and fee refund 0 to {payout.fee}.")
+    return (f"Reverse payout {payout}: {format_minor(payload['reversal_amount'], payout.currency)} "
+            f"+ fee refund {format_minor(payload['fee_refund'], payout.currency)} to {payout.merchant.merchant_no}")
+
+
+def _apply(*, payload: dict, actor, reason: str) -> dict:
+    payout = payout_reverse_in_transaction(payout_id=payload["payout_id"], reversal_amount=payload["reversal_amount"],
+                                           fee_refund=payload["fee_refund"], actor=actor, source="admin",
+                                           reason=reason)
+    return {"platform_order_no": payout.platform_order_no, "reversed_at": payout.reversed_at.isoformat()}
+
+
+def _conflict(payload: dict, user) -> str:
+    merchant_no = (Payout.objects.filter(pk=payload["payout_id"]).values_list("merchant__merchant_no", flat=True)
+                   .first() or "")
+    return merchant_administrator_conflict(merchant_no=merchant_no, user=user)
+
+
+staff_request_kind_register(StaffRequest.Kind.PAYOUT_REVERSAL, StaffRequestKind(
+    permission=REVERSE_PERMISSION, describe=_describe, apply=_apply, conflict=_conflict))
