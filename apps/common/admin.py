@@ -76,7 +76,7 @@ class SettingsHistoryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="change", ordering="pgh_label")
     def change_kind(self, event):
         return {"insert": "created", "update": "changed", "delete": "deleted", "grant": "granted",
-                "revoke": "revoked"}.get(event.pgh_label, event.pgh_label)
+                "revoke": "revoked", "password_set": "password changed"}.get(event.pgh_label, event.pgh_label)
 
     @admin.display(description="object")
     def changed_object(self, event):

@@ -107,6 +107,9 @@ def event_model_of(tracked_model: type[models.Model]) -> type[models.Model]:
     return event_model
 
 
+# A staff user's event saying only that the password changed (apps.common.models.UserEvent): the hash is never kept.
+PASSWORD_SET = "password_set"
+
 # A membership or grant event (UserGroupEvent, ...): which relation it is, in a reviewer's words.
 GRANT_RELATIONS = {"group": "groups", "permission": "permissions"}
 
@@ -139,8 +142,10 @@ def event_changes(event) -> dict[str, tuple[Any, Any]]:
     delete: new None)."""
     fields = [f.attname for f in event._meta.concrete_fields if not f.attname.startswith("pgh_") and f.attname != "id"]
     new = {name: getattr(event, name) for name in fields}
+    if event.pgh_label == PASSWORD_SET:
+        return {"password": ("(not kept)", "(changed; not kept)")}
     previous = (type(event).objects.filter(pgh_obj_id=event.pgh_obj_id, pgh_id__lt=event.pgh_id)
-                .order_by("-pgh_id").first())
+                .exclude(pgh_label=PASSWORD_SET).order_by("-pgh_id").first())
     old = {name: getattr(previous, name) for name in fields} if previous else {}
     if event.pgh_label == "delete":
         return {name: (value, None) for name, value in new.items()}

@@ -143,7 +143,11 @@ class GroupPermission(Group.permissions.through):
 # these changes.
 STAFF_USER_FIELDS = ["username", "email", "first_name", "last_name", "is_active", "is_staff", "is_superuser"]
 
-UserEvent = tracked_elsewhere(StaffUser, model_name="UserEvent", fields=STAFF_USER_FIELDS, verbose_name="staff user",
+# A new password (set by its owner or reset by someone else) is an event of its own, "password_set", that keeps the
+# same fields as the others: that it changed and who changed it, never what it is.
+UserEvent = tracked_elsewhere(StaffUser, pghistory.InsertEvent(), pghistory.UpdateEvent(), pghistory.DeleteEvent(),
+                              pghistory.UpdateEvent("password_set", condition=pghistory.AnyChange("password")),
+                              model_name="UserEvent", fields=STAFF_USER_FIELDS, verbose_name="staff user",
                               obj_field=pghistory.ObjForeignKey(related_name="events"))
 
 # Memberships and grants: a row inserted is a grant, a row deleted a revocation (there is nothing to update).

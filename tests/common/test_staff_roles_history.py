@@ -126,16 +126,22 @@ def test_the_staff_event_tables_refuse_update_and_delete_in_the_database(rita):
     assert UserGroupEvent.objects.filter(user_id=rita.pk, pgh_label="grant").exists()
 
 
-def test_the_password_hash_is_never_in_the_trail_and_a_sign_in_writes_nothing(alice_client, rita):
+def test_a_password_reset_is_recorded_without_the_hash_and_a_sign_in_writes_nothing(alice_client, rita):
     from django.contrib.auth.models import update_last_login
 
     change_user(alice_client, rita, first_name="Rita")
+    response = alice_client.post(f"/admin/auth/user/{rita.pk}/password/", {
+        "password1": "another long password 456", "password2": "another long password 456"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    reset = UserEvent.objects.filter(pgh_obj_id=rita.pk).order_by("pgh_id").last()
+    assert (reset.pgh_label, event_who(reset)) == ("password_set", "alice")
+    assert event_changes(reset) == {"password": ("(not kept)", "(changed; not kept)")}
     before = UserEvent.objects.count()
     rita.refresh_from_db()
-    rita.set_password("another long password 456")
-    rita.save()
     update_last_login(None, rita)  # every sign-in: noise, not a setting
     assert UserEvent.objects.count() == before
+    renamed = UserEvent.objects.filter(pgh_obj_id=rita.pk, pgh_label="update").order_by("pgh_id").last()
+    assert event_changes(renamed) == {"first_name": ("", "Rita")}  # the password event is no "old" value
 
     rita.refresh_from_db()
     hashes = {rita.password, User.objects.get(username="alice").password}
@@ -145,7 +151,7 @@ def test_the_password_hash_is_never_in_the_trail_and_a_sign_in_writes_nothing(al
         cursor.execute("SELECT row_to_json(e)::text FROM common_userevent e")
         rows = [row[0] for row in cursor.fetchall()]
     assert rows and not any(h in row or h.split("$")[-1] in row for h in hashes for row in rows)
-    for url in ["/admin/common/userevent/", f"/admin/common/userevent/{UserEvent.objects.last().pk}/change/"]:
+    for url in ["/admin/common/userevent/", f"/admin/common/userevent/{reset.pk}/change/"]:
         page = alice_client.get(url).content.decode()
-        assert not any(h.split("$")[-1] in page for h in hashes), url
-    assert json.dumps(event_changes(UserEvent.objects.last()), default=str).find("pbkdf2") == -1
+        assert "password changed" in page and not any(h.split("$")[-1] in page for h in hashes), url
+    assert json.dumps(event_changes(reset), default=str).find("pbkdf2") == -1

@@ -196,6 +196,10 @@ class Migration(migrations.Migration):
             model_name='userevent',
             trigger=pgtrigger.compiler.Trigger(name='append_only', sql=pgtrigger.compiler.UpsertTriggerSql(func="RAISE EXCEPTION 'pgtrigger: Cannot update or delete rows from % table', TG_TABLE_NAME;", hash='691c1a88c6ba8ba6c090237582d740a005c79bf5', operation='UPDATE OR DELETE', pgid='pgtrigger_append_only_1b94a', table='common_userevent', when='BEFORE')),
         ),
+        pgtrigger.migrations.AddTrigger(
+            model_name='staffuser',
+            trigger=pgtrigger.compiler.Trigger(name='password_set_update', sql=pgtrigger.compiler.UpsertTriggerSql(condition='WHEN (OLD."password" IS DISTINCT FROM (NEW."password"))', func='INSERT INTO "common_userevent" ("email", "first_name", "is_active", "is_staff", "is_superuser", "last_name", "pgh_context_id", "pgh_created_at", "pgh_label", "pgh_obj_id", "username") VALUES (NEW."email", NEW."first_name", NEW."is_active", NEW."is_staff", NEW."is_superuser", NEW."last_name", _pgh_attach_context(), NOW(), \'password_set\', NEW."id", NEW."username"); RETURN NULL;', hash='8dac721e81a8a6aec9f5b09d51acd72525681537', operation='UPDATE', pgid='pgtrigger_password_set_update_4cc76', table='auth_user', when='AFTER')),
+        ),
         migrations.RunSQL(
             # The guard of 0005_append_only_guards (its function append_only_refuse() exists since then).
             "\n".join(f"CREATE OR REPLACE TRIGGER append_only_guard BEFORE UPDATE OR DELETE ON {table} "
