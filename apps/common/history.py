@@ -1,9 +1,10 @@
 """The settings audit trail (issue 17, docs/staff-access.md): django-pghistory's database triggers write an event row
 for every insert, update and delete of a tracked model (merchants, apps, keys, products, fees, thresholds,
-currencies, channels, bank codes, the deny list), whatever path made the change: the admin, a service, a command, a
-shell, raw SQL. Who made it comes from the pghistory context of the transaction: the admin user (middleware below),
-or the command and its operator (apps.common.management.json_command). Event tables are append-only: a trigger
-refuses UPDATE and DELETE (PGHISTORY_APPEND_ONLY)."""
+currencies, channels, bank codes, the deny list; staff users, their roles and permissions: apps.common.models),
+whatever path made the change: the admin, a service, a command, a shell, raw SQL. Who made it comes from the
+pghistory context of the transaction: the admin user (middleware below), or the command and its operator
+(apps.common.management.json_command). Event tables are append-only: a trigger refuses UPDATE and DELETE
+(PGHISTORY_APPEND_ONLY, and the append_only_guard of apps/common/migrations/0005 and 0006)."""
 
 import functools
 import getpass
