@@ -63,6 +63,13 @@ def test_granting_a_role_in_the_admin_records_who_granted_what_to_whom(alice_cli
     page = alice_client.get(f"/admin/common/userevent/?pgh_obj={rita.pk}").content.decode()
     assert "user rita" in page and "<b>is_superuser</b>: False \u2192 True" in page
 
+    user_page = alice_client.get(f"/admin/auth/user/{rita.pk}/change/").content.decode()
+    assert f'href="/admin/common/usergroupevent/?user={rita.pk}"' in user_page  # her roles' history
+    alice = User.objects.get(username="alice")
+    alice.groups.add(reviewers)
+    hers = alice_client.get(f"/admin/common/usergroupevent/?user={rita.pk}").content.decode()
+    assert "rita: groups + Risk reviewer" in hers and "alice: groups" not in hers
+
 
 def test_revoking_a_role_and_deactivating_in_the_admin_are_recorded_too(alice_client, rita):
     operations = Group.objects.get(name="Payout operations")

@@ -22,3 +22,15 @@ def settings_history_url(context, obj) -> str:
     except NoReverseMatch:
         return ""
     return f"{url}?pgh_obj={obj.pk}"
+
+
+@register.simple_tag(takes_context=True)
+def role_history_url(context, obj) -> str:
+    """On a staff user's page: the history of the roles (groups) granted to and revoked from them, or ""."""
+    from django.contrib.auth import get_user_model
+
+    request = context.get("request")
+    if not isinstance(obj, get_user_model()) or request is None or not request.user.has_perm(
+            "common.view_usergroupevent"):
+        return ""
+    return f"{reverse('admin:common_usergroupevent_changelist')}?user={obj.pk}"
