@@ -13,10 +13,9 @@ from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
 from django_otp.plugins.otp_static.models import StaticDevice
 from django_otp.plugins.otp_totp.models import TOTPDevice
-from pghistory.core import event_models as pghistory_event_models
 
 from apps.common.formatting import utc
-from apps.common.history import TRACKED_MODELS, event_changes, event_who
+from apps.common.history import TRACKED_MODELS, event_changes, event_model_of, event_who, grant_words
 from apps.common.models import AuditLog, StaffRequest
 from apps.common.staff_requests import (KINDS, StaffRequestRefused, staff_request_approve, staff_request_create,
                                         staff_request_reject)
@@ -76,7 +75,8 @@ class SettingsHistoryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="change", ordering="pgh_label")
     def change_kind(self, event):
-        return {"insert": "created", "update": "changed", "delete": "deleted"}.get(event.pgh_label, event.pgh_label)
+        return {"insert": "created", "update": "changed", "delete": "deleted", "grant": "granted",
+                "revoke": "revoked", "password_set": "password changed"}.get(event.pgh_label, event.pgh_label)
 
     @admin.display(description="object")
     def changed_object(self, event):
@@ -98,6 +98,32 @@ class SettingsHistoryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return self.get_fields(request, obj)
 
 
+class StaffUserHistoryAdmin(SettingsHistoryAdmin):
+    """Staff accounts (django.contrib.auth's User, apps.common.models.UserEvent): who created, (de)activated, made
+    staff or superuser, renamed whom. The password hash and last_login are not in the event table at all."""
+
+    @admin.display(description="object")
+    def changed_object(self, event):
+        return f"user {event.username}"
+
+
+class StaffGrantHistoryAdmin(SettingsHistoryAdmin):
+    """Roles and permissions (memberships of User.groups, User.user_permissions, Group.permissions): each row a
+    grant or a revocation, in words: "rita: groups + Risk reviewer", and who did it."""
+
+    list_display = ["pgh_created_at_display", "change_kind", "granted", "who"]
+
+    def lookup_allowed(self, lookup, value, request=None):
+        return admin.ModelAdmin.lookup_allowed(self, lookup, value, request)
+
+    @admin.display(description="what (+ granted, \u2212 revoked)")
+    def granted(self, event):
+        return grant_words(event)
+
+    def get_fields(self, request, obj=None):
+        return ["pgh_created_at_display", "change_kind", "granted", "who"]
+
+
 MASKED_FIELDS = {"payee_account"}  # shown as on every other admin page: the last four digits
 
 
@@ -112,8 +138,14 @@ def _shown(name: str, value) -> str:
 
 def register_settings_history() -> None:
     for tracked_model in TRACKED_MODELS:
-        [event_model] = pghistory_event_models(tracks_model=tracked_model)
-        if not admin.site.is_registered(event_model):
+        event_model = event_model_of(tracked_model)
+        if admin.site.is_registered(event_model):
+            continue
+        if not any(field.name == "pgh_obj" for field in event_model._meta.fields):
+            admin.site.register(event_model, StaffGrantHistoryAdmin)
+        elif tracked_model._meta.label == "auth.User":
+            admin.site.register(event_model, StaffUserHistoryAdmin)
+        else:
             admin.site.register(event_model, SettingsHistoryAdmin)
 
 

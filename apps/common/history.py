@@ -1,9 +1,10 @@
 """The settings audit trail (issue 17, docs/staff-access.md): django-pghistory's database triggers write an event row
 for every insert, update and delete of a tracked model (merchants, apps, keys, products, fees, thresholds,
-currencies, channels, bank codes, the deny list), whatever path made the change: the admin, a service, a command, a
-shell, raw SQL. Who made it comes from the pghistory context of the transaction: the admin user (middleware below),
-or the command and its operator (apps.common.management.json_command). Event tables are append-only: a trigger
-refuses UPDATE and DELETE (PGHISTORY_APPEND_ONLY)."""
+currencies, channels, bank codes, the deny list; staff users, their roles and permissions: apps.common.models),
+whatever path made the change: the admin, a service, a command, a shell, raw SQL. Who made it comes from the
+pghistory context of the transaction: the admin user (middleware below), or the command and its operator
+(apps.common.management.json_command). Event tables are append-only: a trigger refuses UPDATE and DELETE
+(PGHISTORY_APPEND_ONLY, and the append_only_guard of apps/common/migrations/0005 and 0006)."""
 
 import functools
 import getpass
@@ -13,6 +14,7 @@ from typing import Any
 import pghistory
 from django.contrib.auth import get_user_model
 from django.db import models
+from pghistory import constants as pghistory_constants
 from pghistory.middleware import HistoryMiddleware
 
 # The models that carry a settings history (each gets a <Model>Event model in its own app); filled by @tracked.
@@ -32,6 +34,19 @@ def tracked(*, exclude: tuple[str, ...] = ()):
         return model
 
     return decorate
+
+
+def tracked_elsewhere(tracked_model: type[models.Model], *trackers, model_name: str, fields: list[str],
+                      verbose_name: str, obj_field=pghistory_constants.UNSET) -> type[models.Model]:
+    """The event model of a model we do not own (django.contrib.auth's), created in apps.common: `tracked_model` is a
+    proxy of it in apps.common, so its triggers, like the event table, are in our migrations, not Django's. `fields`: what is
+    kept, named one by one, so a field added to the model later (a secret) stays out until someone adds it here."""
+    event_model = pghistory.create_event_model(
+        tracked_model, *(trackers or (pghistory.InsertEvent(), pghistory.UpdateEvent(), pghistory.DeleteEvent())),
+        fields=fields, obj_field=obj_field, model_name=model_name, app_label="common", abstract=False,
+        meta={"verbose_name": f"{verbose_name} change", "verbose_name_plural": f"{verbose_name} history"})
+    TRACKED_MODELS.append(tracked_model._meta.concrete_model)  # a proxy: its model's objects are the tracked ones
+    return event_model
 
 
 class AdminHistoryContext(HistoryMiddleware):
@@ -85,13 +100,53 @@ def event_who(event) -> str:
     return "unknown (outside the application)"
 
 
+def event_model_of(tracked_model: type[models.Model]) -> type[models.Model]:
+    """The event model of a tracked model (a membership table's has no pgh_obj: its rows are the grants)."""
+    from pghistory.core import event_models
+
+    [event_model] = event_models(tracks_model=tracked_model, include_missing_pgh_obj=True)
+    return event_model
+
+
+# A staff user's event saying only that the password changed (apps.common.models.UserEvent): the hash is never kept.
+PASSWORD_SET = "password_set"
+
+# A membership or grant event (UserGroupEvent, ...): which relation it is, in a reviewer's words.
+GRANT_RELATIONS = {"group": "groups", "permission": "permissions"}
+
+
+def grant_words(event) -> str:
+    """A membership or grant event in words: "rita: groups + Risk reviewer" (granted), "... - ..." (revoked),
+    "Risk reviewer: permissions + payout.review_payout". Names are looked up now; a deleted user, group or
+    permission shows as its number."""
+    holder_field, granted_field = [f.name for f in event._meta.concrete_fields
+                                   if f.is_relation and not f.name.startswith("pgh_")]
+    sign = "+" if event.pgh_label == "grant" else "\u2212"
+    return (f"{_related_name(event, holder_field)}: {GRANT_RELATIONS[granted_field]} {sign} "
+            f"{_related_name(event, granted_field)}")
+
+
+def _related_name(event, field: str) -> str:
+    related_model = event._meta.get_field(field).related_model
+    pk = getattr(event, f"{field}_id")
+    obj = related_model.objects.filter(pk=pk).select_related(
+        *(["content_type"] if related_model._meta.label == "auth.Permission" else [])).first()
+    if obj is None:
+        return f"{related_model._meta.verbose_name} #{pk}"
+    if related_model._meta.label == "auth.Permission":
+        return f"{obj.content_type.app_label}.{obj.codename}"
+    return obj.get_username() if hasattr(obj, "get_username") else str(obj)
+
+
 def event_changes(event) -> dict[str, tuple[Any, Any]]:
     """{field: (old, new)} of an event row against the previous event of the same object (an insert: old None; a
     delete: new None)."""
     fields = [f.attname for f in event._meta.concrete_fields if not f.attname.startswith("pgh_") and f.attname != "id"]
     new = {name: getattr(event, name) for name in fields}
+    if event.pgh_label == PASSWORD_SET:
+        return {"password": ("(not kept)", "(changed; not kept)")}
     previous = (type(event).objects.filter(pgh_obj_id=event.pgh_obj_id, pgh_id__lt=event.pgh_id)
-                .order_by("-pgh_id").first())
+                .exclude(pgh_label=PASSWORD_SET).order_by("-pgh_id").first())
     old = {name: getattr(previous, name) for name in fields} if previous else {}
     if event.pgh_label == "delete":
         return {name: (value, None) for name, value in new.items()}

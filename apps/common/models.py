@@ -1,3 +1,4 @@
+import pghistory
 import pgtrigger
 from django.conf import settings
 from django.db import models
@@ -100,3 +101,62 @@ class OperationsOverview(Heartbeat):
         proxy = True
         verbose_name = "operations overview"
         verbose_name_plural = "Operations overview"
+
+
+# --- Staff accounts and roles in the settings trail (apps.common.history, docs/staff-access.md) ---------------------
+# Who holds which role (a group, a direct permission, superuser or staff status) and who may sign in at all is a
+# money setting like any other: granting yourself a role is the first thing an attacker does. django.contrib.auth's
+# models are not ours, so the trail tracks proxies of them defined here (pgtrigger's and pghistory's way for a
+# third-party model: the triggers and event tables are then in apps.common's migrations, not in Django's).
+
+from django.contrib.auth.models import Group, User  # noqa: E402
+
+from apps.common.history import tracked_elsewhere  # noqa: E402
+
+
+class StaffUser(User):
+    class Meta:
+        proxy = True
+        app_label = "common"
+
+
+class StaffUserGroup(User.groups.through):
+    class Meta:
+        proxy = True
+        app_label = "common"
+
+
+class StaffUserPermission(User.user_permissions.through):
+    class Meta:
+        proxy = True
+        app_label = "common"
+
+
+class GroupPermission(Group.permissions.through):
+    class Meta:
+        proxy = True
+        app_label = "common"
+
+
+# Never `password` (its hash), nor `last_login` (it changes at every sign-in: noise); named one by one, so a field a
+# later Django adds stays out of the trail until someone adds it here. An update event is written only when one of
+# these changes.
+STAFF_USER_FIELDS = ["username", "email", "first_name", "last_name", "is_active", "is_staff", "is_superuser"]
+
+# A new password (set by its owner or reset by someone else) is an event of its own, "password_set", that keeps the
+# same fields as the others: that it changed and who changed it, never what it is.
+UserEvent = tracked_elsewhere(StaffUser, pghistory.InsertEvent(), pghistory.UpdateEvent(), pghistory.DeleteEvent(),
+                              pghistory.UpdateEvent("password_set", condition=pghistory.AnyChange("password")),
+                              model_name="UserEvent", fields=STAFF_USER_FIELDS, verbose_name="staff user",
+                              obj_field=pghistory.ObjForeignKey(related_name="events"))
+
+# Memberships and grants: a row inserted is a grant, a row deleted a revocation (there is nothing to update).
+GRANTS = (pghistory.InsertEvent("grant"), pghistory.DeleteEvent("revoke"))
+UserGroupEvent = tracked_elsewhere(StaffUserGroup, *GRANTS, model_name="UserGroupEvent", fields=["user", "group"],
+                                   obj_field=None, verbose_name="staff role (group)")
+UserPermissionEvent = tracked_elsewhere(StaffUserPermission, *GRANTS, model_name="UserPermissionEvent",
+                                        fields=["user", "permission"], obj_field=None,
+                                        verbose_name="staff direct permission")
+GroupPermissionEvent = tracked_elsewhere(GroupPermission, *GRANTS, model_name="GroupPermissionEvent",
+                                         fields=["group", "permission"], obj_field=None,
+                                         verbose_name="role (group) permission")

@@ -63,8 +63,10 @@ def world(merchant, rsa_keys, monkeypatch):
     payout_services.payout_submit(payout_id=paid.pk)
     payout_services.payout_channel_result(platform_order_no=paid.platform_order_no, outcome="paid")
     DenyListedAccount.objects.create(payee_account="0099990000", reason="fraud")
-    Group.objects.create(name="Somebody's group")
+    group = Group.objects.create(name="Somebody's group")
     someone = User.objects.create_user("someone", password="pw-for-tests-1", is_staff=True)
+    someone.groups.add(group)  # a role and a direct permission granted: the staff roles' trail has rows
+    someone.user_permissions.add(Permission.objects.get(content_type__app_label="payout", codename="view_payout"))
     add_authenticator(someone)  # second factors: an authenticator and recovery codes
     new_recovery_codes(someone)
     # Today's statement, stored as the daily task would store it once the day is closed.

@@ -7,12 +7,12 @@ import json
 
 import pghistory
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
 
 from apps.common import audit
-from apps.common.history import TRACKED_MODELS, event_changes, event_who, os_user
+from apps.common.history import TRACKED_MODELS, event_changes, event_model_of, event_who, os_user
 from apps.common.models import AuditLog
 from apps.currencies.models import Currency
 from apps.merchants.models import MerchantCurrency, MerchantKey
@@ -26,9 +26,7 @@ pytestmark = pytest.mark.django_db
 
 def history(obj):
     """The event rows of one object, oldest first."""
-    from pghistory.core import event_models
-
-    [event_model] = event_models(tracks_model=type(obj))
+    event_model = event_model_of(type(obj))
     return list(event_model.objects.filter(pgh_obj_id=obj.pk).select_related("pgh_context").order_by("pgh_id"))
 
 
@@ -196,8 +194,12 @@ def test_every_event_table_is_append_only_in_the_database():
     with connection.cursor() as cursor:
         cursor.execute("SELECT tgrelid::regclass::text FROM pg_trigger WHERE tgname = 'append_only_guard'")
         protected = {row[0] for row in cursor.fetchall()}
-    tables = {event_model._meta.db_table
-              for model in TRACKED_MODELS for event_model in event_models(tracks_model=model)}
+    # Every event model there is, those of membership tables (no pgh_obj) included.
+    tables = {event_model._meta.db_table for event_model in event_models()}
+    assert tables == {event_model._meta.db_table for model in TRACKED_MODELS
+                      for event_model in event_models(tracks_model=model, include_missing_pgh_obj=True)}
+    assert {"common_userevent", "common_usergroupevent", "common_userpermissionevent",
+            "common_grouppermissionevent"} <= tables
     assert tables and tables | {"common_auditlog", "pghistory_context"} <= protected, (
         "a tracked model's event table lacks the append-only guard: add it to a migration like "
         "apps/common/migrations/0005_append_only_guards.py")
@@ -215,10 +217,8 @@ def test_history_pages_are_read_only_even_for_a_superuser(root_client, merchant)
 
 
 def test_the_history_of_every_tracked_model_is_in_the_admin(root_client, merchant):
-    from pghistory.core import event_models
-
     for model in TRACKED_MODELS:
-        [event_model] = event_models(tracks_model=model)
+        event_model = event_model_of(model)
         url = f"/admin/{event_model._meta.app_label}/{event_model._meta.model_name}/"
         assert root_client.get(url).status_code == 200, url
 
@@ -244,9 +244,13 @@ def test_a_tracked_object_page_links_to_its_own_history(root_client, merchant, o
     assert f'href="{link}"' in page
     listed = root_client.get(link).content.decode()
     assert f"merchant #{merchant.merchant.pk}<" in listed and f"merchant #{other_merchant.merchant.pk}<" not in listed
-    user_page = root_client.get(f"/admin/auth/user/{User.objects.get(username='root').pk}/change/")
-    assert user_page.status_code == 200 and "historylink" in user_page.content.decode()
-    assert "settings-history-link" not in user_page.content.decode()  # an untracked model: no such link
+    root = User.objects.get(username="root")
+    user_page = root_client.get(f"/admin/auth/user/{root.pk}/change/").content.decode()
+    assert f'href="/admin/common/userevent/?pgh_obj={root.pk}"' in user_page  # staff accounts are in the trail
+    group = Group.objects.get(name="Risk reviewer")
+    group_page = root_client.get(f"/admin/auth/group/{group.pk}/change/")
+    assert group_page.status_code == 200 and "historylink" in group_page.content.decode()
+    assert "settings-history-link" not in group_page.content.decode()  # an untracked model: no such link
 
 
 def test_bank_codes_and_channels_edited_in_the_admin_are_in_the_trail_with_who(root_client, bootstrapped):

@@ -3,9 +3,7 @@ for a model without one or a user who may not see it."""
 
 from django import template
 from django.urls import NoReverseMatch, reverse
-from pghistory.core import event_models
-
-from apps.common.history import TRACKED_MODELS
+from apps.common.history import TRACKED_MODELS, event_model_of
 
 register = template.Library()
 
@@ -15,7 +13,7 @@ def settings_history_url(context, obj) -> str:
     model = type(obj)
     if model not in TRACKED_MODELS:
         return ""
-    [event_model] = event_models(tracks_model=model)
+    event_model = event_model_of(model)
     request = context.get("request")
     if request is None or not request.user.has_perm(f"{event_model._meta.app_label}.view_{event_model._meta.model_name}"):
         return ""
@@ -24,3 +22,15 @@ def settings_history_url(context, obj) -> str:
     except NoReverseMatch:
         return ""
     return f"{url}?pgh_obj={obj.pk}"
+
+
+@register.simple_tag(takes_context=True)
+def role_history_url(context, obj) -> str:
+    """On a staff user's page: the history of the roles (groups) granted to and revoked from them, or ""."""
+    from django.contrib.auth import get_user_model
+
+    request = context.get("request")
+    if not isinstance(obj, get_user_model()) or request is None or not request.user.has_perm(
+            "common.view_usergroupevent"):
+        return ""
+    return f"{reverse('admin:common_usergroupevent_changelist')}?user={obj.pk}"
