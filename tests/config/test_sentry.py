@@ -58,19 +58,24 @@ sentry_sdk.flush(timeout=10)
 """
 
 
-def test_with_a_dsn_a_view_exception_is_sent_there_without_the_body():
+def sent_to_sentry(child: str) -> bytes:
+    """Runs `child` in a process whose SENTRY_DSN is a local envelope server; what that server received."""
     Envelopes.received = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), Envelopes)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test",
                "SENTRY_DSN": f"http://publickey@127.0.0.1:{server.server_port}/1"}
-        done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=60,
+        done = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=60,
                               cwd=settings.BASE_DIR)
         assert done.returncode == 0, done.stderr[-2000:]
     finally:
         server.shutdown()
-    sent = b"\n".join(Envelopes.received)
+    return b"\n".join(Envelopes.received)
+
+
+def test_with_a_dsn_a_view_exception_is_sent_there_without_the_body():
+    sent = sent_to_sentry(CHILD)
     assert b"boom-for-sentry" in sent
     assert b"0099887766554433" not in sent  # no request body
     events = [json.loads(line) for line in sent.splitlines() if line.startswith(b"{") and b'"exception"' in line]
@@ -93,18 +98,7 @@ sentry_sdk.flush(timeout=10)
 
 
 def test_with_a_dsn_a_celery_tasks_exception_is_sent_there_without_its_locals():
-    Envelopes.received = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Envelopes)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test",
-               "SENTRY_DSN": f"http://publickey@127.0.0.1:{server.server_port}/1"}
-        done = subprocess.run([sys.executable, "-c", CHILD_TASK], env=env, capture_output=True, text=True,
-                              timeout=60, cwd=settings.BASE_DIR)
-        assert done.returncode == 0, done.stderr[-2000:]
-    finally:
-        server.shutdown()
-    sent = b"\n".join(Envelopes.received)
+    sent = sent_to_sentry(CHILD_TASK)
     assert b"boom-in-a-task 424242" in sent
     assert b"apps.payout.tasks.submit_payout" in sent  # named by its task
     assert b"0099887766554433" not in sent  # include_local_variables=False
