@@ -73,13 +73,17 @@ def channels_seed(*, currencies: list[Currency]) -> list[Channel]:
 
 
 def bank_codes_seed(*, currencies: list[Currency]) -> dict[str, list[str]]:
-    for currency in currencies:
-        for code, name, kind in SEED_BANK_CODES.get(currency.code, []):
-            BankCode.objects.get_or_create(currency=currency, code=code, defaults={"name": name, "kind": kind})
-    return {
-        currency.code: list(BankCode.objects.filter(currency=currency, is_active=True).values_list("code", flat=True))
-        for currency in currencies
-    }
+    """The seeded banks and wallets that are missing, in one statement (rows already there are kept as edited); the
+    active codes per currency."""
+    BankCode.objects.bulk_create(
+        [BankCode(currency=currency, code=code, name=name, kind=kind)
+         for currency in currencies for code, name, kind in SEED_BANK_CODES.get(currency.code, [])],
+        ignore_conflicts=True)
+    active: dict[str, list[str]] = {currency.code: [] for currency in currencies}
+    for currency_id, code in (BankCode.objects.filter(currency__in=currencies, is_active=True)
+                              .order_by("currency", "code").values_list("currency_id", "code")):
+        active[currency_id].append(code)
+    return active
 
 
 # --- upstream answers -----------------------------------------------------------------------------------------

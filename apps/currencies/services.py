@@ -24,16 +24,12 @@ def currency_symbol(code: str) -> str:
 
 
 def currency_seed(*, codes: list[str] | None = None) -> list[Currency]:
-    """Create the reference currencies that are missing; existing rows (and their `active` flag) are kept."""
-    seeded = []
-    for code in codes or list(SEED_CURRENCY_LOCALES):
-        currency, _ = Currency.objects.get_or_create(
-            code=code,
-            defaults={
-                "name": get_currency_name(code, locale="en"),
-                "symbol": currency_symbol(code),
-                "minor_unit": get_currency_precision(code),
-            },
-        )
-        seeded.append(currency)
-    return seeded
+    """Create the reference currencies that are missing, in one statement; existing rows (and their `active` flag)
+    are kept as they are (ON CONFLICT DO NOTHING)."""
+    codes = codes or list(SEED_CURRENCY_LOCALES)
+    Currency.objects.bulk_create(
+        [Currency(code=code, name=get_currency_name(code, locale="en"), symbol=currency_symbol(code),
+                  minor_unit=get_currency_precision(code)) for code in codes],
+        ignore_conflicts=True)
+    seeded = Currency.objects.in_bulk(codes)
+    return [seeded[code] for code in codes]

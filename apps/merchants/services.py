@@ -42,16 +42,14 @@ def product_defaults_ensure(*, currency: Currency) -> list[Product]:
         (f"{currency.code}_PAYOUT", Product.Kind.PAYOUT, "", DEFAULT_PAYOUT_FEE_FIXED_MAJOR,
          DEFAULT_PAYOUT_MIN_MAJOR, DEFAULT_PAYOUT_MAX_MAJOR),
     ]
-    products = []
-    for code, kind, settlement, fee_fixed, min_major, max_major in specs:
-        product, _ = Product.objects.get_or_create(
-            code=code,
-            defaults={"kind": kind, "currency": currency, "settlement": settlement,
-                      "fee_fixed": _major(fee_fixed, currency), "fee_rate_bps": 0,
-                      "min_amount": _major(min_major, currency), "max_amount": _major(max_major, currency)},
-        )
-        products.append(product)
-    return products
+    # Missing ones in one statement; a product already there is kept as edited (ON CONFLICT DO NOTHING).
+    Product.objects.bulk_create(
+        [Product(code=code, kind=kind, currency=currency, settlement=settlement, fee_fixed=_major(fee_fixed, currency),
+                 fee_rate_bps=0, min_amount=_major(min_major, currency), max_amount=_major(max_major, currency))
+         for code, kind, settlement, fee_fixed, min_major, max_major in specs],
+        ignore_conflicts=True)
+    products = Product.objects.in_bulk([spec[0] for spec in specs], field_name="code")
+    return [products[spec[0]] for spec in specs]
 
 
 def public_key_check(pem: str) -> str:

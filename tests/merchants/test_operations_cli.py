@@ -47,6 +47,33 @@ def test_bootstrap_is_idempotent_with_bank_codes_and_platform_key(db):
     assert {"PHP_COLLECT_D0", "PHP_COLLECT_D1", "PHP_PAYOUT"} <= set(first["products"])
 
 
+def test_bootstrap_keeps_what_staff_edited_and_brings_back_only_what_is_missing(db):
+    from apps.channels.models import BankCode
+    from apps.currencies.models import Currency
+    from apps.merchants.models import Product
+
+    run("bootstrap")
+    Currency.objects.filter(code="VND").update(active=False, name="Dong (edited)")
+    BankCode.objects.filter(currency_id="PHP", code="BDO").update(name="BDO (edited)")
+    BankCode.objects.filter(currency_id="PHP", code="GCASH").update(is_active=False)
+    BankCode.objects.filter(currency_id="PHP", code="BPI").delete()
+    Product.objects.filter(code="PHP_PAYOUT").update(fee_fixed=2500, max_amount=700_000_00)
+    Product.objects.filter(code="USD_COLLECT_D1").delete()
+    counts = (Currency.objects.count(), BankCode.objects.count(), Product.objects.count())
+
+    again = run("bootstrap")
+
+    vnd = Currency.objects.get(code="VND")
+    assert (vnd.active, vnd.name) == (False, "Dong (edited)")
+    assert BankCode.objects.get(currency_id="PHP", code="BDO").name == "BDO (edited)"
+    assert "GCASH" not in again["bank_codes"]["PHP"] and "BPI" in again["bank_codes"]["PHP"]  # inactive; re-seeded
+    payout_product = Product.objects.get(code="PHP_PAYOUT")
+    assert (payout_product.fee_fixed, payout_product.max_amount) == (2500, 700_000_00)
+    assert Product.objects.filter(code="USD_COLLECT_D1").exists()
+    assert (Currency.objects.count(), BankCode.objects.count(), Product.objects.count()) == (
+        counts[0], counts[1] + 1, counts[2] + 1)
+
+
 def test_create_merchant_output_has_the_contract_shape(bootstrapped, pem_file):
     out = run("create_merchant", "--name", "Acme Trading", "--public-key", pem_file(),
               "--collection-callback-url", "https://merchant.example/collect", "--currencies", "PHP,USD")
