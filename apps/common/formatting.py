@@ -1,11 +1,12 @@
 """Times shown to staff in the admin: every time says UTC, ages fit a narrow column. Amounts are shown by
 apps.currencies.formatting (format_minor, money)."""
 
-from django.utils import timezone
+from django.utils import formats, timezone
 
 
 def utc(value) -> str:
-    return f"{value:%Y-%m-%d %H:%M:%S} UTC" if value else "-"
+    """A time as every admin page shows it (DATETIME_FORMAT of config/formats: "2026-11-25 14:49:29 UTC")."""
+    return formats.date_format(timezone.localtime(value), "DATETIME_FORMAT") if value else "-"
 
 
 def short_age(value) -> str:
