@@ -115,12 +115,16 @@ PASSWORD_SET = "password_set"
 GRANT_RELATIONS = {"group": "groups", "permission": "permissions"}
 
 
+def grant_relations(event_model) -> list[str]:
+    """The two relations of a membership or grant event: the holder (user or group), then what it was granted."""
+    return [f.name for f in event_model._meta.concrete_fields if f.is_relation and not f.name.startswith("pgh_")]
+
+
 def grant_words(event) -> str:
     """A membership or grant event in words: "rita: groups + Risk reviewer" (granted), "... - ..." (revoked),
-    "Risk reviewer: permissions + payout.review_payout". Names are looked up now; a deleted user, group or
-    permission shows as its number."""
-    holder_field, granted_field = [f.name for f in event._meta.concrete_fields
-                                   if f.is_relation and not f.name.startswith("pgh_")]
+    "Risk reviewer: permissions + payout.review_payout". Names are read now (a list prefetches them: see
+    StaffGrantHistoryAdmin); a deleted user, group or permission shows as its number."""
+    holder_field, granted_field = grant_relations(type(event))
     sign = "+" if event.pgh_label == "grant" else "\u2212"
     return (f"{_related_name(event, holder_field)}: {GRANT_RELATIONS[granted_field]} {sign} "
             f"{_related_name(event, granted_field)}")
@@ -128,11 +132,12 @@ def grant_words(event) -> str:
 
 def _related_name(event, field: str) -> str:
     related_model = event._meta.get_field(field).related_model
-    pk = getattr(event, f"{field}_id")
-    obj = related_model.objects.filter(pk=pk).select_related(
-        *(["content_type"] if related_model._meta.label == "auth.Permission" else [])).first()
+    try:
+        obj = getattr(event, field)  # prefetched in a list; None there when the row is gone
+    except related_model.DoesNotExist:
+        obj = None
     if obj is None:
-        return f"{related_model._meta.verbose_name} #{pk}"
+        return f"{related_model._meta.verbose_name} #{getattr(event, f'{field}_id')}"
     if related_model._meta.label == "auth.Permission":
         return f"{obj.content_type.app_label}.{obj.codename}"
     return obj.get_username() if hasattr(obj, "get_username") else str(obj)
