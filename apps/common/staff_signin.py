@@ -53,7 +53,7 @@ class AdminRequiresSecondFactor:
         self.get_response = get_response
 
     def __call__(self, request):
-        if request.path.startswith(admin_prefix()):
+        if request.path_info.startswith(admin_prefix()):
             user = request.user
             if user.is_authenticated and not user.is_verified():
                 request.user = AnonymousUser()
