@@ -6,15 +6,30 @@ database with nothing else set, and after a Ctrl-C the server is gone."""
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import urllib.request
+from pathlib import Path
 
 import psutil
+import pytest
 from django.conf import settings
 
 from tests.support.wait import wait_until
+
+
+@pytest.fixture
+def run_dir():
+    """A directory of this test's own outside pytest's tmp tree: as root the server runs as the wheel's system user,
+    which must traverse to its data directory, and each pytest session (any on this machine) makes
+    /tmp/pytest-of-root private again (0700) when it starts."""
+    path = Path(tempfile.mkdtemp(prefix="make-run-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _free_port() -> int:
@@ -61,8 +76,8 @@ def _stop_what_this_test_started(runner: subprocess.Popen, pgdata) -> None:
         psutil.Process(int((pgdata / "postmaster.pid").read_text().split()[0])).send_signal(signal.SIGQUIT)
 
 
-def test_embedded_postgres_serves_reaches_a_second_terminal_and_stops_with_make_run(tmp_path):
-    pgdata, log, port = tmp_path / "postgres", tmp_path / "run.log", _free_port()
+def test_embedded_postgres_serves_reaches_a_second_terminal_and_stops_with_make_run(run_dir):
+    pgdata, log, port = run_dir / "postgres", run_dir / "run.log", _free_port()
     env = {k: v for k, v in os.environ.items()
            if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}}
     env["EMBEDDED_PGDATA"] = str(pgdata)
@@ -138,8 +153,8 @@ def _starts_again(pgdata, log) -> None:
     assert not (pgdata / "postmaster.pid").exists(), log.read_text()[-3000:]
 
 
-def test_make_run_starts_again_after_a_killed_run_and_reuses_the_server_it_left(tmp_path):
-    pgdata, log = tmp_path / "postgres", tmp_path / "run.log"
+def test_make_run_starts_again_after_a_killed_run_and_reuses_the_server_it_left(run_dir):
+    pgdata, log = run_dir / "postgres", run_dir / "run.log"
     postmaster_pid = _killed_mid_stop(pgdata, log)
     assert not _gone(postmaster_pid)  # still serving, from the killed run
     _starts_again(pgdata, log)
@@ -147,8 +162,8 @@ def test_make_run_starts_again_after_a_killed_run_and_reuses_the_server_it_left(
     assert "discarding the unreadable" in log.read_text()
 
 
-def test_make_run_starts_again_after_the_server_was_killed_too_and_its_pid_reused(tmp_path):
-    pgdata, log = tmp_path / "postgres", tmp_path / "run.log"
+def test_make_run_starts_again_after_the_server_was_killed_too_and_its_pid_reused(run_dir):
+    pgdata, log = run_dir / "postgres", run_dir / "run.log"
     postmaster_pid = _killed_mid_stop(pgdata, log)
     os.kill(postmaster_pid, signal.SIGKILL)  # the server too (an OOM kill, a machine's reboot)
     wait_until(lambda: _gone(postmaster_pid), timeout=10, what="the killed postmaster to exit")
