@@ -10,4 +10,4 @@ COPY . .
 RUN SECRET_KEY=build PLATFORM_KEY_ENCRYPTION_KEY=build ALLOWED_HOSTS=x DATABASE_URL=postgres://build/build \
     REDIS_URL=redis://build uv run python manage.py collectstatic --noinput
 EXPOSE 8000
-CMD ["uv", "run", "gunicorn", "config.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4", "--access-logfile", "-"]
+CMD ["uv", "run", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4", "--access-logfile", "-"]

@@ -6,6 +6,7 @@ database if missing, runs COMMAND and stops the server when COMMAND ends or this
 DATABASE_URL set it only runs COMMAND. config/settings/local.py finds the server through database_url()."""
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -44,6 +45,62 @@ def running() -> bool:
     return True
 
 
+def _postmaster() -> str:
+    """What PGDATA's postmaster.pid says: "none" (no file), "running" (a live postgres serving PGDATA), "stale" (a
+    server that is gone: the pid is dead, or now some other process's)."""
+    try:
+        pid = int((PGDATA / "postmaster.pid").read_text().splitlines()[0])
+    except FileNotFoundError:
+        return "none"
+    except (OSError, IndexError, ValueError):
+        return "stale"  # half-written: a server killed while it started
+    import psutil  # the wheel's dependency
+
+    try:
+        process = psutil.Process(pid)
+        serves_pgdata = process.name() == "postgres" and str(PGDATA) in process.cmdline()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return "stale"
+    except psutil.AccessDenied:
+        return "running"  # alive, another user's, and we may not look: postgres itself decides at its start
+    return "running" if serves_pgdata else "stale"
+
+
+def recover_after_an_interrupted_stop() -> None:
+    """Puts right what a stop cut short (a second Ctrl-C, a supervisor's SIGKILL) can leave in PGDATA, before the
+    wheel reads it (issue 22).
+
+    - `.handle_pids.json`, the wheel's list of the processes using the server, is rewritten in place at each start
+      and exit: killed mid-write it is empty or cut, and the wheel fails with JSONDecodeError at every start after.
+      This wrapper stops the server itself (cleanup_mode=None), so the list decides nothing here: an unreadable one
+      is removed, and the processes that are gone are dropped from a readable one (it would only grow).
+    - postmaster.pid of a server that is gone: when its pid now belongs to another process, the wheel would take
+      that process for the server and postgres would refuse to start ("lock file already exists"); removed. A
+      server still running from the interrupted run is kept: the wheel reuses it and this run stops it at the end.
+    """
+    import psutil
+
+    handles = PGDATA / ".handle_pids.json"
+    try:
+        pids = json.loads(handles.read_text())
+        if not isinstance(pids, list) or not all(type(pid) is int for pid in pids):
+            raise ValueError(pids)
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError):
+        print(f"embedded PostgreSQL: discarding the unreadable {handles} an interrupted stop left", file=sys.stderr,
+              flush=True)
+        handles.unlink(missing_ok=True)
+    else:
+        alive = [pid for pid in pids if psutil.pid_exists(pid)]
+        if alive != pids:
+            handles.write_text(json.dumps(alive))
+    if _postmaster() == "stale":
+        print("embedded PostgreSQL: removing the postmaster.pid of a server that is gone", file=sys.stderr,
+              flush=True)
+        (PGDATA / "postmaster.pid").unlink(missing_ok=True)
+
+
 def _create_database() -> None:
     import psycopg
 
@@ -74,6 +131,7 @@ def main(command: list[str]) -> int:
     PGDATA.parent.mkdir(parents=True, exist_ok=True)
     try:
         started = time.monotonic()
+        recover_after_an_interrupted_stop()
         # cleanup_mode=None: the finally below stops the server, also one a killed run left running here.
         get_server(PGDATA, cleanup_mode=None)
         print(f"embedded PostgreSQL in {PGDATA} ready in {time.monotonic() - started:.1f} s", file=sys.stderr,

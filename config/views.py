@@ -20,7 +20,7 @@ API_PREFIXES = ("/openapi/", "/currencies")
 
 
 def _is_api(request) -> bool:
-    return request.path.startswith(API_PREFIXES)
+    return request.path_info.startswith(API_PREFIXES)  # as routed: no SCRIPT_NAME (docs/staff-access.md)
 
 
 @require_safe

@@ -14,6 +14,7 @@ from django.utils.safestring import mark_safe
 from django_otp.plugins.otp_static.models import StaticDevice
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
+from apps.common.amounts import MAX_AMOUNT
 from apps.common.formatting import utc
 from apps.common.history import (TRACKED_MODELS, event_changes, event_model_of, event_who, grant_relations,
                                   grant_words)
@@ -195,7 +196,8 @@ class StaffReasonForm(forms.Form):
 class BalanceAdjustmentRequestForm(forms.Form):
     merchant_no = forms.CharField(max_length=32)
     currency = forms.CharField(max_length=3)
-    amount = forms.IntegerField(help_text="Minor units; negative to debit. Not zero.")
+    amount = forms.IntegerField(min_value=-MAX_AMOUNT, max_value=MAX_AMOUNT,
+                                help_text="Minor units; negative to debit. Not zero.")
     reason = forms.CharField(max_length=255, help_text="Why (ticket, correction...). Kept in the audit trail.")
 
     def clean_currency(self):

@@ -54,7 +54,7 @@ class AdminHistoryContext(HistoryMiddleware):
     requests (the signed API, the pay page) run without one, at no cost."""
 
     def __call__(self, request):
-        if not request.path.startswith(admin_prefix()):
+        if not request.path_info.startswith(admin_prefix()):
             return self.get_response(request)
         return super().__call__(request)
 
@@ -68,10 +68,14 @@ class AdminHistoryContext(HistoryMiddleware):
 
 @functools.cache
 def admin_prefix() -> str:
-    """The admin's URL prefix ("/admin/"), worked out once: this runs on every request."""
-    from django.urls import reverse
+    """The admin's path ("/admin/") as the URLconf routes it, to match against request.path_info; worked out once:
+    this runs on every request. Never request.path or a bare reverse(): both carry the request's SCRIPT_NAME, which a
+    WSGI server may take from a client's header, so a prefix worked out during one request could miss every later
+    admin request of the worker and switch off the second factor for all of them (issue 22). path_info is what the
+    URLconf resolves: no SCRIPT_NAME reaches the admin without starting with this."""
+    from django.urls import get_script_prefix, reverse
 
-    return reverse("admin:index")
+    return "/" + reverse("admin:index")[len(get_script_prefix()):]
 
 
 def command_context(*, command: str, operator: str | None = None):

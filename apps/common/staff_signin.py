@@ -53,7 +53,7 @@ class AdminRequiresSecondFactor:
         self.get_response = get_response
 
     def __call__(self, request):
-        if request.path.startswith(admin_prefix()):
+        if request.path_info.startswith(admin_prefix()):
             user = request.user
             if user.is_authenticated and not user.is_verified():
                 request.user = AnonymousUser()
@@ -162,13 +162,11 @@ def code_step(request):
     if request.method == "POST" and form.is_valid():
         if _locked(request, user):
             return _failed_response(request, user, form)
-        devices = _devices_for(user, form.cleaned_data["code"])
-        if _throttled(devices):
+        throttled, device = _verify(_devices_for(user, form.cleaned_data["code"]), form.cleaned_data["code"])
+        if throttled:
             form.add_error("code", THROTTLED)
             return _render(request, "admin/signin/code.html", {"title": "Second factor", "form": form,
                                                                 "username": user.get_username()}, status=429)
-        with transaction.atomic():
-            device = _match(devices, form.cleaned_data["code"])
         if device is not None:
             pending = _sign_in(request, user, device)
             if isinstance(device, StaticDevice):
@@ -213,12 +211,20 @@ def _devices_for(user, code: str) -> list:
     return [device for device in devices_for_user(user, confirmed=True) if isinstance(device, kind)]
 
 
-def _match(devices: list, code: str):
-    """The device this code belongs to, or None. Each device throttles guesses itself."""
-    for device in devices:
+@transaction.atomic
+def _verify(devices: list, code: str) -> tuple[bool, object]:
+    """(throttled, the device this code belongs to or None), each device's row locked from its throttle check to its
+    verdict. django-otp reads the failure count, adds one in Python and saves the row: without the lock, concurrent
+    wrong codes all passed the throttle on the same count and all saved count + 1 (30 at once counted 1), and two
+    requests with the same right code could both be accepted."""
+    locked = [type(device).objects.select_for_update().get(pk=device.pk)
+              for device in sorted(devices, key=lambda device: (type(device).__name__, device.pk))]
+    if _throttled(locked):
+        return True, None
+    for device in locked:
         if device.verify_token(code):
-            return device
-    return None
+            return False, device
+    return False, None
 
 
 @sensitive_post_parameters()
@@ -237,15 +243,16 @@ def enrol_step(request):
     if request.method == "POST" and form.is_valid():
         if _locked(request, user):
             return _failed_response(request, user, form)
-        if _throttled([device]):
-            form.add_error("code", THROTTLED)
-            return _render(request, "admin/signin/enrol.html", _enrol_context(device, form, user), status=429)
         with transaction.atomic():
-            if device.verify_token(form.cleaned_data["code"]):
-                device.confirmed = True
-                device.save(update_fields=["confirmed"])
+            throttled, confirmed = _verify([device], form.cleaned_data["code"])
+            if throttled:
+                form.add_error("code", THROTTLED)
+                return _render(request, "admin/signin/enrol.html", _enrol_context(device, form, user), status=429)
+            if confirmed is not None:
+                confirmed.confirmed = True
+                confirmed.save(update_fields=["confirmed"])
                 codes = new_recovery_codes(user)
-                pending = _sign_in(request, user, device)
+                pending = _sign_in(request, user, confirmed)
                 return _render(request, "admin/signin/recovery_codes.html", {
                     "title": "Your recovery codes", "codes": codes, "next_url": _next_url(request, pending)})
         _failed(request, user)

@@ -16,6 +16,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from apps.common import audit
+from apps.common.amounts import MAX_AMOUNT, AmountOutOfBounds, signed_amount_check
 from apps.common.errors import DomainError, ErrorCode
 from apps.ledger.models import MERCHANT_KINDS, AccountKind, Entry, Hold, LedgerAccount, Posting, Statement
 from apps.ledger.selectors import merchant_balances, statement_merchants_with_movements
@@ -206,8 +207,7 @@ def balance_adjust_in_transaction(*, merchant_no: str, currency: str, amount: in
     """The adjustment inside the caller's transaction (an approved staff request, apps.common.staff_requests)."""
     if not reason.strip():
         raise ValueError("a reason is required")
-    if type(amount) is not int or amount == 0:
-        raise ValueError("amount must be a non-zero integer of minor units")
+    signed_amount_check(amount)
     merchant = Merchant.objects.filter(merchant_no=merchant_no).first()
     if merchant is None:
         raise ValueError(f"unknown merchant {merchant_no}")
@@ -222,6 +222,8 @@ def balance_adjust_in_transaction(*, merchant_no: str, currency: str, amount: in
     audit.record(actor=actor, actor_label=None if actor else "cli", action="balance.adjust", obj=merchant,
                  new={"currency": currency, "amount": amount, "reference": reference}, reason=reason.strip())
     balances = merchant_balances(merchant_id=merchant.pk, currency=currency)
+    if balances["available"] > MAX_AMOUNT:  # raised inside the caller's transaction: the posting is rolled back
+        raise AmountOutOfBounds(f"a credit of {amount} would take available {currency} above {MAX_AMOUNT}")
     return {"merchant_no": merchant_no, "currency": currency, "available": balances["available"],
             "settling": balances["settling"], "reference": reference}
 

@@ -1,6 +1,7 @@
 """The balance adjustment as a staff request (four eyes, docs/back-office.md): asked for on the staff request
 page, posted by balance_adjust_in_transaction when a second person approves it (apps.common.staff_requests)."""
 
+from apps.common.amounts import AmountOutOfBounds, signed_amount_check
 from apps.common.models import StaffRequest
 from apps.common.staff_requests import StaffRequestKind, StaffRequestRefused, staff_request_kind_register
 from apps.currencies.formatting import format_minor
@@ -14,8 +15,10 @@ ADJUST_PERMISSION = "common.adjust_balance"
 
 
 def _describe(payload: dict) -> str:
-    if type(payload["amount"]) is not int or payload["amount"] == 0:
-        raise StaffRequestRefused("amount must be a non-zero integer of minor units.")
+    try:
+        signed_amount_check(payload["amount"])
+    except AmountOutOfBounds as exc:
+        raise StaffRequestRefused(str(exc)) from None
     if not MerchantCurrency.objects.filter(merchant__merchant_no=payload["merchant_no"],
                                            currency_id=payload["currency"], is_enabled=True).exists():
         raise StaffRequestRefused(f"currency {payload['currency']} is not enabled for merchant "

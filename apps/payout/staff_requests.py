@@ -1,6 +1,7 @@
 """The payout reversal as a staff request (four eyes, docs/back-office.md): asked for on the payout list, applied
 by payout_reverse_in_transaction when a second person approves it (apps.common.staff_requests)."""
 
+from apps.common.amounts import AmountOutOfBounds, amount_check
 from apps.common.models import StaffRequest
 from apps.common.staff_requests import StaffRequestKind, StaffRequestRefused, staff_request_kind_register
 from apps.currencies.formatting import format_minor
@@ -17,8 +18,11 @@ def _describe(payload: dict) -> str:
         raise StaffRequestRefused(f"payout {payout} is {payout.status}"
                                   f"{' and already reversed' if payout.reversed_at else ''}; only an unreversed "
                                   f"SUCCESS payout can be reversed.")
-    if not (1 <= payload["reversal_amount"] <= payout.amount and 0 <= payload["fee_refund"] <= payout.fee):
-        raise StaffRequestRefused(f"reversal amount must be 1 to {payout.amount} and fee refund 0 to {payout.fee}.")
+    try:
+        amount_check(payload["reversal_amount"], what="reversal amount", maximum=payout.amount)
+        amount_check(payload["fee_refund"], what="fee refund", minimum=0, maximum=payout.fee)
+    except AmountOutOfBounds as exc:
+        raise StaffRequestRefused(str(exc)) from None
     return (f"Reverse payout {payout}: {format_minor(payload['reversal_amount'], payout.currency)} "
             f"+ fee refund {format_minor(payload['fee_refund'], payout.currency)} to {payout.merchant.merchant_no}")
 

@@ -6,15 +6,30 @@ database with nothing else set, and after a Ctrl-C the server is gone."""
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import urllib.request
+from pathlib import Path
 
 import psutil
+import pytest
 from django.conf import settings
 
 from tests.support.wait import wait_until
+
+
+@pytest.fixture
+def run_dir():
+    """A directory of this test's own outside pytest's tmp tree: as root the server runs as the wheel's system user,
+    which must traverse to its data directory, and each pytest session (any on this machine) makes
+    /tmp/pytest-of-root private again (0700) when it starts."""
+    path = Path(tempfile.mkdtemp(prefix="make-run-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _free_port() -> int:
@@ -61,8 +76,8 @@ def _stop_what_this_test_started(runner: subprocess.Popen, pgdata) -> None:
         psutil.Process(int((pgdata / "postmaster.pid").read_text().split()[0])).send_signal(signal.SIGQUIT)
 
 
-def test_embedded_postgres_serves_reaches_a_second_terminal_and_stops_with_make_run(tmp_path):
-    pgdata, log, port = tmp_path / "postgres", tmp_path / "run.log", _free_port()
+def test_embedded_postgres_serves_reaches_a_second_terminal_and_stops_with_make_run(run_dir):
+    pgdata, log, port = run_dir / "postgres", run_dir / "run.log", _free_port()
     env = {k: v for k, v in os.environ.items()
            if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}}
     env["EMBEDDED_PGDATA"] = str(pgdata)
@@ -92,3 +107,73 @@ def test_embedded_postgres_serves_reaches_a_second_terminal_and_stops_with_make_
     assert "stopped" in log.read_text(), log.read_text()[-3000:]
     wait_until(lambda: _gone(postmaster_pid), timeout=5, what="the embedded server's postmaster to exit")
     assert not (pgdata / "postmaster.pid").exists()
+
+
+# --- a stop cut short (issue 22) --------------------------------------------------------------------------------
+
+PING = "import psycopg; from config.embedded_postgres import database_url; psycopg.connect(database_url()).execute('SELECT 1')"
+
+
+def _embedded(pgdata, log, *command: str) -> subprocess.Popen:
+    """`make run`'s wrapper around COMMAND, in a group of its own (as make's in a terminal)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}}
+    env.update(EMBEDDED_PGDATA=str(pgdata), DJANGO_SETTINGS_MODULE="config.settings.local")
+    with log.open("a") as out:
+        return subprocess.Popen(["uv", "run", "--frozen", "python", "-m", "config.embedded_postgres", *command],
+                                cwd=settings.BASE_DIR, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def _killed_mid_stop(pgdata, log) -> int:
+    """A `make run` SIGKILLed (a supervisor after its grace period), its handle list left empty as a write cut short
+    leaves it; returns the postmaster's pid (pg_ctl starts it in a session of its own: it survives)."""
+    runner = _embedded(pgdata, log, "sleep", "600")
+    try:
+        wait_until(lambda: runner.poll() is None and "ready in" in log.read_text(), timeout=60, interval=0.2,
+                   what="the embedded server to start")
+        postmaster_pid = int((pgdata / "postmaster.pid").read_text().split()[0])
+        os.killpg(runner.pid, signal.SIGKILL)
+        runner.wait(timeout=10)
+    except BaseException:
+        _stop_what_this_test_started(runner, pgdata)
+        raise
+    (pgdata / ".handle_pids.json").write_text("")
+    return postmaster_pid
+
+
+def _starts_again(pgdata, log) -> None:
+    """The next `make run` starts, serves its command and stops the server when it ends."""
+    runner = _embedded(pgdata, log, "python", "-c", PING)
+    try:
+        code = runner.wait(timeout=90)
+    finally:
+        _stop_what_this_test_started(runner, pgdata)
+    assert code == 0, log.read_text()[-3000:]
+    assert not (pgdata / "postmaster.pid").exists(), log.read_text()[-3000:]
+
+
+def test_make_run_starts_again_after_a_killed_run_and_reuses_the_server_it_left(run_dir):
+    pgdata, log = run_dir / "postgres", run_dir / "run.log"
+    postmaster_pid = _killed_mid_stop(pgdata, log)
+    assert not _gone(postmaster_pid)  # still serving, from the killed run
+    _starts_again(pgdata, log)
+    wait_until(lambda: _gone(postmaster_pid), timeout=10, what="the left server to be stopped by the next run")
+    assert "discarding the unreadable" in log.read_text()
+
+
+def test_make_run_starts_again_after_the_server_was_killed_too_and_its_pid_reused(run_dir):
+    pgdata, log = run_dir / "postgres", run_dir / "run.log"
+    postmaster_pid = _killed_mid_stop(pgdata, log)
+    os.kill(postmaster_pid, signal.SIGKILL)  # the server too (an OOM kill, a machine's reboot)
+    wait_until(lambda: _gone(postmaster_pid), timeout=10, what="the killed postmaster to exit")
+    # Its pid is now another process's (pids are reused), as after a reboot.
+    other = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    try:
+        pidfile = pgdata / "postmaster.pid"
+        pidfile.write_text("\n".join([str(other.pid), *pidfile.read_text().splitlines()[1:]]) + "\n")
+        _starts_again(pgdata, log)
+    finally:
+        other.kill()
+        other.wait(timeout=10)
+    assert "removing the postmaster.pid of a server that is gone" in log.read_text()

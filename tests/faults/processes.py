@@ -190,7 +190,8 @@ class Platform:
 
     def start_web(self, *, workers: int = 2, extra_env: dict | None = None) -> Proc:
         self.web = self.procs.start("web", [
-            sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
+            sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi:application",
+            "--bind", f"127.0.0.1:{self.port}",
             "--workers", str(workers), "--timeout", "60", "--graceful-timeout", "2", "--error-logfile", "-",
         ], {**self.env, "DATABASE_URL": database_url(application_name="faults-web"), **(extra_env or {})})
 

@@ -6,7 +6,7 @@ would turn "abc\n" and " abc " into the idempotency key "abc"), and every patter
 
 from rest_framework import serializers
 
-MAX_AMOUNT = 2**53 - 1
+from apps.common.amounts import MAX_AMOUNT
 ORDER_NO_REGEX = r"\A[A-Za-z0-9_-]{1,64}\Z"
 PLATFORM_ORDER_NO_REGEX = r"\A[A-Za-z0-9]{1,64}\Z"
 PAYEE_ACCOUNT_REGEX = r"\A[A-Za-z0-9]{1,64}\Z"
