@@ -131,6 +131,9 @@ class SandboxDisbursement(models.Model):
     class Meta:
         # A constraint, not unique=True: the one index the key needs, without PostgreSQL's LIKE copy.
         constraints = [models.UniqueConstraint(fields=["platform_order_no"], name="sandbox_disbursement_one_per_order")]
+        # The payout sweeper's look for returns that were lost (apps/payout/sweep.py): the returned ones only.
+        indexes = [models.Index(fields=["created_at"], condition=models.Q(outcome="paid_then_returned"),
+                                name="sandbox_disbursement_returned")]
 
     def __str__(self) -> str:
         return self.reference

@@ -16,3 +16,14 @@ def upstream_payins_unfinished(*, adapters: list[str], opened_since: datetime) -
     return {p.platform_order_no: p for p in UpstreamPayin.objects.filter(
         channel__adapter__in=adapters).exclude(upstream_status__in=("PAID", "SETTLED", "EXPIRED"))
         .filter(created_at__gte=opened_since)}
+
+
+def sandbox_payouts_returned(*, created_from: datetime, created_before: datetime):
+    """platform_order_no of the disbursements the sandbox bank pays, then returns, accepted in that period (a
+    subquery: the payout sweeper looks for the ones whose return was lost). Index: sandbox_disbursement_returned."""
+    from apps.channels.models import SandboxDisbursement
+    from apps.channels.sandbox_payout import OUTCOME_PAID_THEN_RETURNED
+
+    return (SandboxDisbursement.objects.filter(outcome=OUTCOME_PAID_THEN_RETURNED, created_at__gte=created_from,
+                                               created_at__lt=created_before)
+            .values("platform_order_no"))
