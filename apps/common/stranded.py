@@ -7,15 +7,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.contrib import admin
 from django.db.models import Count, Min, Q, QuerySet
+from django.utils import timezone
 from prometheus_client import Counter
 
 # Age buckets of the stranded-orders gauge: an order stranded for a few minutes is a sweep about to act; one
 # stranded for an hour is a sweep that cannot finish it (an operator's case).
 AGE_BUCKETS = (("under_5m", timedelta(minutes=5)), ("5m_to_1h", timedelta(hours=1)), ("over_1h", None))
 
-STRANDED_FINISHED = Counter("payments_stranded_finished", "Stranded orders a sweep handed to their next step, by "
-                                                           "kind.", ["kind"])
+# Counted by the process that ran the sweep (every process's, summed, with PROMETHEUS_MULTIPROC_DIR).
+STRANDED_FINISHED = Counter("payments_stuck_orders_handed", "Stuck orders a sweep handed to their next step, by kind.",
+                            ["kind"])
 
 
 @dataclass(frozen=True)
@@ -52,3 +55,22 @@ def stranded_count(kind: StrandedKind, *, now: datetime) -> StrandedCount:
         ages[name] = not_younger - older
         not_younger = older
     return StrandedCount(kind=kind, count=row["n"], oldest=row["oldest"], ages=ages)
+
+
+def stranded_list_filter(kinds: list[StrandedKind]) -> type[admin.SimpleListFilter]:
+    """The admin list filter `?stranded=<kind>`: the orders stranded that way now, by the same query the counts use
+    (the operations overview links each count to it)."""
+    by_name = {kind.name: kind for kind in kinds}
+
+    class StrandedFilter(admin.SimpleListFilter):
+        title = "stranded"
+        parameter_name = "stranded"
+
+        def lookups(self, request, model_admin):
+            return [(kind.name, kind.label) for kind in kinds]
+
+        def queryset(self, request, queryset):
+            kind = by_name.get(self.value())
+            return queryset if kind is None else queryset.filter(pk__in=kind.orders(timezone.now()).values("pk"))
+
+    return StrandedFilter
