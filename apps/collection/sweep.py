@@ -31,6 +31,7 @@ EXPIRY_GRACE = timedelta(minutes=1)
 RELEASE_GRACE = timedelta(minutes=15)
 
 SWEEP_LIMIT = 500
+SWEEPER_HEARTBEAT = "collection.sweeper"  # the operations overview shows its last run
 
 
 def unopened(now: datetime):

@@ -24,7 +24,7 @@ from apps.payout import sweep as payout_sweep
 from apps.payout.models import Payout
 
 SWEEPERS = {"callbacks.sweeper": "Callback sweeper", "payout.sweeper": "Payout sweeper",
-            "collection.settlement_release": "D1 settlement release"}
+            collection_sweep.SWEEPER_HEARTBEAT: "Pay-in sweeper", "collection.settlement_release": "D1 settlement release"}
 
 
 @dataclass
