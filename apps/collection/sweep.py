@@ -6,6 +6,10 @@
                     has not for EXPIRY_GRACE.
   payin.unreleased  a D1 credit whose release day has come: release_settlement (beat, every 5 min) finishes them;
                     counted when it has not for RELEASE_GRACE after the cut-off.
+  payin.upstream_unresolved
+                    a real upstream's payment (paid or not?) still not known final UPSTREAM_RESOLVE_GRACE after the
+                    order's expiry: reconciliation asks every 5 minutes and did not learn it. Counted, for an
+                    operator; reconciliation goes on asking for CHANNEL_RECONCILE_PAYIN_WINDOW_SECONDS.
 """
 
 import logging
@@ -16,6 +20,7 @@ from django.utils import timezone
 
 from apps.channels.models import Channel, UpstreamPayin
 from apps.channels.registry import upstream_adapter_names
+from apps.channels.selectors import upstream_payins_not_final
 from apps.collection import services
 from apps.collection.models import CollectionOrder
 from apps.common.stranded import STRANDED_FINISHED, StrandedKind
@@ -29,6 +34,9 @@ OPEN_GRACE = timedelta(seconds=30)
 EXPIRY_GRACE = timedelta(minutes=1)
 # The D1 release runs every 5 minutes: a credit still unreleased this long after its cut-off was missed by three.
 RELEASE_GRACE = timedelta(minutes=15)
+# Reconciliation asks about an expired order's upstream payment every 5 minutes: not known final after six runs, the
+# upstream does not answer or says something we do not understand.
+UPSTREAM_RESOLVE_GRACE = timedelta(minutes=30)
 
 SWEEP_LIMIT = 500
 SWEEPER_HEARTBEAT = "collection.sweeper"  # the operations overview shows its last run
@@ -52,6 +60,13 @@ def unreleased(now: datetime):
                                           paid_at__lt=services.settlement_cutoff(now - RELEASE_GRACE))
 
 
+def upstream_unresolved(now: datetime):
+    return CollectionOrder.objects.filter(
+        status__in=(CollectionOrder.Status.CREATED, CollectionOrder.Status.EXPIRED),
+        expire_at__lt=now - UPSTREAM_RESOLVE_GRACE,
+        platform_order_no__in=upstream_payins_not_final().values("platform_order_no"))
+
+
 STRANDED = [
     StrandedKind("payin.unopened", "Upstream payment never opened", "collection.collectionorder", "created_at",
                  unopened, finisher="open_upstream_payin queued again"),
@@ -59,6 +74,8 @@ STRANDED = [
                  finisher="expire_due_orders"),
     StrandedKind("payin.unreleased", "D1 credit not released on its day", "collection.collectionorder", "paid_at",
                  unreleased, finisher="release_settlement"),
+    StrandedKind("payin.upstream_unresolved", "Upstream payment still unknown after expiry",
+                 "collection.collectionorder", "expire_at", upstream_unresolved),
 ]
 KINDS = {kind.name: kind for kind in STRANDED}
 

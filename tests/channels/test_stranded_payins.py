@@ -51,3 +51,22 @@ def test_an_expired_payin_is_not_opened(xendit_channels, merchant, monkeypatch):
                                                        expire_at=timezone.now() - timedelta(seconds=1))
     assert tasks.sweep_stranded_payins() == 0 and queued == []
     assert stuck("payin.unopened") == 0
+
+
+def test_an_upstream_payment_still_unknown_long_after_expiry_is_stuck_until_reconciliation_learns_it(
+        xendit_channels, merchant, xendit_emulator):
+    from apps.channels.tasks import reconcile_channels
+
+    order = create_ok(Client(), merchant, product_code="PHP_COLLECT_D0", amount=150000)
+    Client().get(f"/pay/{order.pay_token}")  # the payer opened the invoice
+    [invoice] = xendit_emulator.invoice_by_external_id(order.platform_order_no)
+    CollectionOrder.objects.filter(pk=order.pk).update(expire_at=timezone.now() - timedelta(minutes=10))
+    assert stuck("payin.upstream_unresolved") == 0  # reconciliation's to ask
+    CollectionOrder.objects.filter(pk=order.pk).update(expire_at=timezone.now() - timedelta(minutes=40))
+    assert stuck("payin.upstream_unresolved") == 1  # paid or not? nobody knows yet: a person looks
+
+    xendit_emulator.expire_invoice(invoice["id"])
+    assert reconcile_channels()["payins"]["expired"] == [order.platform_order_no]
+
+    assert stuck("payin.upstream_unresolved") == 0
+    assert CollectionOrder.objects.get(pk=order.pk).status == "EXPIRED"
