@@ -98,6 +98,19 @@ def fill(*, orders: int, payouts: int) -> None:
             FROM (SELECT h.*, now() - (random() * interval '%(days)s days') AS t FROM ledger_hold h
                   WHERE h.cause LIKE 'BP%%') AS h
         """.replace("'%(days)s days'", f"'{DAYS} days'"), {"channel": payout_channel, "product": payout_product.pk})
+        # A finished payout's hold is resolved (settled or released) by its own posting, as the services leave it:
+        # the stuck-order count "finished with its funds still frozen" reads the open holds only.
+        cursor.execute("""
+            INSERT INTO ledger_posting (kind, cause, memo, created_at, currency_id, merchant_id)
+            SELECT 'hold.settle', p.platform_order_no, '', now(), 'PHP', p.merchant_id
+            FROM payout_payout p WHERE p.status <> 'FROZEN' AND p.platform_order_no LIKE 'BP%%'
+        """)
+        cursor.execute("""
+            UPDATE ledger_hold h SET status = CASE WHEN p.status = 'SUCCESS' THEN 'settled' ELSE 'released' END,
+                                     resolved_by_id = r.id, resolved_at = now()
+            FROM payout_payout p JOIN ledger_posting r ON r.cause = p.platform_order_no AND r.kind = 'hold.settle'
+            WHERE p.hold_id = h.id AND p.status <> 'FROZEN'
+        """)
         cursor.execute("""
             INSERT INTO callbacks_callbackevent (merchant_id, type, platform_order_no, url, payload, status,
                                                  attempts_count, next_attempt_at, created_at, last_error,

@@ -13,7 +13,7 @@ import re
 import time
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, Min
 from django.http import Http404, HttpResponse
 from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Histogram, generate_latest
@@ -69,6 +69,11 @@ class DatabaseCollector:
             frozen += row["n"] if row["status"] == Payout.Status.FROZEN else 0
         yield payouts
         yield GaugeMetricFamily("payments_payout_review_queue", "FROZEN payouts waiting for a reviewer.", value=frozen)
+        # Waiting for a reviewer is not stuck (nothing died), but a long wait is a person's case: its age is a gauge.
+        waiting_since = Payout.objects.filter(status=Payout.Status.FROZEN).aggregate(oldest=Min("created_at"))["oldest"]
+        yield GaugeMetricFamily("payments_payout_review_oldest_seconds", "Age of the oldest payout waiting for a "
+                                "reviewer (0: none).",
+                                value=(timezone.now() - waiting_since).total_seconds() if waiting_since else 0)
 
         due, dead = callbacks_due_and_dead(now=timezone.now())
         yield GaugeMetricFamily("payments_callbacks_due", "Pending callback events whose next attempt is due.",
@@ -85,6 +90,29 @@ class DatabaseCollector:
             amount.add_metric([currency], pending["amount"])
         yield count
         yield amount
+
+        yield from stuck_order_gauges()
+
+
+def stuck_order_gauges():
+    """Orders whose next step died (apps/operations/selectors.py, stranded_orders), by kind and age bucket, and the
+    oldest one's age per kind: the figures of the overview's "Stuck orders" tile. Alert on any kind older than 5
+    minutes (a sweep that cannot finish it) and on any `critical` kind at all."""
+    from apps.common.stranded import AGE_BUCKETS
+    from apps.operations.selectors import stranded_orders
+
+    now = timezone.now()
+    stuck = GaugeMetricFamily("payments_stuck_orders", "Orders whose next step died, by kind and age.",
+                              labels=["kind", "age", "critical"])
+    oldest = GaugeMetricFamily("payments_stuck_orders_oldest_seconds", "Age of the oldest stuck order, by kind "
+                               "(0: none).", labels=["kind"])
+    for figure in stranded_orders(now=now):
+        critical = "true" if figure.kind.critical else "false"
+        for bucket, _ in AGE_BUCKETS:
+            stuck.add_metric([figure.kind.name, bucket, critical], figure.ages[bucket])
+        oldest.add_metric([figure.kind.name], (now - figure.oldest).total_seconds() if figure.oldest else 0)
+    yield stuck
+    yield oldest
 
 
 _database_registry = CollectorRegistry(auto_describe=False)

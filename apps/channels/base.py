@@ -93,5 +93,6 @@ class PayoutAdapter(ABC):
         disbursement upstream, and the second call returns the same upstream reference."""
 
     def payout_state(self, *, payout) -> PayoutState:
-        """A real upstream's current view of the disbursement (reconciliation and webhooks). Sandbox: not asked."""
+        """The upstream's current view of the disbursement: a real upstream's for reconciliation and webhooks; the
+        sandbox bank's (from its own record) for the payout sweeper, when its settlement or return task was lost."""
         raise NotImplementedError

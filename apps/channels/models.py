@@ -77,6 +77,10 @@ def _decrypt(token: str) -> str:
     return decrypt(token).decode() if token else ""
 
 
+# An upstream payment in one of these statuses will not change; reconciliation stops asking about it.
+UPSTREAM_PAYIN_FINAL = ("PAID", "SETTLED", "EXPIRED")
+
+
 class UpstreamPayin(models.Model):
     """The payment a real upstream opened for a collection order (a Xendit invoice): one per platform_order_no,
     so every opening of pay_url forwards the payer to the same upstream page. upstream_status is the last final
@@ -92,6 +96,10 @@ class UpstreamPayin(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["platform_order_no"], name="upstream_payin_one_per_order")]
+        # The ones whose upstream status is not known final: reconciliation's and the stuck count's (apps/collection/
+        # sweep.py) only rows, however many pay-ins were opened.
+        indexes = [models.Index(fields=["created_at"], condition=~models.Q(upstream_status__in=UPSTREAM_PAYIN_FINAL),
+                                name="upstream_payin_unfinished")]
 
     def __str__(self) -> str:
         return self.reference
@@ -131,6 +139,9 @@ class SandboxDisbursement(models.Model):
     class Meta:
         # A constraint, not unique=True: the one index the key needs, without PostgreSQL's LIKE copy.
         constraints = [models.UniqueConstraint(fields=["platform_order_no"], name="sandbox_disbursement_one_per_order")]
+        # The payout sweeper's look for returns that were lost (apps/payout/sweep.py): the returned ones only.
+        indexes = [models.Index(fields=["created_at"], condition=models.Q(outcome="paid_then_returned"),
+                                name="sandbox_disbursement_returned")]
 
     def __str__(self) -> str:
         return self.reference

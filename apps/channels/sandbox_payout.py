@@ -6,15 +6,21 @@
 
 Results enter the platform through the same payout services a real upstream notification would use
 (payout_channel_result / payout_channel_returned, registered as payout_handlers().result / .returned).
+
+Like a real upstream, the sandbox bank can be asked what became of a disbursement (`payout_state`): the payout
+sweeper asks it when the settlement or return task was lost (apps/payout/sweep.py) and applies the answer through
+the same services, so the outcome is the one the task would have applied.
 """
 
 import logging
+from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
-from apps.channels.base import PayoutAdapter
+from apps.channels.base import PayoutAdapter, PayoutState
 from apps.channels.environment import SANDBOX, platform_environment
 from apps.channels.models import SandboxDisbursement
 from apps.channels.registry import payout_handlers, register_payout
@@ -55,6 +61,24 @@ class SandboxPayoutAdapter(PayoutAdapter):
                 sandbox_payout_settle.apply_async(args=[payout.platform_order_no, outcome],
                                                   countdown=settings.SANDBOX_PAYOUT_SETTLE_SECONDS)
         return disbursement.reference
+
+    def payout_state(self, *, payout) -> PayoutState:
+        """The sandbox bank's own view of the disbursement, from its record: what the settlement task decides (and
+        the return after it) once each is due, 'pending' before, 'missing' when it never accepted one."""
+        disbursement = SandboxDisbursement.objects.filter(platform_order_no=payout.platform_order_no).first()
+        if disbursement is None:
+            return PayoutState(outcome="missing")
+        now = timezone.now()
+        settles_at = disbursement.created_at + timedelta(seconds=settings.SANDBOX_PAYOUT_SETTLE_SECONDS)
+        returns_at = settles_at + timedelta(seconds=settings.SANDBOX_PAYOUT_RETURN_SECONDS)
+        if now < settles_at:
+            return PayoutState(outcome="pending", reference=disbursement.reference, upstream_status="PENDING")
+        if disbursement.outcome == OUTCOME_FAILED:
+            return PayoutState(outcome="failed", reference=disbursement.reference, upstream_status="FAILED",
+                               fail_reason=CLOSED_ACCOUNT_REASON)
+        if disbursement.outcome == OUTCOME_PAID_THEN_RETURNED and now >= returns_at:
+            return PayoutState(outcome="returned", reference=disbursement.reference, upstream_status="RETURNED")
+        return PayoutState(outcome="paid", reference=disbursement.reference, upstream_status="PAID")
 
 
 @shared_task(acks_late=True)

@@ -1,6 +1,8 @@
 from django.contrib import admin
 
 from apps.collection.models import CollectionOrder
+from apps.collection.sweep import STRANDED
+from apps.common.stranded import stranded_list_filter
 from apps.currencies.formatting import format_minor
 
 
@@ -11,7 +13,7 @@ class CollectionOrderAdmin(admin.ModelAdmin):
     list_display = ("platform_order_no", "mch_order_no", "merchant", "status", "amount_display", "fee", "currency",
                     "settlement", "created_at", "paid_at", "settled_at")
     list_filter = ("status", "merchant", "currency", "settlement", ("created_at", admin.DateFieldListFilter),
-                   ("paid_at", admin.DateFieldListFilter))
+                   ("paid_at", admin.DateFieldListFilter), stranded_list_filter(STRANDED))
     search_fields = ("=platform_order_no", "=mch_order_no")
     date_hierarchy = "created_at"
     list_select_related = ("merchant", "currency")

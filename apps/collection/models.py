@@ -86,6 +86,9 @@ class CollectionOrder(models.Model):
             # plain created_at index; INCLUDE makes the overview's per-currency sums index-only scans.
             models.Index(fields=["created_at"], include=["currency", "status", "amount"],
                          name="collection_created_cover_idx"),
+            # Orders still open, by expiry: the expiry task's scan and the stranded-order counts (apps/collection/
+            # sweep.py), which read only the CREATED rows, however many orders are finished.
+            models.Index(fields=["expire_at"], condition=Q(status="CREATED"), name="collection_open_by_expiry"),
         ]
 
     def __str__(self) -> str:

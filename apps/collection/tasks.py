@@ -8,6 +8,8 @@ from django.utils import timezone
 
 from apps.collection import services
 from apps.collection.selectors import collection_orders_due_for_expiry
+from apps.collection.sweep import SWEEPER_HEARTBEAT, payins_sweep
+from apps.common.models import Heartbeat
 
 logger = logging.getLogger(__name__)
 
@@ -36,3 +38,12 @@ def release_settlement() -> dict:
     if result["released"]:
         logger.info("D1 release: %s", result)
     return result
+
+
+@shared_task(acks_late=True)
+def sweep_stranded_payins() -> int:
+    """Beat, every 15 s: queue again the upstream opening of pay-ins whose opening task was lost (apps/collection/
+    sweep.py); idempotent per order."""
+    handed = payins_sweep()
+    Heartbeat.objects.update_or_create(name=SWEEPER_HEARTBEAT, defaults={"beat_at": timezone.now()})
+    return sum(handed.values())

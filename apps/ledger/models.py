@@ -124,6 +124,9 @@ class Hold(models.Model):
                 name="ledger_hold_resolved_once",
             ),
         ]
+        # Open holds only: the stranded-payout check "finished with its funds still frozen" (apps/payout/sweep.py)
+        # reads these few rows, not every hold ever placed.
+        indexes = [models.Index(fields=["id"], condition=Q(status="held"), name="ledger_hold_open")]
 
     def __str__(self) -> str:
         return f"hold {self.cause} {self.amount} {self.status}"

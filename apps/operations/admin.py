@@ -5,6 +5,7 @@ its URL, /admin/common/operationsoverview/ (docs/back-office.md)."""
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils.safestring import mark_safe
 
 from apps.common.admin import ReadOnlyAdminMixin
@@ -14,6 +15,19 @@ from apps.currencies.formatting import money
 from apps.currencies.models import Currency
 from apps.operations.charts import hourly_chart_svg
 from apps.operations.selectors import operations_overview
+
+
+def stranded_row(request, figure) -> dict:
+    """A kind of stranded order as the tile shows it: the link to the filtered list only for staff who may see it
+    (a link answering 403 helps nobody)."""
+    kind = figure.kind
+    app_label, model = kind.model.split(".")
+    link = ""
+    if figure.count and request.user.has_perm(f"{app_label}.view_{model}"):
+        link = f"{reverse(f'admin:{app_label}_{model}_changelist')}?stranded={kind.name}"
+    return {"name": kind.name, "label": kind.label, "count": figure.count, "critical": kind.critical,
+            "finisher": kind.finisher or "an operator (no sweep can finish these)", "link": link,
+            "oldest": short_age(figure.oldest) if figure.oldest else "-", "oldest_at": utc(figure.oldest)}
 
 
 @admin.register(OperationsOverview)
@@ -48,5 +62,7 @@ class OperationsOverviewAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                            for label, at in overview.heartbeats],
             "chart": mark_safe(hourly_chart_svg(overview.hourly)),  # numbers and our own markup only
             "hourly_total": (sum(i for _, i, _ in overview.hourly), sum(o for _, _, o in overview.hourly)),
+            "stranded": [stranded_row(request, figure) for figure in overview.stranded],
+            "stranded_total": sum(figure.count for figure in overview.stranded),
         }
         return TemplateResponse(request, "admin/operations/overview.html", context)

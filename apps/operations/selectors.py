@@ -3,7 +3,8 @@
 Each figure is one index-friendly query (docs/performance.md, "Operations overview"): today's and the last 24 h's
 orders are read through the covering created_at indexes (index-only scans: the queries count rows with COUNT(*) or
 a column the index holds, never the id), the review queue through payout_status_created_idx, callbacks and pending
-settlement through the selectors /metrics uses too.
+settlement through the selectors /metrics uses too. Stranded orders: one aggregate per kind, each over the rows a
+partial index holds (orders still waiting for a step), shared with /metrics.
 """
 
 from dataclasses import dataclass
@@ -14,13 +15,16 @@ from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from apps.callbacks.selectors import callbacks_due_and_dead
+from apps.collection import sweep as collection_sweep
 from apps.collection.models import CollectionOrder
 from apps.collection.selectors import settlement_pending_by_currency
 from apps.common.models import Heartbeat
+from apps.common.stranded import StrandedCount, stranded_count
+from apps.payout import sweep as payout_sweep
 from apps.payout.models import Payout
 
 SWEEPERS = {"callbacks.sweeper": "Callback sweeper", "payout.sweeper": "Payout sweeper",
-            "collection.settlement_release": "D1 settlement release"}
+            collection_sweep.SWEEPER_HEARTBEAT: "Pay-in sweeper", "collection.settlement_release": "D1 settlement release"}
 
 
 @dataclass
@@ -36,6 +40,14 @@ class Overview:
     settling: dict[str, dict[str, int]]  # currency -> count, amount
     heartbeats: list[tuple[str, datetime | None]]
     hourly: list[tuple[datetime, int, int]]  # hour, pay-ins, payouts (the last 24 h, oldest first)
+    stranded: list[StrandedCount]  # every kind, in the sweeps' order
+
+
+def stranded_orders(*, now: datetime | None = None) -> list[StrandedCount]:
+    """Orders whose next step died, per kind (apps/payout/sweep.py, apps/collection/sweep.py): for the overview's
+    tile and /metrics."""
+    now = now or timezone.now()
+    return [stranded_count(kind, now=now) for kind in payout_sweep.STRANDED + collection_sweep.STRANDED]
 
 
 def _today_by_currency(queryset, *, since: datetime, success: str) -> dict[str, dict[str, int]]:
@@ -71,4 +83,5 @@ def operations_overview(*, now: datetime | None = None) -> Overview:
         settling=settlement_pending_by_currency(),
         heartbeats=[(label, beats.get(name)) for name, label in SWEEPERS.items()],
         hourly=[(hour, payin_hours.get(hour, 0), payout_hours.get(hour, 0)) for hour in hours],
+        stranded=stranded_orders(now=now),
     )

@@ -18,11 +18,13 @@ from django.urls import path, reverse
 from apps.common.formatting import short_age, utc
 from apps.common.models import StaffRequest
 from apps.common.staff_requests import StaffRequestRefused, staff_request_create
+from apps.common.stranded import stranded_list_filter
 from apps.currencies.formatting import format_minor, money
 from apps.payout.models import DenyListedAccount, Payout, PayoutApproval, PayoutReviewQueue
 from apps.ledger.selectors import merchant_balances
 from apps.payout.selectors import (merchant_recent_payouts, payee_history, payout_approvals_count, payout_decisions,
                                    payout_risk_tags)
+from apps.payout.sweep import STRANDED
 from apps.payout.services import (REVERSE_PERMISSION, REVIEW_PERMISSION, PayoutActionRefused, PayoutNotFound,
                                   payout_approve, payout_reject)
 
@@ -386,7 +388,8 @@ class PayoutAdmin(PayoutDisplayMixin, admin.ModelAdmin):
 
     list_display = ["platform_order_no", "mch_order_no", "merchant", "amount_display", "fee_display", "status",
                     "review_required", "payee", "bank_code", "created_at", "finished_at", "reversed_at"]
-    list_filter = ["status", "review_required", "currency", ("reversed_at", admin.EmptyFieldListFilter)]
+    list_filter = ["status", "review_required", "currency", ("reversed_at", admin.EmptyFieldListFilter),
+                   stranded_list_filter(STRANDED)]
     search_fields = ["platform_order_no", "mch_order_no", "merchant__merchant_no"]
     date_hierarchy = "created_at"
     actions = ["reverse_selected"]

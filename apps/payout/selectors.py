@@ -89,24 +89,6 @@ def payout_decisions(payout: Payout) -> list[AuditLog]:
                 .select_related("actor").order_by("created_at", "id"))
 
 
-SWEEP_LIMIT = 500  # at most this many per sweep or scan
-
-
-def payouts_approved_unsubmitted(*, older_than: timedelta) -> list[int]:
-    """APPROVED payouts whose submission never ran (broker down at commit, worker lost): for the sweeper."""
-    cutoff = timezone.now() - older_than
-    return list(Payout.objects.filter(status=Payout.Status.APPROVED, updated_at__lt=cutoff)
-                .order_by("created_at").values_list("pk", flat=True)[:SWEEP_LIMIT])
-
-
-def payouts_processing_unsent(*, older_than: timedelta) -> list[int]:
-    """PROCESSING payouts the adapter never acknowledged (no upstream reference): for the sweeper."""
-    cutoff = timezone.now() - older_than
-    return list(Payout.objects.filter(status=Payout.Status.PROCESSING, upstream_reference="",
-                                      submitted_at__lt=cutoff)
-                .order_by("created_at").values_list("pk", flat=True)[:SWEEP_LIMIT])
-
-
 # --- the reviewer's decision page ------------------------------------------------------------------------------
 
 RISK_TAGS = [("two-approval", "2 approvals"), ("review threshold", "amount"), ("deny list", "deny list"),

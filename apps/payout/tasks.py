@@ -1,19 +1,11 @@
 """Payout tasks: submission to the channel (dispatched after commit) and the sweeper (beat, every 15 s)."""
 
-import logging
-from datetime import timedelta
-
 from celery import shared_task
 from django.utils import timezone
 
 from apps.common.models import Heartbeat
 from apps.payout import services
-from apps.payout.selectors import payouts_approved_unsubmitted, payouts_processing_unsent
-
-logger = logging.getLogger(__name__)
-
-# An APPROVED order normally leaves for PROCESSING within a second; older ones lost their dispatch.
-SUBMIT_GRACE = timedelta(seconds=10)
+from apps.payout.sweep import payouts_sweep
 
 
 @shared_task(acks_late=True)
@@ -24,13 +16,8 @@ def submit_payout(payout_id: int) -> None:
 
 @shared_task(acks_late=True)
 def sweep_stuck_payouts() -> int:
-    """Re-dispatch APPROVED orders never submitted (broker down at commit) and PROCESSING orders the adapter
-    never acknowledged. Idempotent: payout_submit moves each order at most once."""
-    stuck = payouts_approved_unsubmitted(older_than=SUBMIT_GRACE)
-    stuck += payouts_processing_unsent(older_than=services.RESUBMIT_AFTER)
-    for payout_id in stuck:
-        services.payout_submit_dispatch(payout_id=payout_id)
-    if stuck:
-        logger.warning("re-dispatched %d stuck payouts", len(stuck))
+    """Hand every stranded payout to its next step (apps/payout/sweep.py): APPROVED never submitted, PROCESSING never
+    acknowledged, a sandbox settlement or return that was lost. Idempotent under each order's row lock."""
+    handed = payouts_sweep()
     Heartbeat.objects.update_or_create(name="payout.sweeper", defaults={"beat_at": timezone.now()})
-    return len(stuck)
+    return sum(handed.values())

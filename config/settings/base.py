@@ -139,7 +139,9 @@ CELERY_BEAT_SCHEDULE = {
     "callbacks-sweep": {"task": "apps.callbacks.tasks.sweep_due_deliveries", "schedule": timedelta(seconds=5)},
     "collection-expire": {"task": "apps.collection.tasks.expire_due_orders", "schedule": timedelta(seconds=10)},
     "collection-release-d1": {"task": "apps.collection.tasks.release_settlement", "schedule": timedelta(minutes=5)},
+    # Stranded orders (docs/faults.md): each sweep hands an order whose next step died to the same service.
     "payout-sweep": {"task": "apps.payout.tasks.sweep_stuck_payouts", "schedule": timedelta(seconds=15)},
+    "collection-sweep": {"task": "apps.collection.tasks.sweep_stranded_payins", "schedule": timedelta(seconds=15)},
     "channels-reconcile": {"task": "apps.channels.tasks.reconcile_channels", "schedule": timedelta(minutes=5)},
     # Yesterday's statements, after the settlement cut-off and STATEMENT_CLOSE_DELAY_SECONDS (docs/api.md §8).
     "ledger-daily-statements": {"task": "apps.ledger.tasks.prepare_daily_statements",

@@ -116,3 +116,48 @@ def test_a_due_callback_raises_the_due_gauge_and_a_delivery_is_timed(client, mer
     assert value(text, "payments_callback_delivery_seconds_count") == before + 1
     assert value(text, "payments_callback_attempts_total", outcome="delivered") == delivered + 1
     assert value(text, "payments_callbacks_due") == 0
+
+
+def test_a_stuck_payout_raises_the_stuck_gauge_of_its_kind_until_the_sweeper_finishes_it(client, merchant,
+                                                                                          monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.channels import sandbox_payout
+    from apps.channels.models import SandboxDisbursement
+    from apps.payout.services import payout_submit
+    from apps.payout.tasks import sweep_stuck_payouts
+    from tests.payout.conftest import new_payout
+
+    kind = {"kind": "payout.sandbox_unanswered"}
+    handed = value(scrape(client), "payments_stuck_orders_handed_total", **kind)
+    monkeypatch.setattr(sandbox_payout.sandbox_payout_settle, "apply_async", lambda **kwargs: None)  # lost
+    fund(merchant, 100_000_000)
+    payout = payout_submit(payout_id=new_payout(merchant).pk)
+    long_ago = timezone.now() - timedelta(minutes=90)
+    Payout.objects.filter(pk=payout.pk).update(submitted_at=long_ago)
+    SandboxDisbursement.objects.filter(platform_order_no=payout.platform_order_no).update(created_at=long_ago)
+    before = scrape(client)
+    assert value(before, "payments_stuck_orders", age="over_1h", critical="false", **kind) == 1
+    assert value(before, "payments_stuck_orders", age="under_5m", **kind) == 0
+    assert 90 * 60 <= value(before, "payments_stuck_orders_oldest_seconds", **kind) < 91 * 60
+
+    sweep_stuck_payouts()
+
+    after = scrape(client)
+    assert value(after, "payments_stuck_orders", age="over_1h", **kind) == 0
+    assert value(after, "payments_stuck_orders_oldest_seconds", **kind) == 0
+    assert value(after, "payments_stuck_orders_handed_total", **kind) == handed + 1
+
+
+def test_the_oldest_review_waits_as_long_as_its_gauge_says(client, merchant):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    assert value(scrape(client), "payments_payout_review_oldest_seconds") == 0
+    fund(merchant, 100_000_000)
+    create(client, merchant, amount=PHP_THRESHOLD + 1)
+    Payout.objects.update(created_at=timezone.now() - timedelta(hours=5))
+    assert 5 * 3600 <= value(scrape(client), "payments_payout_review_oldest_seconds") < 5 * 3600 + 60

@@ -8,6 +8,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from apps.callbacks.models import CallbackEvent
+from apps.collection.models import CollectionOrder
 from apps.collection.services import collection_create, collection_notify_paid
 from apps.common.models import Heartbeat
 from apps.operations.charts import hourly_chart_svg
@@ -45,6 +46,23 @@ def scripted(ctx):
     return frozen
 
 
+def stranded(ctx, monkeypatch):
+    """A sandbox payout whose settlement task was lost 20 minutes ago and a pay-in left CREATED 2 h past expiry."""
+    from apps.channels import sandbox_payout
+    from apps.channels.models import SandboxDisbursement
+    from apps.payout.services import payout_submit
+
+    monkeypatch.setattr(sandbox_payout.sandbox_payout_settle, "apply_async", lambda **kwargs: None)
+    payout = payout_submit(payout_id=new_payout(ctx, amount=30_000).pk)
+    Payout.objects.filter(pk=payout.pk).update(submitted_at=timezone.now() - timedelta(minutes=20))
+    SandboxDisbursement.objects.filter(platform_order_no=payout.platform_order_no).update(
+        created_at=timezone.now() - timedelta(minutes=20))
+    order = collection_create(merchant=ctx.merchant, mch_order_no="OV-LATE", product_code="PHP_COLLECT_D0",
+                              amount=7_000, currency="PHP")
+    CollectionOrder.objects.filter(pk=order.pk).update(expire_at=timezone.now() - timedelta(hours=2))
+    return payout, order
+
+
 @pytest.mark.django_db
 def test_the_figures_match_the_scripted_data(merchant):
     scripted(merchant)
@@ -79,6 +97,40 @@ def test_the_page_shows_them_in_major_units_to_operations_staff(client, merchant
 
 
 @pytest.mark.django_db
+def test_stuck_orders_are_counted_per_kind_and_linked_to_the_filtered_list(client, merchant, monkeypatch):
+    fund(merchant, 10_000_000)
+    payout, order = stranded(merchant, monkeypatch)
+    figures = {figure.kind.name: figure for figure in operations_overview().stranded}
+    assert figures["payout.sandbox_unanswered"].count == 1
+    assert figures["payout.sandbox_unanswered"].ages == {"under_5m": 0, "5m_to_1h": 1, "over_1h": 0}
+    assert figures["payin.unexpired"].count == 1
+    assert sum(figure.count for figure in figures.values()) == 2
+
+    admin_login(client, staff_user("otto", "Payout operations"))
+    html = client.get(URL).content.decode()
+    tile = html.split('id="ops-stranded"')[1].split('id="ops-jobs"')[0]
+    assert 'id="ops-stranded-total" class="ops-alert">2<' in tile
+    link = "/admin/payout/payout/?stranded=payout.sandbox_unanswered"
+    assert f'href="{link}"' in tile and "20m" in tile
+    assert "/admin/collection/" not in tile  # operations staff may not see pay-ins: a count, no link to a 403
+    listed = client.get(link).content.decode()
+    assert payout.platform_order_no in listed and "0 payouts" not in listed
+    assert payout.platform_order_no not in client.get(
+        "/admin/payout/payout/?stranded=payout.unsubmitted").content.decode()
+
+
+@pytest.mark.django_db
+def test_a_superuser_is_linked_to_the_stuck_payins_too(client, merchant, monkeypatch):
+    fund(merchant, 10_000_000)
+    _, order = stranded(merchant, monkeypatch)
+    admin_login(client, User.objects.create_superuser("ada", password="pw-for-tests-1"))
+    tile = client.get(URL).content.decode().split('id="ops-stranded"')[1].split('id="ops-jobs"')[0]
+    link = "/admin/collection/collectionorder/?stranded=payin.unexpired"
+    assert f'href="{link}"' in tile
+    assert order.platform_order_no in client.get(link).content.decode()
+
+
+@pytest.mark.django_db
 def test_staff_without_the_permission_do_not_see_it(client, merchant):
     admin_login(client, staff_user("rita", "Risk reviewer"))
     assert client.get(URL).status_code == 403
@@ -103,11 +155,12 @@ def test_the_chart_is_plain_svg_scaled_to_the_busiest_hour():
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_overview_in_the_browser(live_server, merchant):
+def test_overview_in_the_browser(live_server, merchant, monkeypatch):
     from tests.helpers import screenshot
     from tests.support.browser import chromium
 
     scripted(merchant)
+    stranded(merchant, monkeypatch)
     add_authenticator(User.objects.create_superuser("ada", password="pw-for-tests-1"))
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -117,5 +170,7 @@ def test_overview_in_the_browser(live_server, merchant):
             page.goto(f"{live_server.url}{URL}")
             page.wait_for_selector("#ops-overview")
             assert page.locator("svg.ops-chart rect").count() == 48
+            assert page.locator("#ops-stranded-total").inner_text() == "2"
+            assert page.locator("#ops-stranded a").count() == 2  # a superuser: both kinds linked
             assert page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth") <= 0
             screenshot(page, f"operations-overview-{width}")

@@ -110,3 +110,43 @@ def test_frozen_payout_settles_within_5s_of_approval(shop, callback_receiver):
     payout = reached(number, "SUCCESS")
     assert (payout.finished_at - payout.reviewed_at).total_seconds() < 5
     assert [c["status"] for c in callbacks_arrived(callback_receiver, number, 1)] == ["SUCCESS"]
+
+
+def test_a_settlement_task_that_died_on_a_deadlock_is_finished_by_the_sweeper(shop, callback_receiver, monkeypatch):
+    """Issue 22: the sandbox bank's settlement task died (deadlock detected) in a real worker; the payout stayed
+    PROCESSING with its reference, funds frozen, no callback. The sweeper finishes it; the worker delivers the
+    callback."""
+    from datetime import timedelta
+
+    from django.db import OperationalError
+    from django.utils import timezone
+
+    from apps.channels import sandbox_payout
+    from apps.channels.models import SandboxDisbursement
+    from apps.payout.tasks import sweep_stuck_payouts
+
+    died = []
+
+    class Deadlocked:
+        def result(self, **kwargs):
+            died.append(kwargs["platform_order_no"])
+            raise OperationalError("deadlock detected")
+
+    monkeypatch.setattr(sandbox_payout, "payout_handlers", lambda: Deadlocked())
+    status, body = create(Client(), shop, amount=25_000, payee_account="0012345678")
+    number = body["data"]["platform_order_no"]
+    wait_until(lambda: number in died, what="the settlement task to die")
+    payout = payout_status(number)
+    assert (payout.status, payout.upstream_reference) == ("PROCESSING", f"SBX-{number}")
+    assert balances(shop)["frozen"] == 25_000 + PHP_FEE and callbacks_for(callback_receiver, number) == []
+
+    long_ago = timezone.now() - timedelta(minutes=2)  # the sweeper's grace has passed
+    Payout.objects.filter(pk=payout.pk).update(submitted_at=long_ago)
+    SandboxDisbursement.objects.filter(platform_order_no=number).update(created_at=long_ago)
+    sweep_stuck_payouts()
+
+    assert payout_status(number).status == "SUCCESS"
+    [callback] = callbacks_arrived(callback_receiver, number, 1)
+    assert callback["status"] == "SUCCESS" and merchant_verifies(callback)
+    assert balances(shop) == {"available": FUNDS - 25_000 - PHP_FEE, "settling": 0, "frozen": 0}
+    assert ledger_verify()["ok"]
