@@ -72,6 +72,25 @@ def staff_request_create(*, kind: str, payload: dict, requested_by, reason: str)
     return request
 
 
+def staff_vouched_by(*, user, requester) -> str:
+    """Why `requester` may not be the person whose request `user` approves ("" when nothing stands in the way): the
+    requester created `user`'s account, set its password, changed its staff, superuser or active flag, granted it a
+    role or a direct permission, or gave one of its roles a permission, in the admin (the settings trail,
+    apps.common.models). Otherwise one superuser makes an accomplice account and approves their own requests
+    (docs/staff-access.md, "Four eyes and staff accounts"). Changes made by create_staff on the server (a shell,
+    the highest authority) name no user and never count."""
+    from apps.common.models import GroupPermissionEvent, UserEvent, UserGroupEvent, UserPermissionEvent
+
+    by_requester = {"pgh_context__metadata__user": requester.pk}
+    if UserEvent.objects.filter(pgh_obj_id=user.pk, **by_requester).exists():
+        return f"{requester.get_username()} created or changed {user.get_username()}'s account"
+    if (UserGroupEvent.objects.filter(user_id=user.pk, **by_requester).exists()
+            or UserPermissionEvent.objects.filter(user_id=user.pk, **by_requester).exists()
+            or GroupPermissionEvent.objects.filter(group_id__in=user.groups.values("pk"), **by_requester).exists()):
+        return f"{requester.get_username()} granted {user.get_username()} a role or permission"
+    return ""
+
+
 def _lock_pending(request_id: int, approver) -> StaffRequest:
     request = StaffRequest.objects.select_for_update().filter(pk=request_id).first()
     if request is None:
@@ -81,6 +100,10 @@ def _lock_pending(request_id: int, approver) -> StaffRequest:
     if request.requested_by_id == getattr(approver, "pk", None):
         raise StaffRequestRefused(f"{approver.get_username()} asked for request #{request.pk}: a second person "
                                   f"must decide it.")
+    vouched = staff_vouched_by(user=approver, requester=request.requested_by)
+    if vouched:
+        raise StaffRequestRefused(f"{vouched}: request #{request.pk} needs a second person independent of "
+                                  f"{request.requested_by.get_username()}.")
     return request
 
 
