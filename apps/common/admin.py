@@ -102,6 +102,7 @@ class ProposeChangeAdminMixin:
         if change:
             form.save_m2m()  # many-to-many fields (a merchant's administrators) are not money settings
         for formset in formsets:
+            formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []  # nothing saved
             for inline in formset.forms:
                 if inline.has_changed() and inline not in formset.deleted_forms:
                     request._setting_changes.append(setting_change(proposed=inline.save(commit=False)))

@@ -122,4 +122,5 @@ def setting_change_kind(*, models_: tuple[type[models.Model], ...], permission: 
             done.append(f"{model._meta.model_name} {obj.pk}")
         return {"applied": ", ".join(done)}
 
+    apply.models = models_  # which settings this kind changes (tests/common/test_staff_request_kinds.py)
     return StaffRequestKind(permission=permission, describe=describe, apply=apply, conflict=conflict)

@@ -13,6 +13,7 @@ operator is recorded (`--operator`).
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import pghistory
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
@@ -116,9 +117,12 @@ def staff_request_approve(*, request_id: int, approver, reason: str) -> StaffReq
     request = _lock_pending(request_id, approver)
     spec = KINDS[request.kind]
     _check_person(spec=spec, payload=request.payload, user=approver, doing="approve")
-    result = spec.apply(payload=request.payload, actor=approver,
-                        reason=f"{request.reason} (request #{request.pk} by {request.requested_by.get_username()}, "
-                               f"approved by {approver.get_username()}: {reason.strip()})")
+    # Both people in the settings trail of whatever the approval changes (apps.common.history.event_who).
+    with pghistory.context(user=approver.pk, username=approver.get_username(), staff_request=request.pk,
+                           requested_by=request.requested_by.get_username()):
+        result = spec.apply(payload=request.payload, actor=approver,
+                            reason=f"{request.reason} (request #{request.pk} by {request.requested_by.get_username()}, "
+                                   f"approved by {approver.get_username()}: {reason.strip()})")
     request.status = StaffRequest.Status.APPROVED
     request.decided_by, request.decided_at, request.decision_reason = approver, timezone.now(), reason.strip()
     request.result = {k: v for k, v in result.items() if isinstance(v, (str, int, bool, type(None)))}
