@@ -93,7 +93,7 @@ def setting_change_kind(*, models_: tuple[type[models.Model], ...], permission: 
             was, new = _shown(change["was"], secrets), _shown(change["set"], secrets)
             words = ", ".join(f"{name}: {was[name]} \u2192 {value}" if name in was and name not in secrets.values()
                               else f"{name}: {value}" for name, value in new.items())
-            parts.append(f"{_object_words(model, change)}: {words}")
+            parts.append(f"{_object_words(model, change)} \u2014 {words}")
         return "; ".join(parts)
 
     def apply(*, payload: dict, actor, reason: str) -> dict:

@@ -6,6 +6,7 @@ from django.contrib.auth import get_user_model
 
 from apps.common.models import StaffRequest
 from apps.common.staff_requests import staff_request_approve
+from tests.support.staff import PASSWORD
 
 
 def approve_last_request(*, approver_name: str = "second-root") -> StaffRequest:
@@ -22,8 +23,8 @@ def staff_account(username: str, *, superuser: bool = True, groups=()):
     account would count as made by that request's user."""
     with pghistory.context(command="create_staff", operator="tests"):
         user_model = get_user_model()
-        user = (user_model.objects.create_superuser(username, password="pw") if superuser
-                else user_model.objects.create_user(username, password="pw", is_staff=True))
+        user = (user_model.objects.create_superuser(username, password=PASSWORD) if superuser
+                else user_model.objects.create_user(username, password=PASSWORD, is_staff=True))
         for group in groups:
             user.groups.add(group)
     return user
