@@ -4,7 +4,11 @@ approves it, and then through the owning app's service, in the approval's one tr
 
 This module is the mechanism only; it knows no domain. Each domain registers its own kind of request from its
 `staff_requests.py` (imported by its AppConfig.ready()): payout the reversal, ledger the balance adjustment,
-merchants the key upload.
+merchants the key upload; and the money settings each domain owns (channels, bank codes, currencies, products,
+merchants, the deny list) through apps.common.setting_changes (issue 22).
+
+Four eyes means two independent people: an approver whose account or roles the requester made or changed in the
+admin is refused (staff_vouched_by, docs/staff-access.md).
 
 The CLI (contract §8) calls the services directly: a shell on the server is the highest authority, and its
 operator is recorded (`--operator`).
@@ -74,8 +78,7 @@ def staff_request_create(*, kind: str, payload: dict, requested_by, reason: str)
 
 
 def staff_vouched_by(*, user, requester) -> str:
-    """Why `requester` may not be the person whose request `user` approves ("" when nothing stands in the way): the
-    requester created `user`'s account, set its password, changed its staff, superuser or active flag, granted it a
+    """Why `user` is not independent of `requester` ("" when nothing stands in the way): the requester created `user`'s account, set its password, changed its staff, superuser or active flag, granted it a
     role or a direct permission, or gave one of its roles a permission, in the admin (the settings trail,
     apps.common.models). Otherwise one superuser makes an accomplice account and approves their own requests
     (docs/staff-access.md, "Four eyes and staff accounts"). Changes made by create_staff on the server (a shell,
@@ -101,10 +104,11 @@ def _lock_pending(request_id: int, approver) -> StaffRequest:
     if request.requested_by_id == getattr(approver, "pk", None):
         raise StaffRequestRefused(f"{approver.get_username()} asked for request #{request.pk}: a second person "
                                   f"must decide it.")
-    vouched = staff_vouched_by(user=approver, requester=request.requested_by)
+    # Both ways: the requester's accomplice approving, or an account the approver made asking.
+    vouched = (staff_vouched_by(user=approver, requester=request.requested_by)
+               or staff_vouched_by(user=request.requested_by, requester=approver))
     if vouched:
-        raise StaffRequestRefused(f"{vouched}: request #{request.pk} needs a second person independent of "
-                                  f"{request.requested_by.get_username()}.")
+        raise StaffRequestRefused(f"{vouched}: request #{request.pk} needs two independent people.")
     return request
 
 

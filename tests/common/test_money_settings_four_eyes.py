@@ -293,6 +293,21 @@ def test_an_account_the_requester_created_in_the_admin_cannot_approve(client, wo
     assert _channel(world).secret_key == REAL_SECRET
 
 
+def test_an_account_the_approver_created_cannot_ask_them(client, world):
+    root = staff_account("root")
+    admin_login(client, root)
+    response = client.post("/admin/auth/user/add/", {"username": "puppet", "password1": "Tq7-vault-Lorry-58",
+                                                     "password2": "Tq7-vault-Lorry-58", "usable_password": "true"})
+    assert response.status_code == 302
+    puppet = User.objects.get(username="puppet")
+    staff_grant_elsewhere(puppet, is_superuser=True)
+    admin_login(client, User.objects.get(pk=puppet.pk))
+    request = pending_request_of(client, world)
+    with pytest.raises(StaffRequestRefused, match="root created or changed puppet's account"):
+        staff_request_approve(request_id=request.pk, approver=root, reason="ok")
+    assert _channel(world).secret_key == REAL_SECRET
+
+
 def test_a_role_or_password_the_requester_gave_disqualifies_the_approver(client, world):
     root = staff_account("root")
     rita = staff_account("rita", superuser=False)
