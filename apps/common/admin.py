@@ -6,6 +6,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -337,6 +338,15 @@ class StaffRequestAdmin(admin.ModelAdmin):
 
     def _may_decide(self, request) -> bool:
         return any(request.user.has_perm(spec.permission) for spec in KINDS.values())
+
+    def get_queryset(self, request):
+        # Each person sees the kinds their role decides, and their own requests: a risk reviewer (deny list) is not
+        # shown balance adjustments or channel changes.
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser or not self.has_view_permission(request):
+            return queryset  # nobody's list to narrow: the pages answer 403
+        kinds = [kind for kind, spec in KINDS.items() if request.user.has_perm(spec.permission)]
+        return queryset.filter(Q(kind__in=kinds) | Q(requested_by=request.user))
 
     def has_view_permission(self, request, obj=None):
         return self._may_decide(request) or super().has_view_permission(request, obj)
