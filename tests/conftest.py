@@ -50,6 +50,30 @@ def other_merchant(bootstrapped, rsa_keys) -> MerchantCtx:
     return make_merchant(rsa_keys[1], name="Other Co", currencies=("PHP",))
 
 
+def _end_history_context(**kwargs):
+    from django.db import Error, connection
+
+    if connection.in_atomic_block and not connection.needs_rollback:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('pghistory.context_id', '', true), "
+                               "set_config('pghistory.context_metadata', '', true)")
+        except Error:  # a test that takes the database away (healthz): nothing to end
+            pass
+
+
+@pytest.fixture(autouse=True)
+def _admin_request_context_ends_with_the_request():
+    """In production an admin request's settings-trail context (pghistory, transaction-local) ends with the request's
+    transaction; a test runs every request inside its own one transaction, where it would stay attached to whatever
+    the test writes next (a second staff account would look made by the first request's user)."""
+    from django.core.signals import request_finished
+
+    request_finished.connect(_end_history_context)
+    yield
+    request_finished.disconnect(_end_history_context)
+
+
 @pytest.fixture(autouse=True)
 def _clear_cache():
     """Nonces and rate counters live in Redis; each test starts with none."""

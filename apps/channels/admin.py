@@ -1,13 +1,14 @@
 """Channels and bank codes in the admin. Upstream credentials are write-only: typed into password fields, stored
-encrypted (apps.common.crypto), never rendered again; the page only says whether each is set."""
+encrypted (apps.common.crypto), never rendered again; the page only says whether each is set. Saving either page
+asks for the change (four eyes, apps.common.setting_changes): it takes effect when a second person approves it."""
 
 from django import forms
 from django.contrib import admin
 
 from apps.channels.models import BankCode, Channel
 from apps.channels.registry import payin_adapters, payout_adapters
-from apps.channels.services import channel_credentials_set
-from apps.common import audit
+from apps.common.admin import ProposeChangeAdminMixin
+from apps.common.models import StaffRequest
 
 
 class ChannelForm(forms.ModelForm):
@@ -35,8 +36,9 @@ class ChannelForm(forms.ModelForm):
 
 
 @admin.register(Channel)
-class ChannelAdmin(admin.ModelAdmin):
+class ChannelAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
     form = ChannelForm
+    staff_request_kind = StaffRequest.Kind.CHANNEL_SETTING
     list_display = ["code", "adapter", "direction", "currency", "is_active", "priority", "credentials"]
     list_filter = ["adapter", "direction", "currency", "is_active"]
     search_fields = ["code", "name"]
@@ -53,21 +55,25 @@ class ChannelAdmin(admin.ModelAdmin):
         return f"/channels/{obj.adapter}/{obj.code}/webhook" if obj.pk and obj.adapter == "xendit" else "-"
 
     def save_model(self, request, obj, form, change):
-        super().save_model(request, obj, form, change)
+        # The proposal carries the credentials encrypted, as the channel stores them (never in clear).
         data = form.cleaned_data
         if data.get("clear_credentials"):
-            secret, token = "", ""
+            obj.set_credentials(secret_key="", callback_token="")
         else:
-            secret, token = data.get("secret_key") or None, data.get("callback_token") or None
-        if secret is not None or token is not None:
-            channel_credentials_set(channel=obj, secret_key=secret, callback_token=token)
-            audit.record(actor=request.user, action="channel.credentials", obj=obj,
-                         new={"secret_key": "cleared" if secret == "" else "replaced" if secret else "kept",
-                              "callback_token": "cleared" if token == "" else "replaced" if token else "kept"})
+            obj.set_credentials(secret_key=data.get("secret_key") or None,
+                                callback_token=data.get("callback_token") or None)
+        super().save_model(request, obj, form, change)
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # deactivate instead (a change request): orders refer to their channel
 
 
 @admin.register(BankCode)
-class BankCodeAdmin(admin.ModelAdmin):
+class BankCodeAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
+    staff_request_kind = StaffRequest.Kind.BANK_CODE_SETTING
     list_display = ["currency", "code", "name", "kind", "is_active"]
     list_filter = ["currency", "kind", "is_active"]
     search_fields = ["code", "name"]
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # deactivate instead (a change request)

@@ -12,6 +12,8 @@ class ChannelsConfig(AppConfig):
     label = "channels"
 
     def ready(self) -> None:
+        from apps.channels import staff_requests  # noqa: F401 - registers channel and bank code changes (four eyes)
+
         for module in ADAPTER_MODULES:
             if importlib.util.find_spec(module) is not None:  # the payout adapter ships in its own issue
                 importlib.import_module(module)

@@ -6,6 +6,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -19,6 +20,7 @@ from apps.common.formatting import utc
 from apps.common.history import (TRACKED_MODELS, event_changes, event_model_of, event_who, grant_relations,
                                   grant_words)
 from apps.common.models import AuditLog, StaffRequest
+from apps.common.setting_changes import setting_change
 from apps.common.staff_requests import (KINDS, StaffRequestRefused, staff_request_approve, staff_request_create,
                                         staff_request_reject)
 
@@ -47,6 +49,106 @@ def render_action_form(model_admin, request, *, form, title: str, submit_label: 
         "submit_label": submit_label,
     }
     return TemplateResponse(request, "admin/action_form.html", context)
+
+
+class ProposeChangeAdminMixin:
+    """Four eyes on a money setting's admin page (apps.common.setting_changes): saving the form (and its inlines)
+    does not write; it asks for the change as one StaffRequest of `staff_request_kind`, with a required reason, and
+    a second person with the kind's role applies it from "Staff requests". `propose_additions = False` leaves adding
+    immediate (adding a deny-list entry only holds more payouts back)."""
+
+    staff_request_kind: str
+    propose_additions = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.form = type(f"Propose{self.form.__name__}", (self.form,), {"change_reason": forms.CharField(
+            label="Reason for the change", max_length=255, widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
+            help_text="Required. Saving asks for this change; it takes effect only when a second person with the "
+                      "same role approves it (Staff requests).")})
+
+    def _proposing(self, request, object_id) -> bool:
+        return request.method == "POST" and (object_id is not None or self.propose_additions)
+
+    def get_fields(self, request, obj=None):
+        fields = list(super().get_fields(request, obj))
+        if (obj is not None or self.propose_additions) and "change_reason" not in fields:
+            fields.append("change_reason")
+        if obj is None and not self.propose_additions and "change_reason" in fields:
+            fields.remove("change_reason")
+        return fields
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+        if obj is None and not self.propose_additions:
+            form.base_fields.pop("change_reason", None)
+        return form
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        if not self._proposing(request, object_id):
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        # Not in the admin's transaction: nothing is written here but the request, in its own durable transaction.
+        request._setting_changes = []
+        return self._changeform_view(request, object_id, form_url, extra_context)
+
+    def save_model(self, request, obj, form, change):
+        if not hasattr(request, "_setting_changes"):
+            return super().save_model(request, obj, form, change)
+        request._setting_parent = obj
+        request._setting_reason = form.cleaned_data["change_reason"]
+        request._setting_changes.append(setting_change(proposed=obj))
+
+    def save_related(self, request, form, formsets, change):
+        if not hasattr(request, "_setting_changes"):
+            return super().save_related(request, form, formsets, change)
+        if change:
+            form.save_m2m()  # many-to-many fields (a merchant's administrators) are not money settings
+        for formset in formsets:
+            formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []  # nothing saved
+            for inline in formset.forms:
+                if inline.has_changed() and inline not in formset.deleted_forms:
+                    request._setting_changes.append(setting_change(proposed=inline.save(commit=False)))
+        changes = [change for change in request._setting_changes if change]
+        request._staff_request = None
+        if changes:
+            parent = request._setting_parent
+            request._staff_request = staff_request_create(
+                kind=self.staff_request_kind, requested_by=request.user, reason=request._setting_reason,
+                payload={"changes": changes, "parent": {"model": parent._meta.label_lower, "pk": parent.pk}})
+
+    def _changeform_view(self, request, object_id, form_url, extra_context):
+        try:
+            return super()._changeform_view(request, object_id, form_url, extra_context)
+        except StaffRequestRefused as exc:
+            self.message_user(request, f"Refused: {exc}", messages.ERROR)
+            return redirect(request.get_full_path())
+
+    def log_addition(self, request, obj, message):
+        if not hasattr(request, "_setting_changes"):
+            return super().log_addition(request, obj, message)
+
+    def log_change(self, request, obj, message):
+        if not hasattr(request, "_setting_changes"):
+            return super().log_change(request, obj, message)
+
+    def _proposed_response(self, request):
+        created = request._staff_request
+        if created is None:
+            self.message_user(request, "Nothing changed: no request was made.", messages.INFO)
+            return redirect(reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist"))
+        self.message_user(request, f"Change requested (request #{created.pk}): it takes effect only when a second "
+                                   f"person approves it. {created.summary}", messages.SUCCESS)
+        return redirect(reverse("admin:common_staffrequest_change", args=[created.pk]))
+
+    def response_add(self, request, obj, post_url_continue=None):
+        if not hasattr(request, "_setting_changes"):
+            return super().response_add(request, obj, post_url_continue)
+        return self._proposed_response(request)
+
+    def response_change(self, request, obj):
+        if not hasattr(request, "_setting_changes"):
+            return super().response_change(request, obj)
+        return self._proposed_response(request)
 
 
 @admin.register(AuditLog)
@@ -238,6 +340,15 @@ class StaffRequestAdmin(admin.ModelAdmin):
 
     def _may_decide(self, request) -> bool:
         return any(request.user.has_perm(spec.permission) for spec in KINDS.values())
+
+    def get_queryset(self, request):
+        # Each person sees the kinds their role decides, and their own requests: a risk reviewer (deny list) is not
+        # shown balance adjustments or channel changes.
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser or not self.has_view_permission(request):
+            return queryset  # nobody's list to narrow: the pages answer 403
+        kinds = [kind for kind, spec in KINDS.items() if request.user.has_perm(spec.permission)]
+        return queryset.filter(Q(kind__in=kinds) | Q(requested_by=request.user))
 
     def has_view_permission(self, request, obj=None):
         return self._may_decide(request) or super().has_view_permission(request, obj)

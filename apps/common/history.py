@@ -94,6 +94,9 @@ def os_user() -> str:
 def event_who(event) -> str:
     """Who made the change an event row records, in words."""
     metadata = (event.pgh_context.metadata if event.pgh_context_id else None) or {}
+    if metadata.get("staff_request"):  # applied by a second person's approval (apps.common.staff_requests)
+        return (f"{metadata.get('username')} (approved request #{metadata['staff_request']} of "
+                f"{metadata.get('requested_by')})")
     if metadata.get("username"):
         return metadata["username"]
     if metadata.get("user"):

@@ -52,14 +52,21 @@ class ReferenceGeneration(models.Model):
 
 
 class StaffRequest(models.Model):
-    """A money or key change asked for by one staff member in the admin that takes effect only when a second
-    person with the right role approves it (four eyes, docs/back-office.md). On approval the owning app's service
+    """A money or key change, or a change of a money setting, asked for by one staff member in the admin that takes
+    effect only when a second person with the right role approves it (four eyes, docs/back-office.md). On approval the owning app's service
     runs in the approval's transaction; the audit trail names both people."""
 
     class Kind(models.TextChoices):
         PAYOUT_REVERSAL = "payout_reversal", "Payout reversal"
         BALANCE_ADJUSTMENT = "balance_adjustment", "Balance adjustment"
         MERCHANT_KEY = "merchant_key", "Merchant key upload"
+        # Money settings changed in the admin (apps.common.setting_changes, issue 22).
+        CHANNEL_SETTING = "channel_setting", "Channel change"
+        BANK_CODE_SETTING = "bank_code_setting", "Bank code change"
+        CURRENCY_SETTING = "currency_setting", "Currency change"
+        PRODUCT_SETTING = "product_setting", "Product change (fees, limits)"
+        MERCHANT_SETTING = "merchant_setting", "Merchant change (callbacks, currencies, products)"
+        DENY_LIST_SETTING = "deny_list_setting", "Deny-list change"
 
     class Status(models.TextChoices):
         PENDING = "PENDING", "Pending approval"

@@ -4,7 +4,11 @@ approves it, and then through the owning app's service, in the approval's one tr
 
 This module is the mechanism only; it knows no domain. Each domain registers its own kind of request from its
 `staff_requests.py` (imported by its AppConfig.ready()): payout the reversal, ledger the balance adjustment,
-merchants the key upload.
+merchants the key upload; and the money settings each domain owns (channels, bank codes, currencies, products,
+merchants, the deny list) through apps.common.setting_changes (issue 22).
+
+Four eyes means two independent people: an approver whose account or roles the requester made or changed in the
+admin is refused (staff_vouched_by, docs/staff-access.md).
 
 The CLI (contract §8) calls the services directly: a shell on the server is the highest authority, and its
 operator is recorded (`--operator`).
@@ -13,6 +17,7 @@ operator is recorded (`--operator`).
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import pghistory
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
@@ -72,6 +77,24 @@ def staff_request_create(*, kind: str, payload: dict, requested_by, reason: str)
     return request
 
 
+def staff_vouched_by(*, user, requester) -> str:
+    """Why `user` is not independent of `requester` ("" when nothing stands in the way): the requester created `user`'s account, set its password, changed its staff, superuser or active flag, granted it a
+    role or a direct permission, or gave one of its roles a permission, in the admin (the settings trail,
+    apps.common.models). Otherwise one superuser makes an accomplice account and approves their own requests
+    (docs/staff-access.md, "Four eyes and staff accounts"). Changes made by create_staff on the server (a shell,
+    the highest authority) name no user and never count."""
+    from apps.common.models import GroupPermissionEvent, UserEvent, UserGroupEvent, UserPermissionEvent
+
+    by_requester = {"pgh_context__metadata__user": requester.pk}
+    if UserEvent.objects.filter(pgh_obj_id=user.pk, **by_requester).exists():
+        return f"{requester.get_username()} created or changed {user.get_username()}'s account"
+    if (UserGroupEvent.objects.filter(user_id=user.pk, **by_requester).exists()
+            or UserPermissionEvent.objects.filter(user_id=user.pk, **by_requester).exists()
+            or GroupPermissionEvent.objects.filter(group_id__in=user.groups.values("pk"), **by_requester).exists()):
+        return f"{requester.get_username()} granted {user.get_username()} a role or permission"
+    return ""
+
+
 def _lock_pending(request_id: int, approver) -> StaffRequest:
     request = StaffRequest.objects.select_for_update().filter(pk=request_id).first()
     if request is None:
@@ -81,6 +104,11 @@ def _lock_pending(request_id: int, approver) -> StaffRequest:
     if request.requested_by_id == getattr(approver, "pk", None):
         raise StaffRequestRefused(f"{approver.get_username()} asked for request #{request.pk}: a second person "
                                   f"must decide it.")
+    # Both ways: the requester's accomplice approving, or an account the approver made asking.
+    vouched = (staff_vouched_by(user=approver, requester=request.requested_by)
+               or staff_vouched_by(user=request.requested_by, requester=approver))
+    if vouched:
+        raise StaffRequestRefused(f"{vouched}: request #{request.pk} needs two independent people.")
     return request
 
 
@@ -93,9 +121,12 @@ def staff_request_approve(*, request_id: int, approver, reason: str) -> StaffReq
     request = _lock_pending(request_id, approver)
     spec = KINDS[request.kind]
     _check_person(spec=spec, payload=request.payload, user=approver, doing="approve")
-    result = spec.apply(payload=request.payload, actor=approver,
-                        reason=f"{request.reason} (request #{request.pk} by {request.requested_by.get_username()}, "
-                               f"approved by {approver.get_username()}: {reason.strip()})")
+    # Both people in the settings trail of whatever the approval changes (apps.common.history.event_who).
+    with pghistory.context(user=approver.pk, username=approver.get_username(), staff_request=request.pk,
+                           requested_by=request.requested_by.get_username()):
+        result = spec.apply(payload=request.payload, actor=approver,
+                            reason=f"{request.reason} (request #{request.pk} by {request.requested_by.get_username()}, "
+                                   f"approved by {approver.get_username()}: {reason.strip()})")
     request.status = StaffRequest.Status.APPROVED
     request.decided_by, request.decided_at, request.decision_reason = approver, timezone.now(), reason.strip()
     request.result = {k: v for k, v in result.items() if isinstance(v, (str, int, bool, type(None)))}

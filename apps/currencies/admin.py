@@ -1,10 +1,13 @@
 from django.contrib import admin
 
+from apps.common.admin import ProposeChangeAdminMixin
+from apps.common.models import StaffRequest
 from apps.currencies.models import Currency
 
 
 @admin.register(Currency)
-class CurrencyAdmin(admin.ModelAdmin):
+class CurrencyAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
+    staff_request_kind = StaffRequest.Kind.CURRENCY_SETTING  # four eyes: saving asks for the change
     list_display = ["code", "name", "symbol", "minor_unit", "active"]
     list_filter = ["active"]
     search_fields = ["code", "name"]

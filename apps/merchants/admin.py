@@ -8,7 +8,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 
 from apps.common import audit, signing
-from apps.common.admin import render_action_form
+from apps.common.admin import ProposeChangeAdminMixin, render_action_form
 from apps.common.models import StaffRequest
 from apps.common.staff_requests import StaffRequestRefused, staff_request_create
 from apps.merchants.forms import ConfirmForm, MerchantChangeForm, MerchantCreateForm, MerchantKeyUploadForm
@@ -32,18 +32,6 @@ from apps.merchants.services import (
 def _bound(request) -> tuple:
     """Form data for a POST, nothing (an unbound form) for a GET."""
     return (request.POST, request.FILES) if request.method == "POST" else (None, None)
-
-
-def _changes(form) -> tuple[dict, dict]:
-    """Old and new values of a model form's changed plain fields, for the audit row."""
-    fields = [name for name in form.changed_data if name in form.initial and not isinstance(form.initial[name], list)]
-    old = {name: form.initial.get(name) for name in fields}
-    new = {name: form.cleaned_data.get(name) for name in fields}
-    return _jsonable(old), _jsonable(new)
-
-
-def _jsonable(values: dict) -> dict:
-    return {k: v if isinstance(v, (str, int, bool, type(None))) else str(v) for k, v in values.items()}
 
 
 class AppInline(admin.TabularInline):
@@ -96,8 +84,15 @@ class MerchantProductInline(admin.TabularInline):
 
 
 @admin.register(Merchant)
-class MerchantAdmin(admin.ModelAdmin):
+class MerchantAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
+    """Saving a merchant (its callback URLs, activation) or its inlines (currencies' review and two-approval
+    thresholds, products, apps) asks for the change as one request (four eyes, apps.common.setting_changes). Adding a
+    merchant stays immediate (merchant_create: no balance, no route for money until a payer pays it); who
+    administers a merchant (superuser only) is saved at once and audited."""
+
     form = MerchantChangeForm
+    staff_request_kind = StaffRequest.Kind.MERCHANT_SETTING
+    propose_additions = False  # the add page is merchant_create's own form below
     list_display = ["merchant_no", "name", "is_active", "created_at"]
     list_filter = ["is_active"]
     search_fields = ["merchant_no", "name"]
@@ -143,20 +138,6 @@ class MerchantAdmin(admin.ModelAdmin):
             audit.record(actor=request.user, action="merchant.administrators", obj=form.instance,
                          old={"administrators": sorted(before)}, new={"administrators": sorted(after)})
 
-    def save_model(self, request, obj, form, change):
-        super().save_model(request, obj, form, change)
-        if change and form.changed_data:
-            old, new = _changes(form)
-            audit.record(actor=request.user, action="merchant.change", obj=obj, old=old,
-                         new={**new, "changed": list(form.changed_data)})
-
-    def save_formset(self, request, form, formset, change):
-        super().save_formset(request, form, formset, change)
-        for inline_form in formset.forms:
-            if inline_form.instance.pk and inline_form.has_changed() and inline_form not in formset.deleted_forms:
-                old, new = _changes(inline_form)
-                audit.record(actor=request.user, action=f"{inline_form.instance._meta.model_name}.change",
-                             obj=inline_form.instance, old=old, new=new)
 
 
 @admin.register(MerchantKey)
@@ -204,7 +185,8 @@ class MerchantKeyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Product)
-class ProductAdmin(admin.ModelAdmin):
+class ProductAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
+    staff_request_kind = StaffRequest.Kind.PRODUCT_SETTING  # four eyes on fees and limits: saving asks
     list_display = ["code", "kind", "currency", "settlement", "fee_fixed", "fee_rate_bps", "min_amount", "max_amount",
                     "is_active"]
     list_filter = ["kind", "currency", "settlement", "is_active"]

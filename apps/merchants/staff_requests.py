@@ -1,9 +1,13 @@
 """The merchant key upload as a staff request (four eyes, docs/back-office.md): asked for on the merchant key
-page, added by merchant_key_add_in_transaction when a second person approves it (apps.common.staff_requests)."""
+page, added by merchant_key_add_in_transaction when a second person approves it (apps.common.staff_requests).
+Also the merchant's money settings (issue 22): its callback URLs and activation, its currencies' review and
+two-approval thresholds, its products and apps, and the products' fees and limits (apps.common.setting_changes)."""
 
 from apps.common import signing
 from apps.common.models import StaffRequest
+from apps.common.setting_changes import setting_change_kind
 from apps.common.staff_requests import StaffRequestKind, StaffRequestRefused, staff_request_kind_register
+from apps.merchants.models import App, Merchant, MerchantCurrency, MerchantProduct, Product
 from apps.merchants.selectors import merchant_administrator_conflict
 from apps.merchants.services import MerchantInputError, merchant_key_add_in_transaction, public_key_check
 
@@ -30,3 +34,16 @@ def _conflict(payload: dict, user) -> str:
 
 staff_request_kind_register(StaffRequest.Kind.MERCHANT_KEY, StaffRequestKind(
     permission=ADD_KEY_PERMISSION, describe=_describe, apply=_apply, conflict=_conflict))
+
+
+def _setting_conflict(payload: dict, user) -> str:
+    parent = payload.get("parent") or {}
+    merchant_no = Merchant.objects.filter(pk=parent.get("pk")).values_list("merchant_no", flat=True).first() or ""
+    return merchant_administrator_conflict(merchant_no=merchant_no, user=user)
+
+
+staff_request_kind_register(StaffRequest.Kind.MERCHANT_SETTING, setting_change_kind(
+    models_=(Merchant, MerchantCurrency, MerchantProduct, App), permission="merchants.change_merchant",
+    conflict=_setting_conflict))
+staff_request_kind_register(StaffRequest.Kind.PRODUCT_SETTING, setting_change_kind(
+    models_=(Product,), permission="merchants.change_product"))

@@ -15,6 +15,7 @@ from django.utils.html import format_html, format_html_join
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import path, reverse
 
+from apps.common.admin import ProposeChangeAdminMixin
 from apps.common.formatting import short_age, utc
 from apps.common.models import StaffRequest
 from apps.common.staff_requests import StaffRequestRefused, staff_request_create
@@ -439,8 +440,12 @@ class PayoutAdmin(PayoutDisplayMixin, admin.ModelAdmin):
 
 
 @admin.register(DenyListedAccount)
-class DenyListedAccountAdmin(admin.ModelAdmin):
-    """Payee accounts whose payouts always go to review (contract §5)."""
+class DenyListedAccountAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
+    """Payee accounts whose payouts always go to review (contract §5). Adding an entry is immediate; lifting or
+    editing one is a request a second reviewer approves (four eyes, apps.common.setting_changes)."""
+
+    staff_request_kind = StaffRequest.Kind.DENY_LIST_SETTING
+    propose_additions = False
 
     list_display = ["masked_payee_account", "currency", "reason", "is_active", "created_by", "created_at"]
     list_filter = ["is_active", "currency"]
@@ -448,7 +453,8 @@ class DenyListedAccountAdmin(admin.ModelAdmin):
 
     def get_fields(self, request, obj=None):
         # The full number is typed once, when the entry is added; afterwards only the masked one is shown.
-        return self.fields if obj is None else ["masked_payee_account", "currency", "reason", "is_active"]
+        return self.fields if obj is None else ["masked_payee_account", "currency", "reason", "is_active",
+                                                "change_reason"]
 
     def get_readonly_fields(self, request, obj=None):
         return [] if obj is None else ["masked_payee_account", "currency"]

@@ -3,10 +3,11 @@ by payout_reverse_in_transaction when a second person approves it (apps.common.s
 
 from apps.common.amounts import AmountOutOfBounds, amount_check
 from apps.common.models import StaffRequest
+from apps.common.setting_changes import setting_change_kind
 from apps.common.staff_requests import StaffRequestKind, StaffRequestRefused, staff_request_kind_register
 from apps.currencies.formatting import format_minor
 from apps.merchants.selectors import merchant_administrator_conflict
-from apps.payout.models import Payout
+from apps.payout.models import DenyListedAccount, Payout
 from apps.payout.services import REVERSE_PERMISSION, payout_reverse_in_transaction
 
 
@@ -42,3 +43,9 @@ def _conflict(payload: dict, user) -> str:
 
 staff_request_kind_register(StaffRequest.Kind.PAYOUT_REVERSAL, StaffRequestKind(
     permission=REVERSE_PERMISSION, describe=_describe, apply=_apply, conflict=_conflict))
+
+
+# Lifting (or editing) a deny-list entry (issue 22): held payouts to that payee would no longer go to review.
+# Adding one stays immediate: it only holds more payouts back.
+staff_request_kind_register(StaffRequest.Kind.DENY_LIST_SETTING, setting_change_kind(
+    models_=(DenyListedAccount,), permission="payout.change_denylistedaccount"))

@@ -1,10 +1,12 @@
-"""Channels in the admin: editable, with upstream credentials write-only (encrypted at rest, never shown again)."""
+"""Channels in the admin: editable through a change request a second person approves (four eyes, issue 22), with
+upstream credentials write-only (encrypted at rest, never shown again)."""
 
 import pytest
 from django.contrib.auth.models import User
 
 from apps.channels.models import Channel
 from apps.common.models import AuditLog
+from tests.support.four_eyes import approve_last_request
 from tests.support.staff import admin_login
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +23,7 @@ def admin_client(client, db):
 def form_data(**overrides) -> dict:
     data = {"code": "XENDIT_PHP_PAYOUT", "name": "Xendit PHP payouts", "adapter": "xendit", "direction": "payout",
             "currency": "PHP", "is_active": "on", "priority": "10", "api_base_url": "", "secret_key": SECRET,
-            "callback_token": TOKEN}
+            "callback_token": TOKEN, "change_reason": "new upstream account, ticket 42"}
     data.update(overrides)
     return data
 
@@ -29,6 +31,8 @@ def form_data(**overrides) -> dict:
 def test_operator_adds_a_xendit_channel_and_never_sees_its_credentials_again(admin_client, bootstrapped, live):
     response = admin_client.post("/admin/channels/channel/add/", form_data())
     assert response.status_code == 302, response.content.decode()[-3000:]
+    assert not Channel.objects.filter(code="XENDIT_PHP_PAYOUT").exists()  # asked for, not yet there
+    approve_last_request()
     channel = Channel.objects.get(code="XENDIT_PHP_PAYOUT")
     assert (channel.secret_key, channel.callback_token) == (SECRET, TOKEN)
     assert SECRET not in channel.secret_key_encrypted and TOKEN not in channel.callback_token_encrypted
@@ -38,21 +42,25 @@ def test_operator_adds_a_xendit_channel_and_never_sees_its_credentials_again(adm
     assert f"/channels/xendit/{channel.code}/webhook" in page
     listing = admin_client.get("/admin/channels/channel/").content.decode()
     assert SECRET not in listing and "XENDIT_PHP_PAYOUT" in listing
-    assert AuditLog.objects.filter(action="channel.credentials", object_id=str(channel.pk)).exists()
+    audit_row = AuditLog.objects.get(action="channel.create", object_id=str(channel.pk))
+    assert audit_row.new["secret key"] == "replaced" and SECRET not in str(audit_row.new)
 
     # Saved again with the credential fields empty: the stored ones are kept.
     response = admin_client.post(f"/admin/channels/channel/{channel.pk}/change/",
                                  form_data(secret_key="", callback_token="", priority="5"))
     assert response.status_code == 302
+    approve_last_request()
     channel.refresh_from_db()
     assert (channel.priority, channel.secret_key, channel.callback_token) == (5, SECRET, TOKEN)
     # A new key replaces the old; "clear" removes both.
     admin_client.post(f"/admin/channels/channel/{channel.pk}/change/", form_data(secret_key="xnd_rotated",
                                                                                    callback_token=""))
+    approve_last_request()
     channel.refresh_from_db()
     assert (channel.secret_key, channel.callback_token) == ("xnd_rotated", TOKEN)
     admin_client.post(f"/admin/channels/channel/{channel.pk}/change/",
                       form_data(secret_key="", callback_token="", clear_credentials="on"))
+    approve_last_request()
     channel.refresh_from_db()
     assert (channel.secret_key_encrypted, channel.callback_token_encrypted) == ("", "")
 
@@ -72,6 +80,7 @@ def test_credentials_stay_out_of_the_settings_trail(admin_client, bootstrapped, 
     from django.apps import apps
 
     admin_client.post("/admin/channels/channel/add/", form_data())
+    approve_last_request()
     event_model = apps.get_model("channels", "ChannelEvent")
     fields = {f.name for f in event_model._meta.get_fields()}
     assert "api_base_url" in fields and not fields & {"secret_key_encrypted", "callback_token_encrypted"}
@@ -87,6 +96,7 @@ def test_production_refuses_a_channel_api_root_and_its_key_goes_only_to_xendit(a
     assert not Channel.objects.filter(code="XENDIT_PHP_PAYOUT").exists()
     # A row changed behind the admin's back (shell, SQL) is not honoured either.
     assert admin_client.post("/admin/channels/channel/add/", form_data()).status_code == 302
+    approve_last_request()
     Channel.objects.filter(code="XENDIT_PHP_PAYOUT").update(api_base_url="https://evil.example")
     from apps.channels.xendit import XenditClient
 
@@ -97,9 +107,10 @@ def test_live_operator_can_deactivate_a_leftover_sandbox_channel_but_not_activat
                                                                                     live):
     channel = Channel.objects.get(code="SANDBOX_PHP_PAYIN")  # bootstrapped in sandbox, then the deployment went live
     data = {"code": channel.code, "name": channel.name, "adapter": "sandbox", "direction": "payin", "currency": "PHP",
-            "priority": "100", "api_base_url": ""}
+            "priority": "100", "api_base_url": "", "change_reason": "leftover sandbox route"}
     response = admin_client.post(f"/admin/channels/channel/{channel.pk}/change/", data)  # is_active unticked
     assert response.status_code == 302, response.content.decode()[-2000:]
+    approve_last_request()
     channel.refresh_from_db()
     assert channel.is_active is False
     response = admin_client.post(f"/admin/channels/channel/{channel.pk}/change/", {**data, "is_active": "on"})

@@ -19,6 +19,7 @@ from django.utils import timezone
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
 from apps.common.models import Heartbeat, OperationsOverview, StaffRequest
 from apps.collection.services import collection_create, collection_notify_paid
+from apps.common.staff_requests import KINDS
 from apps.common.staff_signin import new_recovery_codes
 from apps.ledger.services import balance_adjust, statements_prepare
 from apps.ledger.statements import statement_today
@@ -195,11 +196,11 @@ ACTIONS = {
     # Deciding needs the permission of the request's kind (a balance adjustment here); every kind's permission
     # is excluded so the action is not even offered, then adjust_balance alone is added back.
     ("common.staffrequest", "approve_selected"): (
-        ["common.adjust_balance", "payout.reverse_payout", "merchants.add_merchantkey"],
+        ["common.adjust_balance", *sorted({spec.permission for spec in KINDS.values()} - {"common.adjust_balance"})],
         lambda w: {"apply": "1", "reason": "checked"},
         lambda w: StaffRequest.objects.get(pk=w["common.staffrequest"].pk).status == "APPROVED"),
     ("common.staffrequest", "reject_selected"): (
-        ["common.adjust_balance", "payout.reverse_payout", "merchants.add_merchantkey"],
+        ["common.adjust_balance", *sorted({spec.permission for spec in KINDS.values()} - {"common.adjust_balance"})],
         lambda w: {"apply": "1", "reason": "no ticket"},
         lambda w: StaffRequest.objects.get(pk=w["common.staffrequest"].pk).status == "REJECTED"),
 }

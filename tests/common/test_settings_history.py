@@ -18,6 +18,7 @@ from apps.currencies.models import Currency
 from apps.merchants.models import MerchantCurrency, MerchantKey
 from apps.payout.models import DenyListedAccount
 from tests.merchants.test_admin import _empty_inlines
+from tests.support.four_eyes import approve_last_request
 from tests.support.staff import admin_login
 
 pytestmark = pytest.mark.django_db
@@ -47,21 +48,23 @@ def test_a_change_in_the_admin_records_who_old_and_new(root_client, merchant):
     threshold = MerchantCurrency.objects.get(merchant=merchant.merchant, currency_id="PHP")
     before = threshold.payout_review_threshold
     data = _empty_inlines(merchant)
-    data.update({"name": "Acme", "is_active": "on", "collection_callback_url": "", "payout_callback_url": ""})
+    data.update({"name": "Acme", "is_active": "on", "collection_callback_url": "", "payout_callback_url": "",
+                 "change_reason": "merchant's risk review"})
     data["currencies-0-payout_review_threshold"] = "123456"
     response = root_client.post(f"/admin/merchants/merchant/{merchant.merchant.pk}/change/", data)
     assert response.status_code == 302
+    request = approve_last_request()  # four eyes: the change is made by the approval, naming both people
 
     change = history(threshold)[-1]
     assert change.pgh_label == "update"
-    assert event_who(change) == "root"
-    assert change.pgh_context.metadata["url"] == f"/admin/merchants/merchant/{merchant.merchant.pk}/change/"
+    assert event_who(change) == f"second-root (approved request #{request.pk} of root)"
+    assert change.pgh_context.metadata["requested_by"] == "root"
     assert event_changes(change) == {"payout_review_threshold": (before, 123456)}
 
     page = root_client.get(f"/admin/merchants/merchantcurrencyevent/?pgh_obj={threshold.pk}")
     assert page.status_code == 200
     text = page.content.decode()
-    assert "root" in text and f"{before} \u2192 123456" in text
+    assert "second-root (approved request" in text and f"{before} \u2192 123456" in text
 
 
 def test_the_deny_list_added_and_lifted_in_the_admin_is_in_the_trail_with_the_account_masked(root_client, bootstrapped):
@@ -70,11 +73,14 @@ def test_the_deny_list_added_and_lifted_in_the_admin_is_in_the_trail_with_the_ac
     assert response.status_code == 302
     entry = DenyListedAccount.objects.get(payee_account="0099990000")
     response = root_client.post(f"/admin/payout/denylistedaccount/{entry.pk}/change/", {
-        "reason": "cleared by the bank", "is_active": ""})
+        "reason": "cleared by the bank", "is_active": "", "change_reason": "bank confirmed"})
     assert response.status_code == 302
+    assert DenyListedAccount.objects.get(pk=entry.pk).is_active  # lifting is a request (four eyes)
+    request = approve_last_request()
     added, lifted = history(entry)
     assert (added.pgh_label, lifted.pgh_label) == ("insert", "update")
-    assert event_who(added) == event_who(lifted) == "root"
+    assert event_who(added) == "root"
+    assert event_who(lifted) == f"second-root (approved request #{request.pk} of root)"
     assert event_changes(lifted) == {"reason": ("mule account", "cleared by the bank"), "is_active": (True, False)}
     assert event_changes(added)["payee_account"] == (None, "0099990000")
 
@@ -258,20 +264,23 @@ def test_bank_codes_and_channels_edited_in_the_admin_are_in_the_trail_with_who(r
 
     bank = BankCode.objects.get(currency_id="PHP", code="BDO")
     response = root_client.post(f"/admin/channels/bankcode/{bank.pk}/change/", {
-        "currency": "PHP", "code": "BDO", "name": "BDO Unibank (renamed)", "kind": bank.kind, "is_active": ""})
+        "currency": "PHP", "code": "BDO", "name": "BDO Unibank (renamed)", "kind": bank.kind, "is_active": "",
+        "change_reason": "bank merged"})
     assert response.status_code == 302, response.content.decode()[:1500]
+    request = approve_last_request()
     change = history(bank)[-1]
-    assert event_who(change) == "root"
+    assert event_who(change) == f"second-root (approved request #{request.pk} of root)"
     assert event_changes(change) == {"name": (bank.name, "BDO Unibank (renamed)"), "is_active": (True, False)}
 
     channel = Channel.objects.filter(currency_id="PHP").order_by("pk").first()
     form = {"code": channel.code, "name": channel.name, "adapter": channel.adapter, "direction": channel.direction,
             "currency": channel.currency_id, "priority": str(channel.priority + 5), "api_base_url": "",
-            **({"is_active": "on"} if channel.is_active else {})}
+            "change_reason": "route order", **({"is_active": "on"} if channel.is_active else {})}
     response = root_client.post(f"/admin/channels/channel/{channel.pk}/change/", form)
     assert response.status_code == 302, response.content.decode()[:1500]
+    request = approve_last_request()
     change = history(channel)[-1]
-    assert event_who(change) == "root"
+    assert event_who(change) == f"second-root (approved request #{request.pk} of root)"
     assert event_changes(change) == {"priority": (channel.priority, channel.priority + 5)}
     page = root_client.get(f"/admin/channels/channelevent/?pgh_obj={channel.pk}").content.decode()
-    assert "root" in page and f"{channel.priority} \u2192 {channel.priority + 5}" in page
+    assert "approved request" in page and f"{channel.priority} \u2192 {channel.priority + 5}" in page

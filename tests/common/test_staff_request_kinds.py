@@ -10,9 +10,22 @@ from apps.common.staff_requests import KINDS, StaffRequestKind, staff_request_ki
 
 def test_each_kind_is_registered_by_its_own_domain():
     owners = {kind: spec.apply.__module__ for kind, spec in KINDS.items()}
-    assert owners == {StaffRequest.Kind.PAYOUT_REVERSAL: "apps.payout.staff_requests",
-                      StaffRequest.Kind.BALANCE_ADJUSTMENT: "apps.ledger.staff_requests",
-                      StaffRequest.Kind.MERCHANT_KEY: "apps.merchants.staff_requests"}
+    assert set(owners) == set(StaffRequest.Kind.values)
+    assert {kind: owner for kind, owner in owners.items() if owner != "apps.common.setting_changes"} == {
+        StaffRequest.Kind.PAYOUT_REVERSAL: "apps.payout.staff_requests",
+        StaffRequest.Kind.BALANCE_ADJUSTMENT: "apps.ledger.staff_requests",
+        StaffRequest.Kind.MERCHANT_KEY: "apps.merchants.staff_requests"}
+    # Money settings (issue 22): the mechanism is common's, each kind's models and role are its domain's.
+    settings_kinds = {kind: ({m._meta.label for m in spec.apply.models}, spec.permission) for kind, spec in KINDS.items()
+                      if owners[kind] == "apps.common.setting_changes"}
+    assert settings_kinds == {
+        StaffRequest.Kind.CHANNEL_SETTING: ({"channels.Channel"}, "channels.change_channel"),
+        StaffRequest.Kind.BANK_CODE_SETTING: ({"channels.BankCode"}, "channels.change_bankcode"),
+        StaffRequest.Kind.CURRENCY_SETTING: ({"currencies.Currency"}, "currencies.change_currency"),
+        StaffRequest.Kind.PRODUCT_SETTING: ({"merchants.Product"}, "merchants.change_product"),
+        StaffRequest.Kind.MERCHANT_SETTING: ({"merchants.Merchant", "merchants.MerchantCurrency",
+                                              "merchants.MerchantProduct", "merchants.App"}, "merchants.change_merchant"),
+        StaffRequest.Kind.DENY_LIST_SETTING: ({"payout.DenyListedAccount"}, "payout.change_denylistedaccount")}
 
 
 def test_an_unknown_kind_or_a_second_registration_is_refused():

@@ -32,6 +32,12 @@ def approve_all(page, reason: str) -> None:
     page.wait_for_selector("ul.messagelist")
 
 
+def assert_requests_table_fits(page) -> None:
+    clipped = page.evaluate("() => { const r = document.querySelector('#changelist .results');"
+                            " return r.scrollWidth - r.clientWidth; }")
+    assert clipped <= 0, f"the requests table is cut off by {clipped}px at 1280px"
+
+
 def test_a_balance_adjustment_needs_a_second_operator(live_server, merchant):
     staff_user("otto", "Payout operations")
     staff_user("olga", "Payout operations")
@@ -56,9 +62,7 @@ def test_a_balance_adjustment_needs_a_second_operator(live_server, merchant):
         approve_all(page, "ticket 881 checked")
         assert "approved" in page.inner_text("ul.messagelist").lower()
         screenshot(page, "staff-requests-approved")
-        clipped = page.evaluate("() => { const r = document.querySelector('#changelist .results');"
-                                " return r.scrollWidth - r.clientWidth; }")
-        assert clipped <= 0, f"the requests table is cut off by {clipped}px at 1280px"
+        assert_requests_table_fits(page)
     request = StaffRequest.objects.get()
     assert (request.status, request.requested_by.username, request.decided_by.username) == ("APPROVED", "otto",
                                                                                            "olga")

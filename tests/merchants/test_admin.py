@@ -156,10 +156,14 @@ def _empty_inlines(merchant) -> dict:
 
 def test_superuser_disables_a_merchant_and_changes_a_review_threshold_with_an_audit_row(superuser_client, merchant):
     data = _empty_inlines(merchant)
-    data.update({"name": "Acme", "is_active": "", "collection_callback_url": "", "payout_callback_url": ""})
+    data.update({"name": "Acme", "is_active": "", "collection_callback_url": "", "payout_callback_url": "",
+                 "change_reason": "merchant asked to pause"})
     data["currencies-0-payout_review_threshold"] = "123456"
     response = superuser_client.post(f"/admin/merchants/merchant/{merchant.merchant.pk}/change/", data)
     assert response.status_code == 302, response.context["adminform"].form.errors if response.context else ""
+    merchant.merchant.refresh_from_db()
+    assert merchant.merchant.is_active is True  # one request for both changes, waiting for a second person
+    _approve_requests()
     merchant.merchant.refresh_from_db()
     assert merchant.merchant.is_active is False
     assert merchant.merchant.currencies.get(currency_id="PHP").payout_review_threshold == 123456

@@ -312,7 +312,7 @@ def test_administrators_are_changed_by_a_superuser_only_and_each_change_is_audit
     admin_login(client, root)
     data = _empty_inlines(merchant)
     data.update({"name": merchant.merchant.name, "is_active": "on", "collection_callback_url": "",
-                 "payout_callback_url": "", "administrators": [str(rita.pk)]})
+                 "payout_callback_url": "", "administrators": [str(rita.pk)], "change_reason": "account manager"})
     response = client.post(url, data)
     assert response.status_code == 302, response.context["adminform"].form.errors if response.context else ""
     log = AuditLog.objects.get(action="merchant.administrators")
