@@ -101,7 +101,8 @@ def _lock_payee_account(*, merchant_id: int, payee_account: str) -> None:
 @transaction.atomic(durable=True)
 def _payout_insert(*, merchant: Merchant, route: Route, mch_order_no: str, amount: int, payee_name: str,
                    payee_account: str, bank_code: str, attach: str) -> Payout:
-    """Risk rules, the freeze of amount + fee (2003 when available is short) and the order, in one transaction."""
+    """Risk rules, the order (claiming its mch_order_no), then the freeze of amount + fee (2003 when available is
+    short), in one transaction."""
     currency = route.merchant_currency.currency
     _lock_payee_account(merchant_id=merchant.pk, payee_account=payee_account)
     merchant_currency = route.merchant_currency
@@ -116,9 +117,13 @@ def _payout_insert(*, merchant: Merchant, route: Route, mch_order_no: str, amoun
                     bank_code=bank_code, attach=attach, review_required=bool(reasons), risk_reasons=reasons,
                     approvals_required=approvals_required,
                     status=Payout.Status.FROZEN if reasons else Payout.Status.APPROVED)
+    # The row first: its INSERT claims (merchant, mch_order_no) before any ledger lock. A replay fails here on the
+    # unique constraint holding no money lock (it may wait for a transaction that holds the existing order's row,
+    # never the other way round) and is answered from the stored order (docs/ledger.md, "Lock order").
+    payout.save(force_insert=True)
     payout.hold = ledger.hold_place(merchant_id=merchant.pk, currency=currency.code, amount=amount + fee,
                                     cause=payout.platform_order_no, memo=f"payout {mch_order_no}")
-    payout.save(force_insert=True)
+    Payout.objects.filter(pk=payout.pk).update(hold=payout.hold)
     audit.record(actor=None, actor_label=merchant.merchant_no, action="payout.create", obj=payout,
                  new={"status": payout.status, "amount": amount, "fee": fee, "currency": currency.code,
                       "payee_account": payout.masked_payee_account, "bank_code": bank_code, "risk_reasons": reasons,

@@ -1,0 +1,123 @@
+"""Issue 22, item 1: a merchant replaying payout/create while a reviewer or the channel finishes the order.
+
+The replay used to place a hold (locking the merchant's available and frozen rows) before the unique index told it
+the order existed; its INSERT then waited for the transaction holding the payout row, which waited for those account
+rows: a deadlock. The decision is slowed down between its payout row and its ledger movement so that the replays
+arrive inside that window every time. Real threads, real PostgreSQL."""
+
+import json
+import threading
+import time
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+
+from apps.ledger import services as ledger_services
+from apps.ledger.models import Hold
+from apps.payout.models import Payout
+from tests.helpers import at_once
+from tests.payout.conftest import CREATE, PHP_FEE, PHP_THRESHOLD, balances, payout_params
+from tests.support.staff import admin_login
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REPLAYS = 6
+
+
+def _slowed(monkeypatch, name: str, entered: threading.Event) -> None:
+    """The ledger step of the decision waits a moment after the payout row is locked and written."""
+    original = getattr(ledger_services, name)
+
+    def slow(**kwargs):
+        entered.set()
+        time.sleep(0.4)
+        return original(**kwargs)
+
+    monkeypatch.setattr(ledger_services, name, slow)
+
+
+def _race(merchant, params: dict, decide, entered: threading.Event) -> tuple[object, list[tuple[int, dict]]]:
+    """`decide` and REPLAYS identical creates at once; the replays start once the decision holds the row."""
+    bodies = [json.dumps(merchant.signed_body(params)) for _ in range(REPLAYS)]
+
+    def actor(index: int):
+        if index == 0:
+            return decide()
+        assert entered.wait(10), "the decision never reached its ledger step"
+        response = Client().post(CREATE, data=bodies[index - 1], content_type="application/json")
+        return response.status_code, response.json()
+
+    outcomes = at_once(actor, REPLAYS + 1, timeout=60)
+    assert [exc for _, exc in outcomes] == [None] * (REPLAYS + 1), [exc for _, exc in outcomes]
+    return outcomes[0][0], [result for result, _ in outcomes[1:]]
+
+
+def _assert_finished_once(merchant, payout: Payout, replies, status: str, caplog) -> None:
+    assert {(code, body["code"]) for code, body in replies} == {(200, "0")}, replies
+    assert {body["data"]["platform_order_no"] for _, body in replies} == {payout.platform_order_no}
+    payout.refresh_from_db()
+    assert payout.status == status
+    assert Hold.objects.get(pk=payout.hold_id).status != Hold.Status.HELD  # no hold left on a terminal order
+    assert Hold.objects.filter(merchant=merchant.merchant).count() == 1  # no replay froze anything
+    assert balances(merchant)["frozen"] == 0
+    assert "40P01" not in caplog.text and "deadlock" not in caplog.text.lower()
+
+
+def _created(merchant, **overrides) -> tuple[Payout, dict]:
+    params = payout_params(**overrides)
+    response = Client().post(CREATE, data=json.dumps(merchant.signed_body(params)), content_type="application/json")
+    assert response.json()["code"] == "0"
+    return Payout.objects.get(merchant=merchant.merchant, mch_order_no=params["mch_order_no"]), params
+
+
+def test_replays_during_the_review_cli_reject_neither_deadlock_nor_fail(funded, monkeypatch, caplog):
+    payout, params = _created(funded, amount=PHP_THRESHOLD)
+    entered = threading.Event()
+    _slowed(monkeypatch, "hold_release", entered)
+
+    def reject():
+        call_command("review_payout", payout.platform_order_no, "--reject", "--reason", "fraud ring",
+                     "--operator", "ops-ana", stdout=open("/dev/null", "w"))
+        return "rejected"
+
+    decided, replies = _race(funded, params, reject, entered)
+    assert decided == "rejected"
+    _assert_finished_once(funded, payout, replies, "REJECTED", caplog)
+
+
+def test_replays_during_an_admin_reject_neither_deadlock_nor_answer_500(funded, monkeypatch, caplog):
+    from tests.payout.conftest import staff_user
+
+    payout, params = _created(funded, amount=PHP_THRESHOLD)
+    reviewer = admin_login(Client(), staff_user("rita", "Risk reviewer"))
+    entered = threading.Event()
+    _slowed(monkeypatch, "hold_release", entered)
+
+    def reject():
+        return reviewer.post(f"/admin/payout/payoutreviewqueue/{payout.pk}/decide/",
+                             {"decision": "reject", "reason": "payee unknown"}).status_code
+
+    decided, replies = _race(funded, params, reject, entered)
+    assert decided == 302  # back to the decision page with the message, not a 500
+    _assert_finished_once(funded, payout, replies, "REJECTED", caplog)
+
+
+def test_replays_during_the_sandbox_settlement_neither_deadlock_nor_strand_the_order(funded, monkeypatch, caplog,
+                                                                                     adapter_calls):
+    from apps.channels.sandbox_payout import OUTCOME_PAID, sandbox_payout_settle
+    from apps.payout.services import payout_submit
+
+    payout, params = _created(funded, amount=10_000)
+    payout_submit(payout_id=payout.pk)
+    entered = threading.Event()
+    _slowed(monkeypatch, "hold_settle", entered)
+
+    def settle():
+        sandbox_payout_settle(payout.platform_order_no, OUTCOME_PAID)
+        return "settled"
+
+    decided, replies = _race(funded, params, settle, entered)
+    assert decided == "settled"
+    _assert_finished_once(funded, payout, replies, "SUCCESS", caplog)
+    assert balances(funded)["available"] == 100_000_000 - 10_000 - PHP_FEE
