@@ -10,7 +10,6 @@ Results enter the platform through the same payout services a real upstream noti
 
 import logging
 
-from celery import shared_task
 from django.conf import settings
 from django.db import transaction
 
@@ -18,6 +17,7 @@ from apps.channels.base import PayoutAdapter
 from apps.channels.environment import SANDBOX, platform_environment
 from apps.channels.models import SandboxDisbursement
 from apps.channels.registry import payout_handlers, register_payout
+from apps.common.retry import money_task
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class SandboxPayoutAdapter(PayoutAdapter):
         return disbursement.reference
 
 
-@shared_task(acks_late=True)
+@money_task
 def sandbox_payout_settle(platform_order_no: str, outcome: str) -> None:
     """The sandbox bank's asynchronous answer to a disbursement (never in a live deployment)."""
     if platform_environment() != SANDBOX:
@@ -74,7 +74,7 @@ def sandbox_payout_settle(platform_order_no: str, outcome: str) -> None:
         sandbox_payout_return.apply_async(args=[platform_order_no], countdown=settings.SANDBOX_PAYOUT_RETURN_SECONDS)
 
 
-@shared_task(acks_late=True)
+@money_task
 def sandbox_payout_return(platform_order_no: str) -> None:
     """The sandbox bank returns a paid disbursement: reversed in full, fee refunded."""
     if platform_environment() != SANDBOX:

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from apps.common import audit
 from apps.common.errors import DomainError, ErrorCode
+from apps.common.retry import retry_conflicts
 from apps.ledger.models import MERCHANT_KINDS, AccountKind, Entry, Hold, LedgerAccount, Posting, Statement
 from apps.ledger.selectors import merchant_balances, statement_merchants_with_movements
 from apps.ledger.statements import (SignedStatement, day_bounds, day_is_closed, statement_body, statement_sign,
@@ -194,6 +195,7 @@ def hold_settle(*, hold_id: int, destinations: list[Leg], memo: str = "") -> Hol
 # --- operations ----------------------------------------------------------------------------------------------
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def balance_adjust(*, merchant_no: str, currency: str, amount: int, reason: str, actor=None) -> dict:
     """Ops credit (positive) or debit (negative) of available against the adjustments account, audited.

@@ -19,6 +19,7 @@ from apps.channels.selectors import bank_code_active
 from apps.common import audit
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.orders import order_create_or_replay, replay_or_conflict
+from apps.common.retry import retry_conflicts
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
 from apps.merchants.models import Merchant, Product
@@ -40,6 +41,16 @@ class PayoutActionRefused(ValueError):
 
 class PayoutNotFound(LookupError):
     pass
+
+
+class DecisionOutcome:
+    """What one review call did, decided under the payout's row lock (set as `payout.outcome` on the payout
+    payout_approve / payout_reject return): two reviewers at the same moment are never both told they approved."""
+
+    APPROVED = "approved"  # this call released the payout (APPROVED, submitted after commit)
+    RECORDED = "recorded"  # this call's approval is recorded; a second reviewer must approve (four eyes)
+    REJECTED = "rejected"  # this call rejected it; the freeze went back
+    UNCHANGED = "unchanged"  # decided before (by this call's decision or another reviewer's): nothing changed
 
 
 def lock_payout(*, payout_id: int | None = None, platform_order_no: str | None = None) -> Payout:
@@ -98,6 +109,7 @@ def _lock_payee_account(*, merchant_id: int, payee_account: str) -> None:
         cursor.execute(_LOCK_PAYEE_ACCOUNT, [f"payout-payee:{merchant_id}:{payee_account}"])
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def _payout_insert(*, merchant: Merchant, route: Route, mch_order_no: str, amount: int, payee_name: str,
                    payee_account: str, bank_code: str, attach: str) -> Payout:
@@ -177,18 +189,22 @@ def _label(reviewer, via: str) -> str:
     return reviewer.get_username() if getattr(reviewer, "pk", None) else audit.cli_label(via)
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def payout_approve(*, payout_id: int, reviewer, reason: str = "", via: str = "admin",
                    replay: bool = True) -> Payout:
     """A reviewer's approval of a FROZEN payout (reason required). A payout needing one approval becomes
     APPROVED and is submitted to the channel (after commit); one needing two (four eyes) stays FROZEN until a
     second, different reviewer approves. The CLI (no reviewer) approves alone, reason optional.
-    `replay=False`: an order already decided is refused instead of returned as it is."""
+    `replay=False`: an order already decided is refused instead of returned as it is.
+    Decided under the row lock; the returned payout's `outcome` says what this call did (APPROVED, RECORDED: one
+    approval of two, UNCHANGED: approved before, by this or another reviewer), for the caller to report."""
     payout = lock_payout(payout_id=payout_id)
     _check_reviewer(payout, reviewer)
     if not replay:
         _refuse_unless_frozen(payout)
     if payout.reviewed_at and payout.status != Payout.Status.REJECTED:
+        payout.outcome = DecisionOutcome.UNCHANGED
         return payout  # approved before (it may have moved on since): the same decision twice moves nothing
     if payout.status != Payout.Status.FROZEN:
         raise PayoutActionRefused(f"payout {payout} is {payout.status}; only a FROZEN payout can be approved.")
@@ -204,6 +220,7 @@ def payout_approve(*, payout_id: int, reviewer, reason: str = "", via: str = "ad
         audit.record(actor=reviewer, action="payout.approval", obj=payout, reason=reason,
                      old={"status": payout.status},
                      new={"status": payout.status, "approvals": f"{approvals}/{payout.approvals_required}"})
+        payout.outcome = DecisionOutcome.RECORDED
         return payout  # four eyes: waits for a second reviewer
     payout.approve(reviewer=reviewer, reason=reason)
     payout.save(update_fields=["status", "reviewed_by", "reviewed_at", "review_reason", "updated_at"])
@@ -212,19 +229,23 @@ def payout_approve(*, payout_id: int, reviewer, reason: str = "", via: str = "ad
                  new={"status": payout.status, "approvals": f"{approvals}/{payout.approvals_required}"},
                  reason=payout.review_reason)
     transaction.on_commit(lambda: payout_submit_dispatch(payout_id=payout.pk))
+    payout.outcome = DecisionOutcome.APPROVED
     return payout
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def payout_reject(*, payout_id: int, reviewer, reason: str, via: str = "admin", replay: bool = True) -> Payout:
     """FROZEN → REJECTED by one risk reviewer (reason required, sent as fail_reason): the freeze goes back.
     A reviewer who already approved it may not reject it too (one decision per reviewer).
-    `replay=False`: an order already decided is refused instead of returned as it is."""
+    `replay=False`: an order already decided is refused instead of returned as it is. The returned payout's
+    `outcome`: REJECTED by this call, or UNCHANGED (rejected before)."""
     payout = lock_payout(payout_id=payout_id)
     _check_reviewer(payout, reviewer)
     if not replay:
         _refuse_unless_frozen(payout)
     if payout.status == Payout.Status.REJECTED:
+        payout.outcome = DecisionOutcome.UNCHANGED
         return payout  # the same decision twice moves nothing
     if not reason.strip():
         raise PayoutActionRefused("a reason is required to reject a payout.")
@@ -239,6 +260,7 @@ def payout_reject(*, payout_id: int, reviewer, reason: str, via: str = "admin", 
     _enqueue_terminal(payout)
     audit.record(actor=reviewer, actor_label=_actor_label(reviewer, label), action="payout.reject", obj=payout,
                  old={"status": Payout.Status.FROZEN}, new={"status": payout.status}, reason=payout.review_reason)
+    payout.outcome = DecisionOutcome.REJECTED
     return payout
 
 
@@ -268,6 +290,7 @@ def payout_submit(*, payout_id: int) -> Payout:
     return payout
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def _payout_mark_processing(*, payout_id: int) -> tuple[Payout, bool]:
     payout = lock_payout(payout_id=payout_id)
@@ -284,6 +307,7 @@ def _payout_mark_processing(*, payout_id: int) -> tuple[Payout, bool]:
     return payout, True
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def payout_channel_result(*, platform_order_no: str, outcome: str, fail_reason: str = "") -> Payout:
     """The channel's asynchronous result: 'paid' → SUCCESS (frozen leaves: amount to payout clearing, fee to
@@ -294,6 +318,12 @@ def payout_channel_result(*, platform_order_no: str, outcome: str, fail_reason: 
     target = Payout.Status.SUCCESS if outcome == "paid" else Payout.Status.FAILED
     if payout.status == target:
         return payout  # the channel repeated itself
+    return payout_channel_result_locked(payout, outcome=outcome, fail_reason=fail_reason)
+
+
+def payout_channel_result_locked(payout: Payout, *, outcome: str, fail_reason: str = "") -> Payout:
+    """PROCESSING → SUCCESS / FAILED with its ledger movement, on a payout the caller has locked (lock_payout) in
+    its durable transaction: payout_channel_result, and payout_upstream_apply, which decides under the same lock."""
     if payout.status != Payout.Status.PROCESSING:
         raise PayoutActionRefused(f"payout {payout} is {payout.status}; a channel result '{outcome}' "
                                   f"applies only to a PROCESSING payout.")
@@ -324,6 +354,7 @@ def _enqueue_terminal(payout: Payout) -> None:
 # --- reversal -------------------------------------------------------------------------------------------
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def payout_reverse(*, reversal_amount: int, fee_refund: int, actor=None, source: str = "ops", reason: str = "",
                    payout_id: int | None = None, platform_order_no: str | None = None) -> Payout:
@@ -345,6 +376,7 @@ def payout_reverse_in_transaction(*, reversal_amount: int, fee_refund: int, acto
                            source=source, reason=reason)
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def payout_channel_returned(*, platform_order_no: str, reversal_amount: int | None = None,
                             fee_refund: int | None = None, reason: str = "returned by the bank") -> Payout:
@@ -353,6 +385,13 @@ def payout_channel_returned(*, platform_order_no: str, reversal_amount: int | No
     payout = lock_payout(platform_order_no=platform_order_no)
     if payout.reversed_at:
         return payout
+    return payout_channel_returned_locked(payout, reversal_amount=reversal_amount, fee_refund=fee_refund,
+                                          reason=reason)
+
+
+def payout_channel_returned_locked(payout: Payout, *, reversal_amount: int | None = None,
+                                   fee_refund: int | None = None, reason: str = "returned by the bank") -> Payout:
+    """The channel's return on a payout the caller has locked in its durable transaction."""
     return _reverse_locked(payout, reversal_amount=payout.amount if reversal_amount is None else reversal_amount,
                            fee_refund=payout.fee if fee_refund is None else fee_refund, actor=None,
                            source=f"channel {payout.channel.code}", reason=reason)

@@ -3,10 +3,10 @@
 import logging
 from datetime import timedelta
 
-from celery import shared_task
 from django.utils import timezone
 
 from apps.common.models import Heartbeat
+from apps.common.retry import money_task
 from apps.payout import services
 from apps.payout.selectors import payouts_approved_unsubmitted, payouts_processing_unsent
 
@@ -16,13 +16,13 @@ logger = logging.getLogger(__name__)
 SUBMIT_GRACE = timedelta(seconds=10)
 
 
-@shared_task(acks_late=True)
+@money_task
 def submit_payout(payout_id: int) -> None:
     """APPROVED → PROCESSING and hand the order to its channel; a no-op for an order already past that."""
     services.payout_submit(payout_id=payout_id)
 
 
-@shared_task(acks_late=True)
+@money_task
 def sweep_stuck_payouts() -> int:
     """Re-dispatch APPROVED orders never submitted (broker down at commit) and PROCESSING orders the adapter
     never acknowledged. Idempotent: payout_submit moves each order at most once."""
