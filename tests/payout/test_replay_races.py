@@ -121,3 +121,86 @@ def test_replays_during_the_sandbox_settlement_neither_deadlock_nor_strand_the_o
     assert decided == "settled"
     _assert_finished_once(funded, payout, replies, "SUCCESS", caplog)
     assert balances(funded)["available"] == 100_000_000 - 10_000 - PHP_FEE
+
+
+def test_two_reviewers_giving_the_second_approval_at_once_are_told_what_each_did(funded):
+    """Issue 22 item 6: the approval is decided under the row lock and the message says what this call did."""
+    from apps.merchants.models import MerchantCurrency
+    from apps.payout.services import payout_approve
+    from tests.payout.conftest import staff_user
+
+    MerchantCurrency.objects.filter(merchant=funded.merchant, currency_id="PHP").update(
+        payout_dual_approval_threshold=6_000_000)
+    payout, _ = _created(funded, amount=6_000_000)
+    assert payout.approvals_required == 2
+    payout_approve(payout_id=payout.pk, reviewer=staff_user("first", "Risk reviewer"), reason="first look")
+    clients = [admin_login(Client(), staff_user(name, "Risk reviewer")) for name in ("bea", "cy")]
+
+    def approve(index: int) -> str:
+        response = clients[index].post(f"/admin/payout/payoutreviewqueue/{payout.pk}/decide/",
+                                       {"decision": "approve", "reason": "payee verified"}, follow=True)
+        assert response.status_code == 200
+        return response.content.decode()
+
+    pages = [page for page, exc in at_once(approve, 2) if exc is None]
+    assert len(pages) == 2
+    told_approved = [page for page in pages if f"Payout {payout.platform_order_no} approved: now" in page]
+    told_unchanged = [page for page in pages if "was already approved" in page and "nothing changed" in page]
+    assert (len(told_approved), len(told_unchanged)) == (1, 1)
+    payout.refresh_from_db()
+    assert payout.status in ("APPROVED", "PROCESSING")
+    assert payout.approvals.filter(decision="APPROVE").count() == 2
+
+
+def test_a_settlement_task_that_hits_a_deadlock_retries_and_completes(funded, monkeypatch, adapter_calls, caplog):
+    """A real deadlock: the task holds the payout row and waits for the accounts, which this test holds while it
+    asks for the payout row. PostgreSQL aborts the task's transaction (it waited first); the task runs it again."""
+    from django.db import connection, transaction
+
+    from apps.channels.sandbox_payout import OUTCOME_PAID, sandbox_payout_settle
+    from apps.ledger.models import LedgerAccount
+    from apps.payout.services import payout_submit
+
+    payout, _ = _created(funded, amount=10_000)
+    payout_submit(payout_id=payout.pk)
+    entered = threading.Event()
+    _slowed(monkeypatch, "hold_settle", entered)
+    done = {}
+
+    def settle():
+        try:
+            done["result"] = sandbox_payout_settle.apply(args=[payout.platform_order_no, OUTCOME_PAID]).state
+        finally:
+            from django.db import connections
+            connections.close_all()
+
+    worker = threading.Thread(target=settle)
+    worker.start()
+    assert entered.wait(10)
+    with transaction.atomic():
+        list(LedgerAccount.objects.select_for_update().filter(merchant=funded.merchant).order_by("pk"))
+        time.sleep(0.6)  # the task wakes and waits for these rows first
+        with connection.cursor() as cursor:  # then this transaction waits for the task's payout row: a cycle
+            cursor.execute("SELECT 1 FROM payout_payout WHERE id = %s FOR UPDATE", [payout.pk])
+    worker.join(30)
+    assert done.get("result") == "SUCCESS"
+    payout.refresh_from_db()
+    assert payout.status == "SUCCESS" and balances(funded)["frozen"] == 0
+    assert "40P01 (attempt 1 of 4); retrying" in caplog.text
+
+
+def test_create_that_keeps_conflicting_answers_1106_not_9999_and_moves_nothing(funded, monkeypatch):
+    from django.db import connection
+
+    def conflicting(**kwargs):
+        with connection.cursor() as cursor:
+            cursor.execute("DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40P01'; END $$")
+
+    monkeypatch.setattr(ledger_services, "hold_place", conflicting)
+    before = balances(funded)
+    params = payout_params()
+    response = Client().post(CREATE, data=json.dumps(funded.signed_body(params)), content_type="application/json")
+    assert (response.status_code, response.json()["code"]) == (429, "1106")
+    assert "Retry the same request" in response.json()["msg"]
+    assert not Payout.objects.filter(mch_order_no=params["mch_order_no"]).exists()
+    assert balances(funded) == before
