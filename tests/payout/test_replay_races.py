@@ -204,3 +204,22 @@ def test_create_that_keeps_conflicting_answers_1106_not_9999_and_moves_nothing(f
     assert "Retry the same request" in response.json()["msg"]
     assert not Payout.objects.filter(mch_order_no=params["mch_order_no"]).exists()
     assert balances(funded) == before
+
+
+def test_a_replay_takes_no_money_lock_and_a_create_costs_one_statement_more(funded):
+    """docs/performance.md: the create claims its mch_order_no by inserting the order before the hold (one UPDATE
+    more, to set the hold), and a replay never reaches the ledger."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    params = payout_params()
+    bodies = [json.dumps(funded.signed_body(params)) for _ in range(2)]
+    with CaptureQueriesContext(connection) as create:
+        assert Client().post(CREATE, data=bodies[0], content_type="application/json").json()["code"] == "0"
+    with CaptureQueriesContext(connection) as replay:
+        assert Client().post(CREATE, data=bodies[1], content_type="application/json").json()["code"] == "0"
+    money = [q["sql"] for q in replay.captured_queries if "ledger_" in q["sql"]]
+    assert money == [], money  # no account lock, no posting, no hold
+    statements = [q["sql"].split()[0] for q in create.captured_queries]
+    assert statements.count("UPDATE") == 3  # the two balances and the order's hold
+    print(f"\npayout/create: {len(create.captured_queries)} statements; replay: {len(replay.captured_queries)}")
