@@ -1,8 +1,9 @@
 """Writes of collection orders: create (idempotent), upstream payment notification, expiry, D1 release.
 
 Lock order everywhere: the order row first (select_for_update), then the ledger (which locks its accounts
-in primary-key order). Callbacks are written to the outbox in the same transaction and dispatched after
-commit by apps.callbacks.
+in primary-key order); docs/ledger.md, "Lock order and retries". Durable services retry a deadlock or
+serialization failure (apps/common/retry.py). Callbacks are written to the outbox in the same transaction and
+dispatched after commit by apps.callbacks.
 """
 
 import logging

@@ -1,7 +1,7 @@
 """Every balance movement goes through `post`: balanced legs, accounts locked in primary-key order.
 
 Callers run inside their own `transaction.atomic(durable=True)` service, lock the business row first
-(order, hold), then post; a replay is refused by the (kind, cause) uniqueness of postings. The database
+(order, hold), then post (the one lock order: docs/ledger.md, "Lock order and retries"); a replay is refused by the (kind, cause) uniqueness of postings. The database
 refuses what must never happen whatever the code does (docs/ledger.md): a posting that does not sum to zero
 (deferred trigger), a change to a posting or entry (immutability triggers), a merchant balance below zero
 (CHECK constraint).

@@ -1,8 +1,10 @@
 """Every payout write: create (freeze), review, submission, channel result, reversal (contract §5).
 
-Shape of each operation (STYLE.md): one durable transaction that locks the payout row, returns early when the
-order is already where the call would put it, transitions, saves, moves money through the ledger, writes the
-callback outbox and the audit row. Celery dispatch and adapter calls happen after commit.
+Shape of each operation (STYLE.md): one durable transaction (retried on a deadlock or serialization failure,
+apps/common/retry.py) that locks the payout row, then its hold, then the merchant's accounts (the one lock order:
+docs/ledger.md, "Lock order and retries"), returns early when the order is already where the call would put it,
+transitions, saves, moves money through the ledger, writes the callback outbox and the audit row. Celery dispatch
+and adapter calls happen after commit.
 """
 
 import logging
@@ -131,7 +133,7 @@ def _payout_insert(*, merchant: Merchant, route: Route, mch_order_no: str, amoun
                     status=Payout.Status.FROZEN if reasons else Payout.Status.APPROVED)
     # The row first: its INSERT claims (merchant, mch_order_no) before any ledger lock. A replay fails here on the
     # unique constraint holding no money lock (it may wait for a transaction that holds the existing order's row,
-    # never the other way round) and is answered from the stored order (docs/ledger.md, "Lock order").
+    # never the other way round) and is answered from the stored order (docs/ledger.md, "Lock order and retries").
     payout.save(force_insert=True)
     payout.hold = ledger.hold_place(merchant_id=merchant.pk, currency=currency.code, amount=amount + fee,
                                     cause=payout.platform_order_no, memo=f"payout {mch_order_no}")
