@@ -234,6 +234,8 @@ class XenditPayoutAdapter(PayoutAdapter):
                 found = self._candidates(payout)
                 if len(found) == 1:
                     return found[0].reference
+                if not found:  # Xendit's list may lag its create: asked again at the next re-submission
+                    raise UpstreamUnavailable(f"payout {payout}: duplicate at Xendit but not found by reference_id")
                 raise self._unbound(payout, found, "duplicate at Xendit") from None
             # A refusal of a re-submission does not prove the first submission never arrived (its answer may have
             # been lost): fail the order only when Xendit has no payout that may be ours, else the money would
