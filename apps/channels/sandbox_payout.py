@@ -15,7 +15,6 @@ the same services, so the outcome is the one the task would have applied.
 import logging
 from datetime import timedelta
 
-from celery import shared_task
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -24,6 +23,7 @@ from apps.channels.base import PayoutAdapter, PayoutState
 from apps.channels.environment import SANDBOX, platform_environment
 from apps.channels.models import SandboxDisbursement
 from apps.channels.registry import payout_handlers, register_payout
+from apps.common.retry import money_task
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class SandboxPayoutAdapter(PayoutAdapter):
         return PayoutState(outcome="paid", reference=disbursement.reference, upstream_status="PAID")
 
 
-@shared_task(acks_late=True)
+@money_task
 def sandbox_payout_settle(platform_order_no: str, outcome: str) -> None:
     """The sandbox bank's asynchronous answer to a disbursement (never in a live deployment)."""
     if platform_environment() != SANDBOX:
@@ -98,7 +98,7 @@ def sandbox_payout_settle(platform_order_no: str, outcome: str) -> None:
         sandbox_payout_return.apply_async(args=[platform_order_no], countdown=settings.SANDBOX_PAYOUT_RETURN_SECONDS)
 
 
-@shared_task(acks_late=True)
+@money_task
 def sandbox_payout_return(platform_order_no: str) -> None:
     """The sandbox bank returns a paid disbursement: reversed in full, fee refunded."""
     if platform_environment() != SANDBOX:

@@ -11,6 +11,9 @@ CHANNEL_API_BASE_URL_OVERRIDE allows it: development and the tests' emulator).
   POST /v2/payouts                   Idempotency-key = platform_order_no (a retry: the same payout, or 409)
   GET  /v2/payouts/{id}, GET /v2/payouts?reference_id=platform_order_no   ({"data": [...], "has_more": ...})
 
+Which disbursement is ours: the one our Idempotency-key created, learnt from the create's answer (or, after 409,
+the only one of our reference_id, amount and currency). Until then nothing read back is applied to the order.
+
 Webhooks (apps.channels.views) only say "look again": the object is re-read from the API with the channel's key
 before anything moves, and the result enters through the same payout and collection services as the sandbox's
 outcomes (registered with apps.channels.registry).
@@ -210,9 +213,13 @@ class XenditPayoutAdapter(PayoutAdapter):
     is_sandbox = False
 
     def start_disbursement(self, *, payout) -> str:
-        """POST /v2/payouts with Idempotency-key = platform_order_no. A retry after a lost answer gets the same
-        payout back, or 409 DUPLICATE_ERROR and then finds it by reference_id: one order is one disbursement. A definite
-        refusal fails the payout (frozen funds back), as a failure notice would."""
+        """POST /v2/payouts with Idempotency-key = platform_order_no; returns the disbursement bound to that key, the
+        only one that counts for the order (docs/channels.md, "Which disbursement is ours"). A retry after a lost
+        answer gets the same payout back (Xendit: same key and body → the first attempt's payout), or 409
+        DUPLICATE_ERROR, which proves the key was used: then the one disbursement of our reference_id, amount and
+        currency is ours, and two or more are refused as ambiguous (retried, logged for an operator). A definite
+        refusal fails the payout (frozen funds back), as a failure notice would, unless Xendit holds a payout that
+        may be ours."""
         client = XenditClient(payout.channel)
         payload = {"reference_id": payout.platform_order_no, "channel_code": payout_channel_code(payout.bank_code),
                    "channel_properties": {"account_holder_name": payout.payee_name,
@@ -224,45 +231,59 @@ class XenditPayoutAdapter(PayoutAdapter):
                                   headers={"Idempotency-key": payout.platform_order_no})
         except UpstreamRejected as exc:
             if exc.status == 409 or exc.error_code == "DUPLICATE_ERROR":
-                state = self.payout_state(payout=payout, by_reference_id=True)
-                if state.reference:
-                    return state.reference
-                raise UpstreamUnavailable(
-                    f"payout {payout}: duplicate at Xendit but not found by reference_id") from None
+                found = self._candidates(payout)
+                if len(found) == 1:
+                    return found[0].reference
+                if not found:  # Xendit's list may lag its create: asked again at the next re-submission
+                    raise UpstreamUnavailable(f"payout {payout}: duplicate at Xendit but not found by reference_id")
+                raise self._unbound(payout, found, "duplicate at Xendit") from None
             # A refusal of a re-submission does not prove the first submission never arrived (its answer may have
-            # been lost): fail the order only when Xendit has no payout of it, else the money would leave twice.
-            state = self.payout_state(payout=payout, by_reference_id=True)
-            if state.reference:
-                logger.warning("payout %s: re-submission refused by xendit (%s), the first submission is %s",
-                               payout, exc.error_code or exc.status, state.reference)
-                return state.reference
+            # been lost): fail the order only when Xendit has no payout that may be ours, else the money would
+            # leave twice; and take none of them for ours, since no key proves which one it is.
+            found = self._candidates(payout)
+            if found:
+                raise self._unbound(payout, found, f"re-submission refused ({exc.error_code or exc.status})") from None
             logger.warning("payout %s refused by xendit: %s", payout, exc.error_code or exc)
             payout_handlers().result(platform_order_no=payout.platform_order_no, outcome="failed",
                                      fail_reason=f"refused upstream: {exc.error_code or exc.status}")
             return ""  # nothing was disbursed; the order is FAILED
         return str(created["id"])
 
-    def payout_state(self, *, payout, by_reference_id: bool = False) -> PayoutState:
-        client = XenditClient(payout.channel)
-        minor_unit = payout.currency.minor_unit
-        if payout.upstream_reference and not by_reference_id:
-            found = client.call("GET", f"/v2/payouts/{payout.upstream_reference}")
-            return payout_state_of(found, minor_unit=minor_unit)
-        answer = client.call("GET", "/v2/payouts", params={"reference_id": payout.platform_order_no})
+    @staticmethod
+    def _unbound(payout, found: list[PayoutState], why: str) -> UpstreamUnavailable:
+        """No disbursement is provably bound to our key: the order stays PROCESSING without a reference (nothing
+        read back is applied to it), the sweeper submits it again and an operator is told."""
+        logger.error("payout %s: %s and %d disbursements carry its reference_id, amount and currency (%s): none is "
+                     "taken for ours; an operator must check them in Xendit's dashboard", payout, why, len(found),
+                     ", ".join(f"{state.reference} {state.upstream_status}" for state in found))
+        return UpstreamUnavailable(f"payout {payout}: {why}; {len(found)} disbursements of its reference_id, none "
+                                   f"bound to its idempotency key")
+
+    def _candidates(self, payout) -> list[PayoutState]:
+        """Every disbursement listed under our reference_id with our amount and currency (reference_id need not be
+        unique at Xendit; the payout object does not show the idempotency key it was created with)."""
+        answer = XenditClient(payout.channel).call("GET", "/v2/payouts",
+                                                   params={"reference_id": payout.platform_order_no})
         found = answer.get("data") if isinstance(answer, dict) else None
         if not isinstance(found, list):
             raise UpstreamUnavailable("xendit GET /v2/payouts: no data list in the answer")
-        if not found:
-            return PayoutState(outcome="missing")
-        # reference_id need not be unique at Xendit: ours is the one of our amount and currency; none such is missing.
+        states = []
         for obj in found:
             try:
-                state = payout_state_of(obj, minor_unit=minor_unit)
+                state = payout_state_of(obj, minor_unit=payout.currency.minor_unit)
             except UpstreamRejected:
                 continue  # an amount ours never has: not ours
             if (state.amount, state.currency) == (payout.amount, payout.currency_id):
-                return state
-        return PayoutState(outcome="missing")
+                states.append(state)
+        return states
+
+    def payout_state(self, *, payout) -> PayoutState:
+        """The state of the disbursement bound to the order (its upstream_reference); 'missing' before that is
+        known: whatever else carries our reference_id is not applied (payout_upstream_apply)."""
+        if not payout.upstream_reference:
+            return PayoutState(outcome="missing")
+        found = XenditClient(payout.channel).call("GET", f"/v2/payouts/{payout.upstream_reference}")
+        return payout_state_of(found, minor_unit=payout.currency.minor_unit)
 
 
 # --- webhooks -------------------------------------------------------------------------------------------------

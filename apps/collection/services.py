@@ -1,8 +1,9 @@
 """Writes of collection orders: create (idempotent), upstream payment notification, expiry, D1 release.
 
 Lock order everywhere: the order row first (select_for_update), then the ledger (which locks its accounts
-in primary-key order). Callbacks are written to the outbox in the same transaction and dispatched after
-commit by apps.callbacks.
+in primary-key order); docs/ledger.md, "Lock order and retries". Durable services retry a deadlock or
+serialization failure (apps/common/retry.py). Callbacks are written to the outbox in the same transaction and
+dispatched after commit by apps.callbacks.
 """
 
 import logging
@@ -28,6 +29,7 @@ from apps.collection.selectors import (
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.models import Heartbeat
 from apps.common.orders import order_create_or_replay, replay_or_conflict
+from apps.common.retry import retry_conflicts
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
 from apps.ledger.services import Leg
@@ -132,6 +134,7 @@ def _success_legs(order: CollectionOrder) -> list[Leg]:
     return legs
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def collection_notify_paid(*, platform_order_no: str, upstream_reference: str = "",
                            paid_at: datetime | None = None) -> CollectionOrder:
@@ -140,6 +143,13 @@ def collection_notify_paid(*, platform_order_no: str, upstream_reference: str = 
     order = lock_collection_order(platform_order_no=platform_order_no)
     if order.status == CollectionOrder.Status.SUCCESS:
         return order
+    return collection_paid_locked(order, upstream_reference=upstream_reference, paid_at=paid_at)
+
+
+def collection_paid_locked(order: CollectionOrder, *, upstream_reference: str = "",
+                           paid_at: datetime | None = None) -> CollectionOrder:
+    """CREATED/EXPIRED → SUCCESS with the credit, on an order the caller has locked (lock_collection_order) in its
+    durable transaction: collection_notify_paid, and collection_upstream_apply, which decides under the same lock."""
     order.mark_paid(paid_at=paid_at or timezone.now(), upstream_reference=upstream_reference)
     order.save()
     ledger.post(kind=POSTING_SUCCESS, cause=order.platform_order_no, currency=order.currency_id,
@@ -152,10 +162,15 @@ def collection_notify_paid(*, platform_order_no: str, upstream_reference: str = 
 
 # ---------------------------------------------------------------------------------------------- expiry
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def collection_expire(*, order_id: int, now: datetime | None = None) -> bool:
     """CREATED → EXPIRED once expire_at has passed; False when there was nothing to do (idempotent)."""
-    order = lock_collection_order(order_id=order_id)
+    return collection_expire_locked(lock_collection_order(order_id=order_id), now=now)
+
+
+def collection_expire_locked(order: CollectionOrder, *, now: datetime | None = None) -> bool:
+    """The expiry of an order the caller has locked; False when there was nothing to do."""
     if order.status != CollectionOrder.Status.CREATED or order.expire_at > (now or timezone.now()):
         return False
     order.expire()
@@ -176,6 +191,7 @@ def settlement_cutoff_of(day: date) -> datetime:
     return datetime.combine(day, time.min, tzinfo=ZoneInfo(settings.SETTLEMENT_TIME_ZONE))
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def collection_settlement_release_order(*, order_id: int, cutoff: datetime) -> CollectionOrder | None:
     """Move one D1 order's settling credit to available, once: settled_at under the row lock, and the

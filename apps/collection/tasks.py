@@ -3,24 +3,24 @@ config/settings/base.py). Thin: each calls services."""
 
 import logging
 
-from celery import shared_task
 from django.utils import timezone
 
 from apps.collection import services
 from apps.collection.selectors import collection_orders_due_for_expiry
 from apps.collection.sweep import SWEEPER_HEARTBEAT, payins_sweep
 from apps.common.models import Heartbeat
+from apps.common.retry import money_task
 
 logger = logging.getLogger(__name__)
 
 
-@shared_task(acks_late=True)
+@money_task
 def open_upstream_payin(platform_order_no: str) -> str | None:
     """Open the order's upstream payment (Xendit: the invoice) after pay/create; idempotent per platform_order_no."""
     return services.collection_upstream_open(platform_order_no=platform_order_no)
 
 
-@shared_task(acks_late=True)
+@money_task
 def expire_due_orders() -> int:
     """Move CREATED orders past expire_at to EXPIRED, each in its own short transaction; idempotent."""
     now = timezone.now()
@@ -31,7 +31,7 @@ def expire_due_orders() -> int:
     return expired
 
 
-@shared_task(acks_late=True)
+@money_task
 def release_settlement() -> dict:
     """D1 release (contract §4): exactly once per credit however often it runs or is retried."""
     result = services.collection_settlement_release()
@@ -40,7 +40,7 @@ def release_settlement() -> dict:
     return result
 
 
-@shared_task(acks_late=True)
+@money_task
 def sweep_stranded_payins() -> int:
     """Beat, every 15 s: queue again the upstream opening of pay-ins whose opening task was lost (apps/collection/
     sweep.py); idempotent per order."""

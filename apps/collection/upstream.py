@@ -1,14 +1,15 @@
 """What an upstream says about a pay-in, applied to the collection order: the webhook's and reconciliation's entry
 (registered with apps.channels.registry in CollectionConfig.ready(); docs/channels.md).
 
-The state is the one read from the upstream's API, never from a webhook body. The services called lock the order
-row and return early when it is already where the answer puts it, so a duplicate, late or out-of-order answer
-changes nothing twice."""
+The state is the one read from the upstream's API, never from a webhook body. It is decided under the order's row
+lock and applied through the same locked transitions as the collection services, so a duplicate, late or
+out-of-order answer changes nothing twice and only the call that changed the order reports it."""
 
 import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import transaction
 
 from apps.channels.base import PayinState, UpstreamRejected, UpstreamUnavailable
 from apps.channels.models import Channel
@@ -16,15 +17,23 @@ from apps.channels.registry import payin_adapter, upstream_adapter_names
 from apps.channels.selectors import upstream_payins_unfinished
 from apps.channels.services import upstream_payin_status_record
 from apps.collection.models import CollectionOrder
-from apps.collection.services import collection_expire, collection_notify_paid
+from apps.collection.services import collection_expire_locked, collection_paid_locked, lock_collection_order
+from apps.common.errors import DomainError
+from apps.common.retry import retry_conflicts
 
 logger = logging.getLogger(__name__)
 
 
+@retry_conflicts
+@transaction.atomic(durable=True)
 def collection_upstream_apply(*, state: PayinState, adapter: str) -> str | None:
-    """An upstream's pay-in state onto the order: 'paid' → collection_notify_paid, 'expired' → collection_expire.
-    Returns 'paid' / 'expired' when the order changed, else None."""
-    order = CollectionOrder.objects.select_related("channel").filter(platform_order_no=state.platform_order_no).first()
+    """An upstream's pay-in state onto the order: 'paid' → SUCCESS with its credit, 'expired' → EXPIRED. Returns
+    'paid' / 'expired' when this call changed the order, else None. Decided under the order's row lock (lock
+    order: docs/ledger.md), so of concurrent identical webhooks exactly one reports the change."""
+    try:
+        order = lock_collection_order(platform_order_no=state.platform_order_no)
+    except DomainError:
+        order = None
     if order is None or order.channel.adapter != adapter:
         # Not ours (another system on the same upstream account): acknowledged, ignored; Xendit need not retry.
         logger.warning("%s pay-in %r (upstream %s) is no order of ours; ignored", adapter, state.platform_order_no,
@@ -45,10 +54,9 @@ def collection_upstream_apply(*, state: PayinState, adapter: str) -> str | None:
                      order, order.upstream_reference, state.reference, state.amount, state.currency)
         return None
     if state.outcome == "paid" and order.status != CollectionOrder.Status.SUCCESS:
-        collection_notify_paid(platform_order_no=order.platform_order_no, upstream_reference=state.reference,
-                               paid_at=state.paid_at)
+        collection_paid_locked(order, upstream_reference=state.reference, paid_at=state.paid_at)
         return "paid"
-    if state.outcome == "expired" and collection_expire(order_id=order.pk):
+    if state.outcome == "expired" and collection_expire_locked(order):
         return "expired"
     return None
 

@@ -17,6 +17,7 @@ from apps.collection.models import CollectionOrder
 from apps.collection.presentation import format_duration
 from apps.currencies.formatting import format_minor
 from apps.collection.selectors import collection_order_by_pay_token
+from apps.common.retry import ServiceBusy
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +113,12 @@ def pay_page(request, pay_token: str):
         # An expired link takes no payment, even if the expiry task has not run yet (contract §4).
         return _page_for(request, order, status=409)
     if action == "pay":
-        adapter.simulate_paid(order=order)
+        try:
+            adapter.simulate_paid(order=order)
+        except ServiceBusy:
+            # Another press of Pay (or the upstream's notice) held the order past every retry: nothing was done
+            # here; the page shows what the order is now, paid by that other request or payable again.
+            logger.warning("pay page of %s: busy, answered with the order's current page", order)
         return redirect(request.path)
     adapter.simulate_failed(order=order)
     return redirect(f"{request.path}?result=failed")

@@ -16,6 +16,7 @@ from django_otp.plugins.otp_static.models import StaticDevice
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.common.amounts import MAX_AMOUNT
+from apps.common.errors import DomainError
 from apps.common.formatting import utc
 from apps.common.history import (TRACKED_MODELS, event_changes, event_model_of, event_who, grant_relations,
                                   grant_words)
@@ -410,8 +411,9 @@ class StaffRequestAdmin(admin.ModelAdmin):
             for pk in queryset.values_list("pk", flat=True):
                 try:
                     done = service(request_id=pk, approver=request.user, reason=form.cleaned_data["reason"])
-                except (ValueError, LookupError) as exc:
-                    self.message_user(request, f"Request #{pk} refused: {exc}", messages.ERROR)
+                except (ValueError, LookupError, DomainError) as exc:  # DomainError: ServiceBusy, "try again"
+                    self.message_user(request, f"Request #{pk} refused: {getattr(exc, 'msg', None) or exc}",
+                                      messages.ERROR)
                 else:
                     self.message_user(request, f"Request #{pk} {done.get_status_display().lower()}.",
                                       messages.SUCCESS)

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from apps.common import audit
 from apps.common.models import StaffRequest
+from apps.common.retry import retry_conflicts
 
 
 class StaffRequestRefused(ValueError):
@@ -112,6 +113,7 @@ def _lock_pending(request_id: int, approver) -> StaffRequest:
     return request
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def staff_request_approve(*, request_id: int, approver, reason: str) -> StaffRequest:
     """A second person says yes: the effect runs through the owning service in this transaction (a refusal of the

@@ -1,7 +1,7 @@
 """Every balance movement goes through `post`: balanced legs, accounts locked in primary-key order.
 
 Callers run inside their own `transaction.atomic(durable=True)` service, lock the business row first
-(order, hold), then post; a replay is refused by the (kind, cause) uniqueness of postings. The database
+(order, hold), then post (the one lock order: docs/ledger.md, "Lock order and retries"); a replay is refused by the (kind, cause) uniqueness of postings. The database
 refuses what must never happen whatever the code does (docs/ledger.md): a posting that does not sum to zero
 (deferred trigger), a change to a posting or entry (immutability triggers), a merchant balance below zero
 (CHECK constraint).
@@ -18,6 +18,7 @@ from django.utils import timezone
 from apps.common import audit
 from apps.common.amounts import MAX_AMOUNT, AmountOutOfBounds, signed_amount_check
 from apps.common.errors import DomainError, ErrorCode
+from apps.common.retry import retry_conflicts
 from apps.ledger.models import MERCHANT_KINDS, AccountKind, Entry, Hold, LedgerAccount, Posting, Statement
 from apps.ledger.selectors import merchant_balances, statement_merchants_with_movements
 from apps.ledger.statements import (SignedStatement, day_bounds, day_is_closed, statement_body, statement_sign,
@@ -195,6 +196,7 @@ def hold_settle(*, hold_id: int, destinations: list[Leg], memo: str = "") -> Hol
 # --- operations ----------------------------------------------------------------------------------------------
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def balance_adjust(*, merchant_no: str, currency: str, amount: int, reason: str, actor=None) -> dict:
     """Ops credit (positive) or debit (negative) of available against the adjustments account, audited.

@@ -18,6 +18,7 @@ from django.urls import path, reverse
 from apps.common.admin import ProposeChangeAdminMixin
 from apps.common.formatting import short_age, utc
 from apps.common.models import StaffRequest
+from apps.common.retry import ServiceBusy
 from apps.common.staff_requests import StaffRequestRefused, staff_request_create
 from apps.common.stranded import stranded_list_filter
 from apps.currencies.formatting import format_minor, money
@@ -26,8 +27,8 @@ from apps.ledger.selectors import merchant_balances
 from apps.payout.selectors import (merchant_recent_payouts, payee_history, payout_approvals_count, payout_decisions,
                                    payout_risk_tags)
 from apps.payout.sweep import STRANDED
-from apps.payout.services import (REVERSE_PERMISSION, REVIEW_PERMISSION, PayoutActionRefused, PayoutNotFound,
-                                  payout_approve, payout_reject)
+from apps.payout.services import (REVERSE_PERMISSION, REVIEW_PERMISSION, DecisionOutcome, PayoutActionRefused,
+                                  PayoutNotFound, payout_approve, payout_reject)
 
 
 class ReasonForm(forms.Form):
@@ -369,16 +370,22 @@ class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
                             form=form, submit_label="Reject")
 
     def _decide(self, request, service, *, payout_id: int, verb: str, **kwargs) -> None:
+        """Calls the service and says what this call did (its `outcome`, decided under the row lock)."""
         try:
             payout = service(payout_id=payout_id, reviewer=request.user, **kwargs)
-        except (PayoutActionRefused, PayoutNotFound) as exc:
-            self.message_user(request, f"Refused: {exc}", messages.ERROR)
+        except (PayoutActionRefused, PayoutNotFound, ServiceBusy) as exc:
+            self.message_user(request, f"Refused: {getattr(exc, 'msg', None) or exc}", messages.ERROR)
             return
-        if payout.status == Payout.Status.FROZEN:
+        if payout.outcome == DecisionOutcome.RECORDED:
             approvals = payout.approvals.filter(decision="APPROVE").count()
             self.message_user(request, f"Payout {payout}: your approval is recorded ({approvals}/"
                                        f"{payout.approvals_required}); a second reviewer must approve it.",
                               messages.SUCCESS)
+            return
+        if payout.outcome == DecisionOutcome.UNCHANGED:
+            self.message_user(request, f"Payout {payout} was already {verb} (now {payout.status}), possibly by "
+                                       f"another reviewer at the same moment; nothing changed.",
+                              messages.WARNING)
             return
         self.message_user(request, f"Payout {payout} {verb}: now {payout.status}.", messages.SUCCESS)
 

@@ -65,7 +65,9 @@ class Payout(models.Model):
                                      help_text="The staff user who asked for this payout on the merchant's behalf, "
                                                "if any: they may not decide it.")
     risk_reasons = models.JSONField(default=list, blank=True, help_text="Why the order went to review.")
-    hold = models.OneToOneField(Hold, on_delete=models.PROTECT, related_name="payout",
+    # Empty only inside the create's own transaction: the row is inserted first, claiming (merchant, mch_order_no)
+    # before any ledger lock (docs/ledger.md, "Lock order"), and the hold is set before that transaction commits.
+    hold = models.OneToOneField(Hold, on_delete=models.PROTECT, related_name="payout", null=True,
                                 help_text="The freeze of amount + fee placed at creation.")
 
     reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,

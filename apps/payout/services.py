@@ -1,8 +1,10 @@
 """Every payout write: create (freeze), review, submission, channel result, reversal (contract §5).
 
-Shape of each operation (STYLE.md): one durable transaction that locks the payout row, returns early when the
-order is already where the call would put it, transitions, saves, moves money through the ledger, writes the
-callback outbox and the audit row. Celery dispatch and adapter calls happen after commit.
+Shape of each operation (STYLE.md): one durable transaction (retried on a deadlock or serialization failure,
+apps/common/retry.py) that locks the payout row, then its hold, then the merchant's accounts (the one lock order:
+docs/ledger.md, "Lock order and retries"), returns early when the order is already where the call would put it,
+transitions, saves, moves money through the ledger, writes the callback outbox and the audit row. Celery dispatch
+and adapter calls happen after commit.
 """
 
 import logging
@@ -19,6 +21,7 @@ from apps.channels.selectors import bank_code_active
 from apps.common import audit
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.orders import order_create_or_replay, replay_or_conflict
+from apps.common.retry import retry_conflicts
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
 from apps.merchants.models import Merchant, Product
@@ -40,6 +43,16 @@ class PayoutActionRefused(ValueError):
 
 class PayoutNotFound(LookupError):
     pass
+
+
+class DecisionOutcome:
+    """What one review call did, decided under the payout's row lock (set as `payout.outcome` on the payout
+    payout_approve / payout_reject return): two reviewers at the same moment are never both told they approved."""
+
+    APPROVED = "approved"  # this call released the payout (APPROVED, submitted after commit)
+    RECORDED = "recorded"  # this call's approval is recorded; a second reviewer must approve (four eyes)
+    REJECTED = "rejected"  # this call rejected it; the freeze went back
+    UNCHANGED = "unchanged"  # decided before (by this call's decision or another reviewer's): nothing changed
 
 
 def lock_payout(*, payout_id: int | None = None, platform_order_no: str | None = None) -> Payout:
@@ -98,10 +111,12 @@ def _lock_payee_account(*, merchant_id: int, payee_account: str) -> None:
         cursor.execute(_LOCK_PAYEE_ACCOUNT, [f"payout-payee:{merchant_id}:{payee_account}"])
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def _payout_insert(*, merchant: Merchant, route: Route, mch_order_no: str, amount: int, payee_name: str,
                    payee_account: str, bank_code: str, attach: str) -> Payout:
-    """Risk rules, the freeze of amount + fee (2003 when available is short) and the order, in one transaction."""
+    """Risk rules, the order (claiming its mch_order_no), then the freeze of amount + fee (2003 when available is
+    short), in one transaction."""
     currency = route.merchant_currency.currency
     _lock_payee_account(merchant_id=merchant.pk, payee_account=payee_account)
     merchant_currency = route.merchant_currency
@@ -116,9 +131,13 @@ def _payout_insert(*, merchant: Merchant, route: Route, mch_order_no: str, amoun
                     bank_code=bank_code, attach=attach, review_required=bool(reasons), risk_reasons=reasons,
                     approvals_required=approvals_required,
                     status=Payout.Status.FROZEN if reasons else Payout.Status.APPROVED)
+    # The row first: its INSERT claims (merchant, mch_order_no) before any ledger lock. A replay fails here on the
+    # unique constraint holding no money lock (it may wait for a transaction that holds the existing order's row,
+    # never the other way round) and is answered from the stored order (docs/ledger.md, "Lock order and retries").
+    payout.save(force_insert=True)
     payout.hold = ledger.hold_place(merchant_id=merchant.pk, currency=currency.code, amount=amount + fee,
                                     cause=payout.platform_order_no, memo=f"payout {mch_order_no}")
-    payout.save(force_insert=True)
+    Payout.objects.filter(pk=payout.pk).update(hold=payout.hold)
     audit.record(actor=None, actor_label=merchant.merchant_no, action="payout.create", obj=payout,
                  new={"status": payout.status, "amount": amount, "fee": fee, "currency": currency.code,
                       "payee_account": payout.masked_payee_account, "bank_code": bank_code, "risk_reasons": reasons,
@@ -172,18 +191,22 @@ def _label(reviewer, via: str) -> str:
     return reviewer.get_username() if getattr(reviewer, "pk", None) else audit.cli_label(via)
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def payout_approve(*, payout_id: int, reviewer, reason: str = "", via: str = "admin",
                    replay: bool = True) -> Payout:
     """A reviewer's approval of a FROZEN payout (reason required). A payout needing one approval becomes
     APPROVED and is submitted to the channel (after commit); one needing two (four eyes) stays FROZEN until a
     second, different reviewer approves. The CLI (no reviewer) approves alone, reason optional.
-    `replay=False`: an order already decided is refused instead of returned as it is."""
+    `replay=False`: an order already decided is refused instead of returned as it is.
+    Decided under the row lock; the returned payout's `outcome` says what this call did (APPROVED, RECORDED: one
+    approval of two, UNCHANGED: approved before, by this or another reviewer), for the caller to report."""
     payout = lock_payout(payout_id=payout_id)
     _check_reviewer(payout, reviewer)
     if not replay:
         _refuse_unless_frozen(payout)
     if payout.reviewed_at and payout.status != Payout.Status.REJECTED:
+        payout.outcome = DecisionOutcome.UNCHANGED
         return payout  # approved before (it may have moved on since): the same decision twice moves nothing
     if payout.status != Payout.Status.FROZEN:
         raise PayoutActionRefused(f"payout {payout} is {payout.status}; only a FROZEN payout can be approved.")
@@ -199,6 +222,7 @@ def payout_approve(*, payout_id: int, reviewer, reason: str = "", via: str = "ad
         audit.record(actor=reviewer, action="payout.approval", obj=payout, reason=reason,
                      old={"status": payout.status},
                      new={"status": payout.status, "approvals": f"{approvals}/{payout.approvals_required}"})
+        payout.outcome = DecisionOutcome.RECORDED
         return payout  # four eyes: waits for a second reviewer
     payout.approve(reviewer=reviewer, reason=reason)
     payout.save(update_fields=["status", "reviewed_by", "reviewed_at", "review_reason", "updated_at"])
@@ -207,19 +231,23 @@ def payout_approve(*, payout_id: int, reviewer, reason: str = "", via: str = "ad
                  new={"status": payout.status, "approvals": f"{approvals}/{payout.approvals_required}"},
                  reason=payout.review_reason)
     transaction.on_commit(lambda: payout_submit_dispatch(payout_id=payout.pk))
+    payout.outcome = DecisionOutcome.APPROVED
     return payout
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def payout_reject(*, payout_id: int, reviewer, reason: str, via: str = "admin", replay: bool = True) -> Payout:
     """FROZEN → REJECTED by one risk reviewer (reason required, sent as fail_reason): the freeze goes back.
     A reviewer who already approved it may not reject it too (one decision per reviewer).
-    `replay=False`: an order already decided is refused instead of returned as it is."""
+    `replay=False`: an order already decided is refused instead of returned as it is. The returned payout's
+    `outcome`: REJECTED by this call, or UNCHANGED (rejected before)."""
     payout = lock_payout(payout_id=payout_id)
     _check_reviewer(payout, reviewer)
     if not replay:
         _refuse_unless_frozen(payout)
     if payout.status == Payout.Status.REJECTED:
+        payout.outcome = DecisionOutcome.UNCHANGED
         return payout  # the same decision twice moves nothing
     if not reason.strip():
         raise PayoutActionRefused("a reason is required to reject a payout.")
@@ -234,6 +262,7 @@ def payout_reject(*, payout_id: int, reviewer, reason: str, via: str = "admin", 
     _enqueue_terminal(payout)
     audit.record(actor=reviewer, actor_label=_actor_label(reviewer, label), action="payout.reject", obj=payout,
                  old={"status": Payout.Status.FROZEN}, new={"status": payout.status}, reason=payout.review_reason)
+    payout.outcome = DecisionOutcome.REJECTED
     return payout
 
 
@@ -263,6 +292,7 @@ def payout_submit(*, payout_id: int) -> Payout:
     return payout
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def _payout_mark_processing(*, payout_id: int) -> tuple[Payout, bool]:
     payout = lock_payout(payout_id=payout_id)
@@ -279,6 +309,7 @@ def _payout_mark_processing(*, payout_id: int) -> tuple[Payout, bool]:
     return payout, True
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def payout_channel_result(*, platform_order_no: str, outcome: str, fail_reason: str = "") -> Payout:
     """The channel's asynchronous result: 'paid' → SUCCESS (frozen leaves: amount to payout clearing, fee to
@@ -289,6 +320,12 @@ def payout_channel_result(*, platform_order_no: str, outcome: str, fail_reason: 
     target = Payout.Status.SUCCESS if outcome == "paid" else Payout.Status.FAILED
     if payout.status == target:
         return payout  # the channel repeated itself
+    return payout_channel_result_locked(payout, outcome=outcome, fail_reason=fail_reason)
+
+
+def payout_channel_result_locked(payout: Payout, *, outcome: str, fail_reason: str = "") -> Payout:
+    """PROCESSING → SUCCESS / FAILED with its ledger movement, on a payout the caller has locked (lock_payout) in
+    its durable transaction: payout_channel_result, and payout_upstream_apply, which decides under the same lock."""
     if payout.status != Payout.Status.PROCESSING:
         raise PayoutActionRefused(f"payout {payout} is {payout.status}; a channel result '{outcome}' "
                                   f"applies only to a PROCESSING payout.")
@@ -319,6 +356,7 @@ def _enqueue_terminal(payout: Payout) -> None:
 # --- reversal -------------------------------------------------------------------------------------------
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def payout_reverse(*, reversal_amount: int, fee_refund: int, actor=None, source: str = "ops", reason: str = "",
                    payout_id: int | None = None, platform_order_no: str | None = None) -> Payout:
@@ -340,6 +378,7 @@ def payout_reverse_in_transaction(*, reversal_amount: int, fee_refund: int, acto
                            source=source, reason=reason)
 
 
+@retry_conflicts
 @transaction.atomic(durable=True)
 def payout_channel_returned(*, platform_order_no: str, reversal_amount: int | None = None,
                             fee_refund: int | None = None, reason: str = "returned by the bank") -> Payout:
@@ -348,6 +387,13 @@ def payout_channel_returned(*, platform_order_no: str, reversal_amount: int | No
     payout = lock_payout(platform_order_no=platform_order_no)
     if payout.reversed_at:
         return payout
+    return payout_channel_returned_locked(payout, reversal_amount=reversal_amount, fee_refund=fee_refund,
+                                          reason=reason)
+
+
+def payout_channel_returned_locked(payout: Payout, *, reversal_amount: int | None = None,
+                                   fee_refund: int | None = None, reason: str = "returned by the bank") -> Payout:
+    """The channel's return on a payout the caller has locked in its durable transaction."""
     return _reverse_locked(payout, reversal_amount=payout.amount if reversal_amount is None else reversal_amount,
                            fee_refund=payout.fee if fee_refund is None else fee_refund, actor=None,
                            source=f"channel {payout.channel.code}", reason=reason)

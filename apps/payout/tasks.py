@@ -1,20 +1,20 @@
 """Payout tasks: submission to the channel (dispatched after commit) and the sweeper (beat, every 15 s)."""
 
-from celery import shared_task
 from django.utils import timezone
 
 from apps.common.models import Heartbeat
+from apps.common.retry import money_task
 from apps.payout import services
 from apps.payout.sweep import payouts_sweep
 
 
-@shared_task(acks_late=True)
+@money_task
 def submit_payout(payout_id: int) -> None:
     """APPROVED → PROCESSING and hand the order to its channel; a no-op for an order already past that."""
     services.payout_submit(payout_id=payout_id)
 
 
-@shared_task(acks_late=True)
+@money_task
 def sweep_stuck_payouts() -> int:
     """Hand every stranded payout to its next step (apps/payout/sweep.py): APPROVED never submitted, PROCESSING never
     acknowledged, a sandbox settlement or return that was lost. Idempotent under each order's row lock."""

@@ -83,8 +83,8 @@ def test_lost_failure_and_lost_reversal_are_repaired(xendit_channels, merchant, 
     assert balances(merchant) == {"available": 2 * FUNDS, "settling": 0, "frozen": 0}
 
 
-def test_payout_whose_create_answer_was_lost_is_found_by_reference_id(xendit_channels, merchant, xendit_emulator,
-                                                                      settings):
+def test_payout_whose_create_answer_was_lost_is_bound_by_its_resubmission_then_reconciled(
+        xendit_channels, merchant, xendit_emulator, settings):
     payout = a_payout(merchant, xendit_emulator)
     xendit_emulator.fail_next("payouts", "timeout")
     with pytest.raises(UpstreamUnavailable):
@@ -92,6 +92,9 @@ def test_payout_whose_create_answer_was_lost_is_found_by_reference_id(xendit_cha
     [upstream] = xendit_emulator.payouts_by_reference(payout.platform_order_no)
     xendit_emulator.settle_payout(upstream["id"], "SUCCEEDED")
     stale(payout, settings)
+    # No reference of ours yet: nothing read back is applied; the sweeper's re-submission (same key) binds it first.
+    assert reconcile()["payouts"]["checked"] == 0
+    payout_submit(payout_id=payout.pk)
     assert reconcile()["payouts"]["succeeded"] == [payout.platform_order_no]
     payout.refresh_from_db()
     assert (payout.status, payout.upstream_reference) == ("SUCCESS", upstream["id"])
@@ -105,7 +108,7 @@ def test_payout_that_never_reached_the_upstream_is_left_to_the_resubmission(xend
     with pytest.raises(UpstreamUnavailable):
         payout_submit(payout_id=payout.pk)
     stale(payout, settings)
-    assert reconcile()["payouts"] == {"checked": 1, "succeeded": [], "failed": [], "reversed": []}
+    assert reconcile()["payouts"] == {"checked": 0, "succeeded": [], "failed": [], "reversed": []}
     payout.refresh_from_db()
     assert payout.status == "PROCESSING" and not xendit_emulator.payouts
 
@@ -169,7 +172,7 @@ def test_a_foreign_payout_with_our_order_number_is_not_taken_for_ours(xendit_cha
          "channel_properties": {"account_number": "1", "account_holder_name": "X"}}, {"Idempotency-key": "other"})[1]
     xendit_emulator.settle_payout(foreign["id"], "SUCCEEDED")
     stale(payout, settings)
-    assert reconcile()["payouts"] == {"checked": 1, "succeeded": [], "failed": [], "reversed": []}
+    assert reconcile()["payouts"] == {"checked": 0, "succeeded": [], "failed": [], "reversed": []}
     payout.refresh_from_db()
     assert (payout.status, payout.upstream_reference) == ("PROCESSING", "")
     # the sweeper's resubmission (same Idempotency-key, not used before) is then our one disbursement
@@ -195,6 +198,6 @@ def test_an_upstream_amount_that_is_no_whole_minor_unit_is_reported_not_a_crash(
     assert "minor units" in result["errors"][0]["error"]
     first.refresh_from_db()
     assert first.status == "PROCESSING"
-    # listed by reference_id (the create's answer lost), such an object is simply not ours
+    # without our reference (the create's answer lost) reconciliation does not ask: the re-submission binds it first
     Payout.objects.filter(pk=first.pk).update(upstream_reference="")
-    assert reconcile()["payouts"] == {"checked": 1, "succeeded": [], "failed": [], "reversed": []}
+    assert reconcile()["payouts"] == {"checked": 0, "succeeded": [], "failed": [], "reversed": []}

@@ -181,7 +181,14 @@ def test_resubmission_refused_after_a_lost_answer_keeps_the_first_disbursement_a
         with pytest.raises(UpstreamUnavailable, match="429"):
             payout_submit(payout_id=payout.pk)
         payout_submit(payout_id=payout.pk)
-    else:  # a refusal of the retry: Xendit has the first one, so the order is not failed
+    else:  # a refusal of the retry: Xendit has a payout of our reference_id, so the order is not failed; but a
+        # refusal proves no key, so it is not taken for ours either (it might be someone else's) ...
+        with pytest.raises(UpstreamUnavailable, match="none bound to its idempotency key"):
+            payout_submit(payout_id=payout.pk)
+        payout.refresh_from_db()
+        assert (payout.status, payout.upstream_reference) == ("PROCESSING", "")
+        # ... until the next re-submission's 409 proves our key was used: the one payout of ours is bound
+        Payout.objects.filter(pk=payout.pk).update(submitted_at=timezone.now() - timedelta(minutes=5))
         payout_submit(payout_id=payout.pk)
     payout.refresh_from_db()
     assert (payout.status, payout.upstream_reference) == ("PROCESSING", upstream["id"])

@@ -117,8 +117,8 @@ def test_live_payout_goes_to_xendit_by_the_worker_and_the_merchant_sees_what_the
     payout = wait_until(lambda: (p := Payout.objects.get(platform_order_no=number)).upstream_reference and p,
                         what="the payout submitted to Xendit")
     [upstream] = xendit_emulator.payouts_by_reference(number)
-    assert (upstream["id"], upstream["idempotency_key"], upstream["channel_code"]) == (
-        payout.upstream_reference, number, "PH_GCASH")
+    assert (upstream["id"], xendit_emulator.idempotency_keys[number], upstream["channel_code"]) == (
+        payout.upstream_reference, payout.upstream_reference, "PH_GCASH")
     assert balances(shop) == {"available": FUNDS - 25_000 - PHP_FEE, "settling": 0, "frozen": 25_000 + PHP_FEE}
 
     xendit_emulator.settle_payout(upstream["id"], "SUCCEEDED")

@@ -3,8 +3,11 @@
   POST /v2/invoices, GET /v2/invoices/{id}, GET /v2/invoices?external_id=... (a JSON array, as documented),
   POST /invoices/{id}/expire! (documented: expires a PENDING invoice), GET /web/invoices/{id} (the hosted invoice
   page the payer lands on)
-  POST /v2/payouts (Idempotency-key required; a reused key answers 409 DUPLICATE_ERROR: of the
-  two answers an upstream may give a retried key, a replay of the first answer or a refusal, the harder one),
+  POST /v2/payouts (Idempotency-key required; a reused key answers 409 DUPLICATE_ERROR by default: of the
+  two answers an upstream may give a retried key, a replay of the first answer or a refusal, the harder one;
+  `reused_key="replay"` answers as Xendit documents it for the same key and body: the first attempt's payout,
+  and 409 only for a different body). The payout object does not show its idempotency key (as documented);
+  the emulator's own record of it is `idempotency_keys`,
   GET /v2/payouts/{id}, GET /v2/payouts?reference_id=... ({"data": [...], "has_more": false}, as documented:
   xendit-python's GetPayouts200Response)
 
@@ -40,13 +43,15 @@ def _encode(obj) -> bytes:
 
 class XenditEmulator:
     def __init__(self, *, secret_key: str = "xnd_development_emulator", callback_token: str = "emulator-token",
-                 stall_seconds: float = 3.0):
+                 stall_seconds: float = 3.0, reused_key: str = "409"):
         self.secret_key = secret_key
         self.callback_token = callback_token
         self.stall_seconds = stall_seconds
         self.invoices: dict[str, dict] = {}
         self.payouts: dict[str, dict] = {}
-        self.idempotency_keys: dict[str, str] = {}
+        self.idempotency_keys: dict[str, str] = {}  # key → the payout it created
+        self._idempotency_bodies: dict[str, dict] = {}
+        self.reused_key = reused_key
         self.requests: list[tuple[str, str, dict, bytes]] = []
         self._faults: dict[str, list[str]] = {"invoices": [], "payouts": []}
         # Called (in the server's thread) after an invoice is created, before it is answered: a test's race.
@@ -223,6 +228,8 @@ class XenditEmulator:
         if not key:
             return 400, {"error_code": "API_VALIDATION_ERROR", "message": "Idempotency-key header is required"}
         if key in self.idempotency_keys:
+            if self.reused_key == "replay" and self._idempotency_bodies[key] == body:
+                return 200, dict(self.payouts[self.idempotency_keys[key]])
             return 409, {"error_code": "DUPLICATE_ERROR", "message": "idempotency key has been used before"}
         properties = body.get("channel_properties") or {}
         if (not body.get("reference_id") or not str(body.get("channel_code", "")).startswith("PH_")
@@ -233,10 +240,10 @@ class XenditEmulator:
         payout = {"id": payout_id, "business_id": "emulator-business", "reference_id": body["reference_id"],
                   "amount": body["amount"], "currency": body.get("currency"), "channel_code": body["channel_code"],
                   "channel_properties": properties, "description": body.get("description", ""),
-                  "status": "ACCEPTED", "failure_code": None, "created": _now(), "updated": _now(),
-                  "idempotency_key": key}
+                  "status": "ACCEPTED", "failure_code": None, "created": _now(), "updated": _now()}
         self.payouts[payout_id] = payout
         self.idempotency_keys[key] = payout_id
+        self._idempotency_bodies[key] = body
         return 200, dict(payout)
 
     def _html(self, handler, invoice_id: str) -> None:

@@ -68,3 +68,44 @@ def test_concurrent_settlement_runs_release_each_credit_once(client, merchant):
     assert sum(r["count"] for r in released) == 4 and sum(r["amount"] for r in released) == 10000
     assert Posting.objects.filter(kind="settlement.release").count() == 4
     assert balances(merchant) == {"available": 10000, "settling": 0, "frozen": 0}
+
+
+def test_replays_of_pay_create_while_the_payer_presses_pay_neither_deadlock_nor_fail(merchant, monkeypatch, caplog):
+    """Issue 22 item 1 for pay/create: its key is claimed by the order's INSERT and no money moves at create, so a
+    replay arriving while Pay holds the order row (slowed before its credit) waits at most, and is answered."""
+    import json
+    import threading
+    import time
+
+    from django.test import Client
+
+    from apps.ledger import services as ledger_services
+    from tests.collection.conftest import balances
+
+    params = order_params(amount=6000)
+    first = Client().post(CREATE, data=json.dumps(merchant.signed_body(params)), content_type="application/json")
+    order = CollectionOrder.objects.get(platform_order_no=first.json()["data"]["platform_order_no"])
+    bodies = [json.dumps(merchant.signed_body(params)) for _ in range(6)]
+    entered, original = threading.Event(), ledger_services.post
+
+    def slow_post(**kwargs):
+        entered.set()
+        time.sleep(0.4)
+        return original(**kwargs)
+
+    monkeypatch.setattr(ledger_services, "post", slow_post)
+
+    def actor(index: int):
+        if index == 0:
+            return Client().post(f"/pay/{order.pay_token}", {"action": "pay"}).status_code
+        assert entered.wait(10)
+        response = Client().post(CREATE, data=bodies[index - 1], content_type="application/json")
+        return response.status_code, response.json()["code"], response.json()["data"]["platform_order_no"]
+
+    outcomes = at_once(actor, 7)
+    assert [exc for _, exc in outcomes] == [None] * 7
+    assert outcomes[0][0] == 302
+    assert {result for result, _ in outcomes[1:]} == {(200, "0", order.platform_order_no)}
+    order.refresh_from_db()
+    assert order.status == "SUCCESS" and balances(merchant)["settling"] + balances(merchant)["available"] > 0
+    assert "40P01" not in caplog.text
