@@ -23,8 +23,12 @@ interleaving is not):
                the platform's database sessions, SIGSTOP/SIGCONT of the private redis-server
 
 Everything runs on 127.0.0.1; every loop is bounded in count and time; every process started is ended at exit
-(also on SIGTERM / Ctrl-C). The Xendit deployment is not part of this soak (a deployment is sandbox or live, never
-both: docs/channels.md); see docs/faults.md.
+(also on SIGTERM / Ctrl-C).
+
+A deployment is sandbox or live, never both (docs/channels.md), so each runs in a child process of its own, one
+after the other, on its own database and redis-server: the sandbox (hosted page's Pay button, the sandbox bank)
+and live (Xendit, played by tests/soak/upstream.py on the emulator: invoices paid, disbursements settled, webhooks
+duplicated, late, out of order and lost). The load time is shared 2:1.
 """
 
 import argparse
@@ -57,6 +61,8 @@ DUAL_AMOUNT = 50_000_000  # the default two-approval threshold (500,000 PHP), al
 TOP_UP = 10 ** 12
 PASSWORD = "Lantern-Quartz-917"
 TERMINAL_PAYOUT = ("SUCCESS", "FAILED", "REJECTED")
+DEPLOYMENTS = ("sandbox", "live")
+SHARE = {"sandbox": 2, "live": 1}  # of the load time, when both run
 WAITING_PAYOUT = ("FROZEN",)  # awaiting a reviewer: legitimately waiting (docs/faults.md)
 
 
@@ -77,6 +83,8 @@ class Options:
     postgres: str
     database: str
     logdir: Path | None
+    deployments: str
+    deployment: str | None
 
 
 def parse_args(argv: list[str] | None = None) -> Options:
@@ -99,6 +107,9 @@ def parse_args(argv: list[str] | None = None) -> Options:
     parser.add_argument("--database", default=env("SOAK_DATABASE") or _default_database(),
                         help="recreated at the start (default: <DATABASE_URL's name>_soak)")
     parser.add_argument("--logdir", type=Path, default=None, help="keep the processes' logs here")
+    parser.add_argument("--deployments", default=env("SOAK_DEPLOYMENTS") or "sandbox,live",
+                        help="run one after the other; the load time is shared: sandbox 2/3, live 1/3")
+    parser.add_argument("--deployment", choices=DEPLOYMENTS, default=None, help=argparse.SUPPRESS)  # a child's
     args = parser.parse_args(argv)
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 10 ** 9)
@@ -975,9 +986,10 @@ def _decision_said(op: Op) -> str | None:
 
 # -------------------------------------------------------------------------------------------------------- main
 
-def quiet_period(soak: Soak, platform, redis, budget: float) -> float:
+def quiet_period(soak: Soak, platform, redis, budget: float, *, xendit=None, rng=None) -> float:
     """Faults off, workers and beat left to finish: until no order is on its way and every callback is
-    delivered, or the budget runs out."""
+    delivered, or the budget runs out. Live: Xendit decides what is still open and sends its late webhooks, and
+    operations run `reconcile_channels` (what a lost webhook left) every 20 s while a payout is PROCESSING."""
     from django.db import connection
 
     from apps.callbacks.models import CallbackEvent
@@ -987,7 +999,15 @@ def quiet_period(soak: Soak, platform, redis, budget: float) -> float:
     redis.thaw()
     if not platform.workers[-1].alive():
         platform.start_worker(concurrency=soak.opts.worker_concurrency, pool=soak.opts.worker_pool)
+    reconciled = started
     while time.monotonic() - started < budget:
+        if xendit is not None:
+            from tests.soak.upstream import upstream_finish
+
+            upstream_finish(xendit, rng)
+            if time.monotonic() - reconciled > 20 and Payout.objects.filter(status="PROCESSING").exists():
+                soak.manage("ops-quiet", "cli/reconcile_channels", "", ["reconcile_channels"])
+                reconciled = time.monotonic()
         busy = (Payout.objects.filter(status__in=["APPROVED", "PROCESSING"]).exists()
                 or CallbackEvent.objects.exclude(status="delivered").exists())
         connection.close()
@@ -1000,12 +1020,51 @@ def quiet_period(soak: Soak, platform, redis, budget: float) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     opts = parse_args(argv)
-    print(f"soak: seed {opts.seed}, {opts.seconds:g} s, database {opts.database}", file=sys.stderr, flush=True)
 
     def terminate(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, terminate)
+    result = run_deployment(opts) if opts.deployment else orchestrate(opts, sys.argv[1:] if argv is None else argv)
+    print(json.dumps(result, indent=1, default=str), flush=True)
+    return 0 if result.get("ok") else 1
+
+
+def orchestrate(opts: Options, argv: list[str]) -> dict:
+    """Each deployment in a child process of its own (Django is set up once per process, for one database and one
+    PLATFORM_ENVIRONMENT), one after the other; their JSON objects combined into one."""
+    wanted = [d for d in DEPLOYMENTS if d in opts.deployments.split(",")]
+    print(f"soak: seed {opts.seed}, {opts.seconds:g} s of load over {', '.join(wanted)}", file=sys.stderr,
+          flush=True)
+    logdir = opts.logdir or Path(tempfile.mkdtemp(prefix="soak-"))
+    result: dict = {"seed": opts.seed, "seconds": opts.seconds, "deployments": {}}
+    for deployment in wanted:
+        seconds = opts.seconds * SHARE[deployment] / sum(SHARE[d] for d in wanted)
+        child = subprocess.Popen([sys.executable, "-m", "tests.soak.harness", *argv, "--deployment", deployment,
+                                  "--seconds", f"{seconds:.1f}", "--seed", str(opts.seed),
+                                  "--logdir", str(logdir / deployment)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        try:
+            out, _ = child.communicate()
+        finally:
+            if child.poll() is None:  # we were interrupted: the child ends what it started
+                child.terminate()
+                child.wait(timeout=120)
+        try:
+            result["deployments"][deployment] = json.loads(out)
+        except ValueError:
+            result["deployments"][deployment] = {"ok": False, "error": f"no JSON (exit {child.returncode})"}
+    result["ok"] = bool(wanted) and all(d.get("ok") for d in result["deployments"].values())
+    result["failed_checks"] = [f"{name}.{check}" for name, d in result["deployments"].items()
+                               for check, c in d.get("checks", {}).items() if not c["ok"]]
+    return result
+
+
+def run_deployment(opts: Options) -> dict:
+    """One deployment (sandbox or live) on its own database and redis-server: set up, load, quiet, checks."""
+    live = opts.deployment == "live"
+    opts.database = f"{opts.database}_{opts.deployment}"
+    print(f"soak {opts.deployment}: seed {opts.seed}, {opts.seconds:g} s, database {opts.database}",
+          file=sys.stderr, flush=True)
     logdir = opts.logdir or Path(tempfile.mkdtemp(prefix="soak-"))
     logdir.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
@@ -1014,20 +1073,27 @@ def main(argv: list[str] | None = None) -> int:
     procs = Processes(logdir)
     redis = PrivateRedis(procs)
     url = recreate_database(opts)
+    deployment_env = {"PLATFORM_ENVIRONMENT": opts.deployment}
+    if live:
+        # Short enough for a soak: a create's lost answer, a lost webhook found by reconciliation within the run.
+        deployment_env.update(CHANNEL_HTTP_TIMEOUT_SECONDS="1.0", CHANNEL_RECONCILE_PAYOUT_AFTER_SECONDS="20")
     os.environ.update({"DJANGO_SETTINGS_MODULE": "config.settings.test", "REDIS_URL": redis.url,
-                       "DATABASE_URL": f"{url}?application_name={HARNESS_APP}"})
+                       "DATABASE_URL": f"{url}?application_name={HARNESS_APP}", **deployment_env})
     import django
 
     django.setup()
+    from tests.soak import upstream
+
     receivers = Receivers().start()
-    result: dict = {"seed": opts.seed, "seconds": opts.seconds}
-    platform = None
+    emulator = upstream.XenditEmulator(stall_seconds=2.5).start() if live else None
+    result: dict = {"deployment": opts.deployment, "seed": opts.seed, "seconds": opts.seconds}
     try:
         redis.start()
         merchants, staff = set_up_data(opts, receivers)
-        platform = Platform(procs, redis, CALLBACK_REDISPATCH_SECONDS=5, LOG_LEVEL="WARNING",
-                            RATE_LIMIT_PER_SECOND=100000)
-        platform.env["DATABASE_URL"] = url  # the platform's own sessions: not tagged as the harness's
+        if live:
+            upstream.xendit_channels_create(emulator)
+        platform = Platform(procs, redis, CALLBACK_REDISPATCH_SECONDS=5, RATE_LIMIT_PER_SECOND=100000,
+                            **deployment_env)
         platform.start_web(workers=opts.web_workers)
         platform.start_beat()
         platform.start_worker(concurrency=opts.worker_concurrency, pool=opts.worker_pool)
@@ -1039,13 +1105,17 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         soak = Soak(opts, platform.base, platform.env, merchants, History(), receivers,
                     deadline=started + opts.seconds, started=started)
-        rng = lambda name: random.Random(f"{opts.seed}/{name}")  # noqa: E731 - one stream per actor
+        xendit = upstream.Xendit(soak, emulator) if live else None
+        rng = lambda name: random.Random(f"{opts.seed}/{opts.deployment}/{name}")  # noqa: E731 - one per actor
+        payer = upstream.live_payer_actor if live else payer_actor
         actors = [(f"merchant-{m.index}", merchant_actor, (m,)) for m in merchants]
         actors += [("racer", racer_actor, (browsers["soak-racer"], staff["soak-reviewer-c"]))]
-        actors += [(f"payer-{i}", payer_actor, ()) for i in range(opts.payers)]
+        actors += [(f"payer-{i}", payer, ()) for i in range(opts.payers)]
         actors += [("reviewer-admin-a", reviewer_actor, ("admin",)), ("reviewer-admin-b", reviewer_actor, ("admin",)),
                    ("reviewer-cli", reviewer_actor, ("cli",)), ("reviewer-service", reviewer_actor, ("service",))]
         actors += [("ops", ops_actor, (browsers["soak-ops-a"], staff["soak-ops-b"]))]
+        if live:
+            actors += [("xendit", upstream.upstream_actor, (xendit,))]
         threads, faults = [], None
         for name, fn, args in actors:
             kwargs = {}
@@ -1067,8 +1137,10 @@ def main(argv: list[str] | None = None) -> int:
         soak.stop.set()
         if faults:
             faults.join(timeout=60)
-        quiet = quiet_period(soak, platform, redis, opts.quiet_seconds)
+        quiet = quiet_period(soak, platform, redis, opts.quiet_seconds, xendit=xendit, rng=rng("quiet"))
         result.update(run_checks(soak))
+        if live:
+            result["checks"]["upstream_agrees"] = upstream.upstream_agrees(emulator)
         with open(logdir / "history.jsonl", "w") as handle:  # the client-side history, for a person to read
             for op in soak.history.ops:
                 handle.write(json.dumps({**op.__dict__, "started": round(op.started - started, 3),
@@ -1087,8 +1159,9 @@ def main(argv: list[str] | None = None) -> int:
             pass
         procs.stop_all()
         receivers.stop()
-    print(json.dumps(result, indent=1, default=str), flush=True)
-    return 0 if result.get("ok") else 1
+        if emulator is not None:
+            emulator.stop()
+    return result
 
 
 def _guarded(soak: Soak, name: str, fn, args: tuple, kwargs: dict) -> None:
