@@ -43,10 +43,9 @@ import tempfile
 import threading
 import time
 import traceback
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -141,7 +140,8 @@ class Op:
 
 
 class History:
-    def __init__(self):
+    def __init__(self, t0: float = 0.0):
+        self.t0 = t0  # the start of the load: times in the JSON are seconds since then
         self.ops: list[Op] = []
         self.faults: list[dict] = []
         self.lock = threading.Lock()
@@ -150,6 +150,11 @@ class History:
         with self.lock:
             self.ops.append(op)
         return op
+
+    def sample(self, op: Op) -> dict:
+        """An op as the JSON shows it."""
+        return {"actor": op.actor, "kind": op.kind, "key": op.key, "http": op.http_status, "code": op.code,
+                "at": round(op.started - self.t0, 1), "detail": op.detail[:300]}
 
     def fault(self, kind: str, started: float, ended: float, **detail) -> None:
         with self.lock:
@@ -161,83 +166,43 @@ class History:
         with self.lock:
             for fault in self.faults:
                 grace = {"terminate_backends": 2.0, "stall_redis": 3.0}.get(fault["kind"])
-                if grace is not None and op.started <= fault["ended"] + grace and op.ended >= fault["started"] - 0.5:
+                start, end = op.started - self.t0, op.ended - self.t0
+                if grace is not None and start <= fault["ended"] + grace and end >= fault["started"] - 0.5:
                     return fault["kind"]
         return None
 
 
 # ------------------------------------------------------------------------------------------ callback receivers
 
-class Receivers:
-    """The merchants' callback endpoints: a real HTTP server; each body verified with the platform public key of
-    its key_version (the SDK's verify_callback; keys re-read after a rotation), recorded, answered `success`."""
+def callback_url(receiver, merchant_index: int, kind: str) -> str:
+    """A merchant's callback URL on the receiver (tests/support/receiver.py: a real HTTP server that answers
+    `success` and records every request)."""
+    return f"http://127.0.0.1:{receiver.server.server_address[1]}/m{merchant_index}/{kind}"
 
-    def __init__(self):
-        self.received: list[dict] = []
-        self.lock = threading.Lock()
-        self._keys: dict[int, str] = {}
-        receivers = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                receivers._record(self.path, raw)
-                payload = b"success"
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+def callbacks_received(receiver) -> list[dict]:
+    """Every callback the merchants' receiver got, each verified as a merchant would (the SDK's verify_callback with
+    the platform public key of its key_version, as `platform_keys` publishes them, old versions kept)."""
+    from payments_merchant.callbacks import verify_callback
 
-            def log_message(self, *args):
-                pass
+    from apps.merchants.models import PlatformKey
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/{path}"
-
-    def _public_keys(self, version) -> dict[int, str]:
-        if version not in self._keys:
-            from apps.merchants.models import PlatformKey
-
-            self._keys = dict(PlatformKey.objects.values_list("version", "public_key_pem"))
-        return self._keys
-
-    def _record(self, path: str, raw: bytes) -> None:
-        from django.db import connection
-        from payments_merchant.callbacks import verify_callback
-
+    keys = dict(PlatformKey.objects.values_list("version", "public_key_pem"))
+    with receiver._lock:
+        requests_ = list(receiver.requests)
+    received = []
+    for request in requests_:
+        body = request.body if isinstance(request.body, dict) else {}
         try:
-            body = json.loads(raw)
-        except ValueError:
-            body = None
-        verified, error = False, ""
-        try:
-            with self.lock:
-                keys = self._public_keys(body.get("key_version") if isinstance(body, dict) else None)
-            verify_callback(raw, keys)
-            verified = True
-        except Exception as exc:  # noqa: BLE001 - recorded and reported by the checks
-            error = f"{type(exc).__name__}: {exc}"
-        finally:
-            connection.close()
-        body = body if isinstance(body, dict) else {}
+            verify_callback(request.raw, keys)
+            verified, error = True, ""
+        except Exception as exc:  # noqa: BLE001 - reported by the checks
+            verified, error = False, f"{type(exc).__name__}: {exc}"
         kind = ("payout.reversed" if body.get("event") == "payout.reversed"
-                else "collection.success" if path.endswith("/collection") else "payout.terminal")
-        with self.lock:
-            self.received.append({"path": path, "type": kind, "platform_order_no": body.get("platform_order_no"),
-                                  "status": body.get("status"), "verified": verified, "error": error,
-                                  "key_version": body.get("key_version"), "at": time.time()})
-
-    def start(self) -> "Receivers":
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+                else "collection.success" if request.path.endswith("/collection") else "payout.terminal")
+        received.append({"path": request.path, "type": kind, "platform_order_no": body.get("platform_order_no"),
+                         "verified": verified, "error": error, "key_version": body.get("key_version")})
+    return received
 
 
 # ------------------------------------------------------------------------------------------------ staff (admin)
@@ -298,7 +263,7 @@ class Soak:
     env: dict
     merchants: list[Merchant]
     history: History
-    receivers: Receivers
+    receivers: object  # tests.support.receiver.CallbackReceiver
     deadline: float
     started: float
     stop: threading.Event = field(default_factory=threading.Event)
@@ -306,6 +271,17 @@ class Soak:
     accepted: dict = field(default_factory=dict)  # (merchant_no, kind, mch_order_no) -> params
     pool_lock: threading.Lock = field(default_factory=threading.Lock)
     errors: list[str] = field(default_factory=list)
+
+    def next_payin(self, rng: random.Random, seen: set[str]) -> dict | None:
+        """An accepted pay-in this payer has not come to yet (None, after a short wait, when there is none)."""
+        with self.pool_lock:
+            fresh = [p for p in self.payins if p["data"]["platform_order_no"] not in seen]
+        if not fresh:
+            time.sleep(0.3)
+            return None
+        order = fresh[rng.randrange(len(fresh))]
+        seen.add(order["data"]["platform_order_no"])
+        return order
 
     def running(self) -> bool:
         return not self.stop.is_set() and time.monotonic() < self.deadline
@@ -316,7 +292,8 @@ class Soak:
                 time.monotonic())
         op.params["merchant_no"] = merchant.ctx.merchant_no
         try:
-            response = requests.post(f"{self.base}/openapi/v1/{path}", data=json.dumps(merchant.ctx.signed_body(params)),
+            signed = json.dumps(merchant.ctx.signed_body(params))
+            response = requests.post(f"{self.base}/openapi/v1/{path}", data=signed,
                                      headers={"Content-Type": "application/json"}, timeout=timeout)
             op.http_status = response.status_code
             try:
@@ -507,6 +484,10 @@ def racer_actor(soak: Soak, name: str, browser: StaffBrowser, reviewer, rng: ran
         number = created.data["platform_order_no"]
         replays = [lambda: soak.api(name, merchant, "payout/create", params) for _ in range(4)]
         if in_review:
+            # Each replaying thread goes on for three replays: the CLI's decision comes a few seconds after the
+            # barrier (a new Python process), and still meets replays.
+            replays = [lambda: [soak.api(name, merchant, "payout/create", params) for _ in range(3)]
+                       for _ in range(4)]
             pk = Payout.objects.filter(platform_order_no=number).values_list("pk", flat=True).first()
             decision = rng.choice(["approve", "reject"])
             other = rng.choice(["approve", "reject"])
@@ -530,17 +511,10 @@ def payer_actor(soak: Soak, name: str, rng: random.Random) -> None:
     n = 0
     while soak.running() and n < 2000:
         n += 1
-        with soak.pool_lock:
-            fresh = [p for p in soak.payins if p["data"]["platform_order_no"] not in pressed]
-        if not fresh:
-            time.sleep(0.3)
-            continue
-        order = fresh[rng.randrange(len(fresh))]
-        if rng.random() < 0.15:  # some payers never come: the order stays CREATED until it expires
-            pressed.add(order["data"]["platform_order_no"])
+        order = soak.next_payin(rng, pressed)
+        if order is None or rng.random() < 0.15:  # some payers never come: the order stays CREATED until it expires
             continue
         actions = ["pay"] * rng.randint(2, 3) + (["fail"] if rng.random() < 0.2 else [])
-        pressed.add(order["data"]["platform_order_no"])
         at_once([lambda a=a: press(soak, name, order, a) for a in actions])
         time.sleep(rng.uniform(0.05, 0.3))
 
@@ -721,7 +695,8 @@ def fault_actor(soak: Soak, platform, redis, rng: random.Random) -> None:
             detail["error"] = f"{type(exc).__name__}: {exc}"[:200]
         finally:
             connection.close()
-        soak.history.fault(kind, started, time.monotonic(), at=round(started - soak.started, 1), **detail)
+        soak.history.fault(kind, round(started - soak.started, 1), round(time.monotonic() - soak.started, 1),
+                           **detail)
 
 
 # ------------------------------------------------------------------------------------------------------ set-up
@@ -733,7 +708,7 @@ def recreate_database(opts: Options) -> str:
     return f"{opts.postgres}/{opts.database}"
 
 
-def set_up_data(opts: Options, receivers: Receivers) -> tuple[list[Merchant], dict]:
+def set_up_data(opts: Options, receivers) -> tuple[list[Merchant], dict]:
     from io import StringIO
 
     from django.core.management import call_command
@@ -753,8 +728,8 @@ def set_up_data(opts: Options, receivers: Receivers) -> tuple[list[Merchant], di
         key = signing.generate_private_key()
         created = merchant_create(name=f"Soak merchant {i}", currencies=["PHP"],
                                   public_key_pem=signing.public_key_to_pem(key.public_key()),
-                                  collection_callback_url=receivers.url(f"m{i}/collection"),
-                                  payout_callback_url=receivers.url(f"m{i}/payout"))
+                                  collection_callback_url=callback_url(receivers, i, "collection"),
+                                  payout_callback_url=callback_url(receivers, i, "payout"))
         balance_adjust(merchant_no=created.merchant.merchant_no, currency="PHP", amount=TOP_UP, reason="soak float")
         merchants.append(Merchant(MerchantCtx(created.merchant.merchant_no, created.app.app_id, 1, key,
                                               created.merchant), i))
@@ -800,7 +775,7 @@ def run_checks(soak: Soak) -> dict:
             bad.append(op)
     checks["no_5xx_no_9999"] = check(not bad, count=len(bad), by_kind=dict(Counter(op.kind for op in bad)),
                                      excused_by_fault=dict(excused),
-                                     samples=[_op_sample(op) for op in bad[:8]])
+                                     samples=[soak.history.sample(op) for op in bad[:8]])
 
     # 2. every order terminal or legitimately waiting.
     stuck = list(Payout.objects.exclude(status__in=TERMINAL_PAYOUT + WAITING_PAYOUT)
@@ -828,8 +803,7 @@ def run_checks(soak: Soak) -> dict:
     events = Counter(CallbackEvent.objects.values_list("platform_order_no", "type"))
     undelivered = list(CallbackEvent.objects.exclude(status="delivered").values_list("platform_order_no", "type",
                                                                                      "status"))
-    with soak.receivers.lock:
-        received = list(soak.receivers.received)
+    received = callbacks_received(soak.receivers)
     got = Counter((r["platform_order_no"], r["type"]) for r in received if r["verified"])
     unverified = [r for r in received if not r["verified"]]
     retried = {(n, t) for n, t in CallbackAttempt.objects.values("event__platform_order_no", "event__type")
@@ -889,11 +863,6 @@ def run_checks(soak: Soak) -> dict:
     return {"checks": checks, "figures": figures}
 
 
-def _op_sample(op: Op) -> dict:
-    return {"actor": op.actor, "kind": op.kind, "key": op.key, "http": op.http_status, "code": op.code,
-            "at": round(op.started, 1), "detail": op.detail[:300]}
-
-
 def _balances_from_orders(merchant_id: int) -> dict:
     """What the merchant's balances must be from its orders alone, independently of the ledger."""
     from django.db.models import F, Sum
@@ -920,6 +889,7 @@ def _check_history(soak: Soak, ops: list[Op]) -> dict:
     from apps.payout.models import Payout
 
     problems: list[dict] = []
+    sample = soak.history.sample
     stored = {("pay", m, o): (n, a) for m, o, n, a in CollectionOrder.objects.values_list(
         "merchant__merchant_no", "mch_order_no", "platform_order_no", "amount")}
     stored |= {("payout", m, o): (n, a) for m, o, n, a in Payout.objects.values_list(
@@ -932,14 +902,14 @@ def _check_history(soak: Soak, ops: list[Op]) -> dict:
         row = stored.get(key)
         if op.outcome == "ok":
             if row is None:
-                problems.append({"accepted_but_absent": _op_sample(op)})
+                problems.append({"accepted_but_absent": sample(op)})
             elif (op.data or {}).get("platform_order_no") != row[0] or op.params["amount"] != row[1]:
-                problems.append({"accepted_but_different": _op_sample(op), "stored": row})
+                problems.append({"accepted_but_different": sample(op), "stored": row})
         elif op.code == "2001":
             if row is None or row[1] == op.params["amount"]:
-                problems.append({"conflict_answered_but_stored_matches": _op_sample(op), "stored": row})
+                problems.append({"conflict_answered_but_stored_matches": sample(op), "stored": row})
         elif op.outcome == "fail" and op.code and op.code[0] in "12" and key not in accepted_keys and row:
-            problems.append({"refused_but_stored": _op_sample(op), "stored": row})
+            problems.append({"refused_but_stored": sample(op), "stored": row})
 
     # Money moved once per order: one credit per paid pay-in, none for the others; one reversal at most.
     per_cause = Counter(Posting.objects.filter(kind__in=["collection.success", "payout.reversal"])
@@ -960,7 +930,7 @@ def _check_history(soak: Soak, ops: list[Op]) -> dict:
         said = _decision_said(op)
         if said == "rejected" and final.get(op.key) != "REJECTED" or said == "approved" and final.get(
                 op.key) == "REJECTED":
-            problems.append({"decision_contradicted": _op_sample(op), "said": said, "final": final.get(op.key)})
+            problems.append({"decision_contradicted": sample(op), "said": said, "final": final.get(op.key)})
 
     # Reversals: each one answered as done is on the order with its amounts, once.
     reversals = dict((n, (a, f)) for n, a, f in Payout.objects.filter(reversed_at__isnull=False).values_list(
@@ -971,7 +941,7 @@ def _check_history(soak: Soak, ops: list[Op]) -> dict:
         argv = op.params.get("argv")
         want = ((int(argv[3]), int(argv[5])) if argv else (op.params["reversal_amount"], op.params["fee_refund"]))
         if reversals.get(op.key) != want:
-            problems.append({"reversal_not_as_answered": _op_sample(op), "stored": reversals.get(op.key)})
+            problems.append({"reversal_not_as_answered": sample(op), "stored": reversals.get(op.key)})
     return check(not problems, problems=len(problems), samples=problems[:10])
 
 
@@ -1075,8 +1045,9 @@ def run_deployment(opts: Options) -> dict:
     url = recreate_database(opts)
     deployment_env = {"PLATFORM_ENVIRONMENT": opts.deployment}
     if live:
-        # Short enough for a soak: a create's lost answer, a lost webhook found by reconciliation within the run.
-        deployment_env.update(CHANNEL_HTTP_TIMEOUT_SECONDS="1.0", CHANNEL_RECONCILE_PAYOUT_AFTER_SECONDS="20")
+        # A lost webhook is found by reconciliation within the run; the emulator stalls a "lost" create answer 6 s,
+        # past the 4 s timeout (which a loaded machine's honest answers stay well under).
+        deployment_env.update(CHANNEL_HTTP_TIMEOUT_SECONDS="4.0", CHANNEL_RECONCILE_PAYOUT_AFTER_SECONDS="20")
     os.environ.update({"DJANGO_SETTINGS_MODULE": "config.settings.test", "REDIS_URL": redis.url,
                        "DATABASE_URL": f"{url}?application_name={HARNESS_APP}", **deployment_env})
     import django
@@ -1084,8 +1055,10 @@ def run_deployment(opts: Options) -> dict:
     django.setup()
     from tests.soak import upstream
 
-    receivers = Receivers().start()
-    emulator = upstream.XenditEmulator(stall_seconds=2.5).start() if live else None
+    from tests.support.receiver import CallbackReceiver
+
+    receivers = CallbackReceiver().start()
+    emulator = upstream.XenditEmulator(stall_seconds=6.0).start() if live else None
     result: dict = {"deployment": opts.deployment, "seed": opts.seed, "seconds": opts.seconds}
     try:
         redis.start()
@@ -1103,7 +1076,7 @@ def run_deployment(opts: Options) -> dict:
             browser.sign_in()
 
         started = time.monotonic()
-        soak = Soak(opts, platform.base, platform.env, merchants, History(), receivers,
+        soak = Soak(opts, platform.base, platform.env, merchants, History(started), receivers,
                     deadline=started + opts.seconds, started=started)
         xendit = upstream.Xendit(soak, emulator) if live else None
         rng = lambda name: random.Random(f"{opts.seed}/{opts.deployment}/{name}")  # noqa: E731 - one per actor

@@ -13,23 +13,17 @@ from urllib.parse import urlsplit
 
 import requests
 
+from tests.channels.conftest import PAYIN_CODE, PAYOUT_CODE, xendit_channel_create
 from tests.channels.xendit_emulator import XenditEmulator
-
-PAYIN_CODE = "XENDIT_PHP_PAYIN"
-PAYOUT_CODE = "XENDIT_PHP_PAYOUT"
 
 
 def xendit_channels_create(emulator: XenditEmulator) -> None:
-    """The live deployment's channels, pointed at the emulator (set-up, before the stack starts; as the tests'
-    xendit_channels fixture does: never through the admin)."""
+    """The live deployment's channels, pointed at the emulator: set up before the stack starts, as the Xendit tests'
+    fixture makes them (never through the admin)."""
     from apps.channels.models import Channel
-    from apps.channels.services import channel_credentials_set
 
-    for code, direction in ((PAYIN_CODE, Channel.Direction.PAYIN), (PAYOUT_CODE, Channel.Direction.PAYOUT)):
-        channel = Channel.objects.create(code=code, name=f"Xendit PHP {direction}", adapter="xendit",
-                                         direction=direction, currency_id="PHP", api_base_url=emulator.url)
-        channel_credentials_set(channel=channel, secret_key=emulator.secret_key,
-                                callback_token=emulator.callback_token)
+    xendit_channel_create(code=PAYIN_CODE, direction=Channel.Direction.PAYIN, emulator=emulator)
+    xendit_channel_create(code=PAYOUT_CODE, direction=Channel.Direction.PAYOUT, emulator=emulator)
 
 
 class Xendit:
@@ -169,13 +163,9 @@ def live_payer_actor(soak, name: str, rng) -> None:
     n = 0
     while soak.running() and n < 2000:
         n += 1
-        with soak.pool_lock:
-            fresh = [p for p in soak.payins if p["data"]["platform_order_no"] not in opened]
-        if not fresh:
-            time.sleep(0.3)
+        order = soak.next_payin(rng, opened)
+        if order is None:
             continue
-        order = fresh[rng.randrange(len(fresh))]
-        opened.add(order["data"]["platform_order_no"])
         url = soak.base + urlsplit(order["data"]["pay_url"]).path
 
         def open_page():
