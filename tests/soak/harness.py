@@ -576,61 +576,66 @@ def reviewer_actor(soak: Soak, name: str, how: str, rng: random.Random, *, brows
                          lambda: service(payout_id=pk, reviewer=reviewer, reason="soak review"))
 
 
-def ops_actor(soak: Soak, name: str, browser: StaffBrowser, approver, rng: random.Random) -> None:
-    """Reversals (a staff request in the admin approved by a second person, or the CLI), reconciliation, the D1
-    release and one platform key rotation."""
-    from apps.common.models import StaffRequest
-    from apps.common.staff_requests import staff_request_approve
-    from apps.payout.models import Payout
-
-    rotate_at = soak.started + (soak.deadline - soak.started) * rng.uniform(0.3, 0.6)
+def batch_actor(soak: Soak, name: str, rng: random.Random) -> None:
+    """Operations' commands: reconciliation, the D1 release and one platform key rotation."""
+    rotate_at = soak.started + (soak.deadline - soak.started) * rng.uniform(0.2, 0.5)
     rotated = False
     n = 0
     while soak.running() and n < 500:
         n += 1
-        time.sleep(rng.uniform(2.0, 5.0))
+        time.sleep(rng.uniform(1.0, 4.0))
         if not rotated and time.monotonic() >= rotate_at:
             rotated = True
             soak.manage(name, "cli/rotate_platform_key", "", ["rotate_platform_key"])
-            continue
-        roll = rng.random()
-        if roll < 0.2:
+        elif rng.random() < 0.5:
             soak.manage(name, "cli/reconcile_channels", "", ["reconcile_channels"])
-        elif roll < 0.4:
+        else:
             tomorrow = (time_in_manila() + timedelta(days=1)).isoformat()
             soak.manage(name, "cli/release_settlement", "", ["release_settlement", "--as-of", tomorrow])
-        else:
-            candidates = list(Payout.objects.filter(status="SUCCESS", reversed_at__isnull=True).order_by("id")
-                              .values_list("pk", "platform_order_no", "amount", "fee")[:20])
-            if not candidates:
-                continue
-            pk, number, amount, fee = candidates[rng.randrange(len(candidates))]
-            reversal, refund = rng.choice([(amount, fee), (max(1, amount // 2), 0)])
-            if roll < 0.7:
-                soak.manage(name, "cli/reverse_payout", number, ["reverse_payout", number, "--amount", str(reversal),
-                                                                 "--fee-refund", str(refund), "--reason", "soak"])
-                continue
-            asked = Op(name, "admin/reverse-request", number, {"reversal_amount": reversal, "fee_refund": refund},
-                       time.monotonic())
-            try:
-                response = browser.post_form("/admin/payout/payout/", {
-                    "action": "reverse_selected", "_selected_action": str(pk), "select_across": "0", "index": "0",
-                    "apply": "1", "reversal_amount": str(reversal), "fee_refund": str(refund), "reason": "soak"})
-                asked.http_status = response.status_code
-                asked.detail = " | ".join(admin_messages(response.text))[:300]
-                asked.outcome = "error" if response.status_code >= 500 else "ok" if "requested" in asked.detail \
-                    else "fail"
-            except requests.RequestException as exc:
-                asked.detail = type(exc).__name__
-            asked.ended = time.monotonic()
-            soak.history.add(asked)
-            request = (StaffRequest.objects.filter(kind=StaffRequest.Kind.PAYOUT_REVERSAL, status="pending",
-                                                   payload__payout_id=pk).order_by("-id").first())
-            if request is not None:
-                approved = soak.service(name, "service/approve-reversal", number, lambda: staff_request_approve(
-                    request_id=request.pk, approver=approver, reason="soak second person"))
-                approved.params = {"reversal_amount": request.payload["reversal_amount"],
-                                   "fee_refund": request.payload["fee_refund"]}
+
+
+def reversals_actor(soak: Soak, name: str, browser: StaffBrowser, approver, rng: random.Random) -> None:
+    """Reversals of SUCCESS payouts: the admin's Reverse (a staff request by one operator over HTTP, approved by a
+    second person), or `reverse_payout`."""
+    from apps.common.models import StaffRequest
+    from apps.common.staff_requests import staff_request_approve
+    from apps.payout.models import Payout
+
+    n = 0
+    while soak.running() and n < 500:
+        n += 1
+        time.sleep(rng.uniform(1.0, 3.0))
+        candidates = list(Payout.objects.filter(status="SUCCESS", reversed_at__isnull=True).order_by("id")
+                          .values_list("pk", "platform_order_no", "amount", "fee")[:20])
+        if not candidates:
+            continue
+        pk, number, amount, fee = candidates[rng.randrange(len(candidates))]
+        reversal, refund = rng.choice([(amount, fee), (max(1, amount // 2), 0)])
+        if rng.random() < 0.3:
+            soak.manage(name, "cli/reverse_payout", number, ["reverse_payout", number, "--amount", str(reversal),
+                                                             "--fee-refund", str(refund), "--reason", "soak"])
+            continue
+        asked = Op(name, "admin/reverse-request", number, {"reversal_amount": reversal, "fee_refund": refund},
+                   time.monotonic())
+        try:
+            response = browser.post_form("/admin/payout/payout/", {
+                "action": "reverse_selected", "_selected_action": str(pk), "select_across": "0", "index": "0",
+                "apply": "1", "reversal_amount": str(reversal), "fee_refund": str(refund), "reason": "soak"})
+            asked.http_status = response.status_code
+            asked.detail = " | ".join(admin_messages(response.text))[:300]
+            asked.outcome = "error" if response.status_code >= 500 else "ok" if "requested" in asked.detail \
+                else "fail"
+        except requests.RequestException as exc:
+            asked.detail = type(exc).__name__
+        asked.ended = time.monotonic()
+        soak.history.add(asked)
+        request = (StaffRequest.objects.filter(kind=StaffRequest.Kind.PAYOUT_REVERSAL, payload__payout_id=pk,
+                                               status=StaffRequest.Status.PENDING).order_by("-id").first())
+        if request is not None:
+            approved = soak.service(name, "service/approve-reversal", number, lambda: staff_request_approve(
+                request_id=request.pk, approver=approver, reason="soak second person"))
+            approved.params = {"reversal_amount": request.payload["reversal_amount"],
+                               "fee_refund": request.payload["fee_refund"]}
 
 
 def time_in_manila():
@@ -1065,8 +1070,8 @@ def run_deployment(opts: Options) -> dict:
         merchants, staff = set_up_data(opts, receivers)
         if live:
             upstream.xendit_channels_create(emulator)
-        platform = Platform(procs, redis, CALLBACK_REDISPATCH_SECONDS=5, RATE_LIMIT_PER_SECOND=100000,
-                            **deployment_env)
+        platform = Platform(procs, redis, ready_timeout=120, CALLBACK_REDISPATCH_SECONDS=5,
+                            RATE_LIMIT_PER_SECOND=100000, **deployment_env)
         platform.start_web(workers=opts.web_workers)
         platform.start_beat()
         platform.start_worker(concurrency=opts.worker_concurrency, pool=opts.worker_pool)
@@ -1086,7 +1091,8 @@ def run_deployment(opts: Options) -> dict:
         actors += [(f"payer-{i}", payer, ()) for i in range(opts.payers)]
         actors += [("reviewer-admin-a", reviewer_actor, ("admin",)), ("reviewer-admin-b", reviewer_actor, ("admin",)),
                    ("reviewer-cli", reviewer_actor, ("cli",)), ("reviewer-service", reviewer_actor, ("service",))]
-        actors += [("ops", ops_actor, (browsers["soak-ops-a"], staff["soak-ops-b"]))]
+        actors += [("ops-reversals", reversals_actor, (browsers["soak-ops-a"], staff["soak-ops-b"])),
+                   ("ops-batch", batch_actor, ())]
         if live:
             actors += [("xendit", upstream.upstream_actor, (xendit,))]
         threads, faults = [], None

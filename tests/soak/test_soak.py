@@ -38,6 +38,7 @@ def run_harness(tmp_path: Path, seconds: float, seed: int) -> dict:
             child.communicate()
         raise
     assert out.strip(), f"the harness printed nothing (exit {child.returncode})\n{err[-3000:]}"
+    (tmp_path / "soak.json").write_text(out)
     return json.loads(out)
 
 
@@ -45,7 +46,11 @@ def test_ninety_second_soak_with_faults_keeps_every_promise(tmp_path):
     seed = int(os.environ.get("SOAK_SEED") or 0) or random.SystemRandom().randrange(1, 10 ** 9)
     print(f"soak seed {seed} (SOAK_SEED={seed} repeats its choices)")
     result = run_harness(tmp_path, SECONDS, seed)
-    failing = {name: check for name, check in result.get("checks", {}).items() if not check["ok"]}
-    assert result["ok"] and not failing, (
-        f"soak seed {seed} failed: {result.get('error', '')}\n{json.dumps(failing, indent=1, default=str)}\n"
-        f"figures: {json.dumps(result.get('figures', {}), default=str)[:3000]}")
+    deployments = result.get("deployments", {})
+    assert set(deployments) == {"sandbox", "live"}, result
+    failing = {f"{name}.{check}": detail for name, deployment in deployments.items()
+               for check, detail in deployment.get("checks", {}).items() if not detail["ok"]}
+    errors = {name: deployment["error"] for name, deployment in deployments.items() if deployment.get("error")}
+    assert result["ok"] and not failing and not errors, (
+        f"soak seed {seed} failed (JSON and logs in {tmp_path}): {errors}\n"
+        f"{json.dumps(failing, indent=1, default=str)[:6000]}")
