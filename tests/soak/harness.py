@@ -577,17 +577,18 @@ def reviewer_actor(soak: Soak, name: str, how: str, rng: random.Random, *, brows
 
 
 def batch_actor(soak: Soak, name: str, rng: random.Random) -> None:
-    """Operations' commands: reconciliation, the D1 release and one platform key rotation."""
+    """Operations' commands: one platform key rotation (at 20-50 % of the load, so that callbacks are signed with
+    both versions), then reconciliation and the D1 release."""
     rotate_at = soak.started + (soak.deadline - soak.started) * rng.uniform(0.2, 0.5)
-    rotated = False
+    while soak.running() and time.monotonic() < rotate_at:
+        time.sleep(0.5)
+    if soak.running():
+        soak.manage(name, "cli/rotate_platform_key", "", ["rotate_platform_key"])
     n = 0
     while soak.running() and n < 500:
         n += 1
         time.sleep(rng.uniform(1.0, 4.0))
-        if not rotated and time.monotonic() >= rotate_at:
-            rotated = True
-            soak.manage(name, "cli/rotate_platform_key", "", ["rotate_platform_key"])
-        elif rng.random() < 0.5:
+        if rng.random() < 0.5:
             soak.manage(name, "cli/reconcile_channels", "", ["reconcile_channels"])
         else:
             tomorrow = (time_in_manila() + timedelta(days=1)).isoformat()
