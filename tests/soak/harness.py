@@ -14,11 +14,13 @@ interleaving is not):
                (same mch_order_no, another amount: must be 2001), retries after a client timeout
   racer        item 1 of issue 22: a payout in review, replayed from several threads while an admin reviewer, the
                CLI and a service decide it at the same moment; an approved one replayed while the sandbox settles it
-  payer-*      press Pay (and sometimes Fail) on one hosted page from several threads at once
+  payer-*      press Pay (and sometimes Fail) on one hosted page from several threads at once (live: open the page,
+               forwarded to the invoice, from several threads)
   reviewer-*   approve / reject / second approvals: the admin over HTTP (staff signed in with password + TOTP),
                `manage.py review_payout` subprocesses, and the payout services in this process
-  ops          reversals (admin staff request + a second person's approval, or `reverse_payout`),
-               `reconcile_channels`, `release_settlement --as-of <tomorrow>`, one `rotate_platform_key`
+  ops-*        reversals (admin staff request + a second person's approval, or `reverse_payout`); one
+               `rotate_platform_key`, `reconcile_channels`, `release_settlement --as-of <tomorrow>`
+  xendit       (live) Xendit's side on the emulator: tests/soak/upstream.py
   faults       SIGKILL a gunicorn worker, SIGKILL the Celery worker (and start a new one), pg_terminate_backend of
                the platform's database sessions, SIGSTOP/SIGCONT of the private redis-server
 
