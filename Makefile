@@ -3,7 +3,7 @@ SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null || echo uv)
 export UV_LINK_MODE ?= copy
 
-.PHONY: run serve test install install-run uv migrate bootstrap browsers bench faults redis-server lint
+.PHONY: run serve test install install-run uv migrate bootstrap browsers bench faults soak redis-server lint
 
 uv:
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
@@ -58,6 +58,15 @@ test: install browsers redis-server pgbouncer
 # Also part of `make test` (testpaths). About 3 minutes.
 faults: install redis-server
 	uv run pytest tests/faults -q
+
+# The whole-platform soak (docs/faults.md, "The soak"): gunicorn, a Celery worker and beat, PostgreSQL (a database
+# of its own, <DATABASE_URL's name>_soak, recreated) and a private redis-server, many concurrent actors and faults on
+# a schedule for SOAK_SECONDS (default 90), then the checks: ONE JSON object on stdout, exit 1 if any check fails.
+# SOAK_SEED=N repeats a run's choices (the seed is printed). make test runs a 90-second one (tests/soak/test_soak.py).
+SOAK_SECONDS ?= 90
+soak: export DJANGO_SETTINGS_MODULE = config.settings.test
+soak: install redis-server
+	uv run python -m tests.soak.harness --seconds $(SOAK_SECONDS) $(if $(SOAK_SEED),--seed $(SOAK_SEED),)
 
 redis-server:
 	@command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }

@@ -168,8 +168,9 @@ def database_url(*, application_name: str = "", port: int | None = None) -> str:
 class Platform:
     """The platform as it runs in production: gunicorn, a Celery worker, Celery beat; on PostgreSQL and Redis."""
 
-    def __init__(self, procs: Processes, redis: PrivateRedis, **settings_env):
+    def __init__(self, procs: Processes, redis: PrivateRedis, *, ready_timeout: float = 40, **settings_env):
         self.procs, self.redis = procs, redis
+        self.ready_timeout = ready_timeout  # seconds each process may take to be ready (longer on a busy machine)
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.env = {k: v for k, v in os.environ.items() if k not in {"CELERY_BROKER_URL", "PYTHONPATH"}}
@@ -203,7 +204,7 @@ class Platform:
             except requests.RequestException:
                 return False
 
-        wait_until(answers, timeout=30, interval=0.2, what="gunicorn answering /currencies")
+        wait_until(answers, timeout=self.ready_timeout, interval=0.2, what="gunicorn answering /currencies")
         return self.web
 
     def start_worker(self, *, concurrency: int = 16, pool: str = "threads", wait: bool = True) -> Proc:
@@ -215,7 +216,7 @@ class Platform:
         ], self.env)
         self.workers.append(worker)
         if wait:
-            worker.wait_for_log(" ready.", timeout=40)
+            worker.wait_for_log(" ready.", timeout=self.ready_timeout)
         return worker
 
     def start_beat(self) -> Proc:
@@ -223,5 +224,5 @@ class Platform:
             sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO",
             "--schedule", str(self.procs.tmp_path / "celerybeat-schedule"),
         ], self.env)
-        beat.wait_for_log("beat: Starting", timeout=40)
+        beat.wait_for_log("beat: Starting", timeout=self.ready_timeout)
         return beat
