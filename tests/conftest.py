@@ -110,6 +110,7 @@ def live_celery_worker(transactional_db):
 
 # --- pytest-xdist: what must stay in one worker (docs/testing.md, "Parallel") ------------------------------------
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the marks (it registers after this conftest)
 def pytest_collection_modifyitems(config, items):
     """`make test` runs the suite in xdist workers, `--dist loadgroup`: a test goes to any free worker, except
     - the fault drills (tests/faults), kept whole: one worker runs them one after another, as `make faults` does.
@@ -124,6 +125,17 @@ def pytest_collection_modifyitems(config, items):
         group = _xdist_group(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _xdist_group(item) -> str | None:
+    path = item.nodeid.split("::")[0]
+    if path.startswith("tests/faults/"):
+        return "faults"
+    fixtures = getattr(item, "_fixtureinfo", None)
+    definitions = fixtures.name2fixturedefs.values() if fixtures else ()
+    if any(defs and defs[-1].scope == "module" for defs in definitions):
+        return path
+    return None
 
 
 def pytest_sessionstart(session):
@@ -156,17 +168,6 @@ def django_db_keepdb(request):
     from tests.support import xdist_databases
 
     return bool(request.config.getvalue("reuse_db")) or xdist_databases.worker_uses_a_clone(request.config)
-
-
-def _xdist_group(item) -> str | None:
-    path = item.nodeid.split("::")[0]
-    if path.startswith("tests/faults/"):
-        return "faults"
-    fixtures = getattr(item, "_fixtureinfo", None)
-    definitions = fixtures.name2fixturedefs.values() if fixtures else ()
-    if any(defs and defs[-1].scope == "module" for defs in definitions):
-        return path
-    return None
 
 
 # --- no secret or private key in any log line of the suite (issue 6 §5; tests/support/log_guard.py) ----------
