@@ -110,7 +110,7 @@ def live_celery_worker(transactional_db):
 
 # --- pytest-xdist: what must stay in one worker (docs/testing.md, "Parallel") ------------------------------------
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the marks (it registers after this conftest)
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which turns the marks into the nodeid suffix it schedules by
 def pytest_collection_modifyitems(config, items):
     """`make test` runs the suite in xdist workers, `--dist loadgroup`: a test goes to any free worker, except
     - the fault drills (tests/faults), kept whole: one worker runs them one after another, as `make faults` does.
