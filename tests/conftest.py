@@ -127,6 +127,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+# Tests that take minutes by themselves: in an xdist worker they are collected first, so they start at once instead
+# of after everything else and leave one worker running them alone at the end (the model test: ~100 s alone).
+START_FIRST = ("tests/model/",)
+
+
+class _StartFirst:
+    """Registered in an xdist worker only (pytest_configure): a serial run keeps pytest-django's order."""
+
+    @pytest.hookimpl(trylast=True)  # after pytest-django's ordering (database tests, then transactional ones)
+    def pytest_collection_modifyitems(self, items):
+        items.sort(key=lambda item: not item.nodeid.startswith(START_FIRST))  # stable: the rest keep their order
+
+
 def _xdist_group(item) -> str | None:
     path = item.nodeid.split("::")[0]
     if path.startswith("tests/faults/"):
@@ -173,6 +186,8 @@ def django_db_keepdb(request):
 # --- no secret or private key in any log line of the suite (issue 6 §5; tests/support/log_guard.py) ----------
 
 def pytest_configure(config):
+    if hasattr(config, "workerinput"):
+        config.pluginmanager.register(_StartFirst(), "start-first")
     from tests.support import log_guard
 
     log_guard.install()  # every log record of the session, from here on
