@@ -122,9 +122,13 @@ def pytest_collection_modifyitems(config, items):
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:
-        group = _xdist_group(item)
+        nodeid, group = _unique_nodeid(item), _xdist_group(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+            if config.getvalue("loadgroup"):
+                nodeid += f"@{group}"  # what xdist's loadgroup schedules by; its own suffix is lost on pytest 9.2
+        if nodeid != item.nodeid:
+            _set_nodeid(item, nodeid)
 
 
 # Tests that take minutes by themselves: in an xdist worker they are collected first, so they start at once instead
@@ -138,6 +142,27 @@ class _StartFirst:
     @pytest.hookimpl(trylast=True)  # after pytest-django's ordering (database tests, then transactional ones)
     def pytest_collection_modifyitems(self, items):
         items.sort(key=lambda item: not item.nodeid.startswith(START_FIRST))  # stable: the rest keep their order
+
+
+def _unique_nodeid(item) -> str:
+    """Schemathesis collects one item per API operation, all with the same nodeid (`...::test_every_response_is_a_
+    contract_envelope`; the operation is only in the name). xdist schedules by nodeid: of 9 such items one ran and
+    8 were silently lost. The nodeid takes the name, `...::test_every_response_is_a_contract_envelope[GET
+    /currencies]`, as for a parametrized test."""
+    head, _, last = item.nodeid.rpartition("::")
+    if head and last != item.name and item.name.startswith(last + "["):
+        return f"{head}::{item.name}"
+    return item.nodeid
+
+
+def _set_nodeid(item, nodeid: str) -> None:
+    """pytest 9.2 keeps a node's id in `_id`, a NodeId (xdist 3.8 still writes `_nodeid`, which it no longer reads:
+    that is why xdist's own `@group` suffix is lost); older pytest in `_nodeid`."""
+    if hasattr(item, "_id"):
+        from _pytest.nodeid import coerce_node_id
+
+        item._id = coerce_node_id(nodeid)
+    item._nodeid = nodeid
 
 
 def _xdist_group(item) -> str | None:
