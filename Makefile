@@ -49,9 +49,12 @@ serve: bootstrap
 browsers:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-# The whole suite on the local PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379).
+# The whole suite on the local PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379), in PYTEST_WORKERS
+# pytest-xdist workers (docs/testing.md, "Parallel"; the choice of 3: docs/performance.md, "Suite"). Worker gwN uses
+# Redis db (REDIS_URL's) + N. PYTEST_WORKERS=0: serially in one process, as plain `uv run pytest` runs.
+PYTEST_WORKERS ?= 3
 test: install browsers redis-server pgbouncer
-	uv run pytest
+	uv run pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 # Fault drills (docs/faults.md): real gunicorn, Celery worker and beat on PostgreSQL, a private redis-server per
 # drill on its own port (never the shared one); workers SIGKILLed, Redis killed, DB backends terminated.

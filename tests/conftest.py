@@ -132,9 +132,111 @@ def live_celery_worker(transactional_db):
         yield worker
 
 
+# --- pytest-xdist: what must stay in one worker (docs/testing.md, "Parallel") ------------------------------------
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which turns the marks into the nodeid suffix it schedules by
+def pytest_collection_modifyitems(config, items):
+    """`make test` runs the suite in xdist workers, `--dist loadgroup`: a test goes to any free worker, except
+    - the fault drills (tests/faults), kept whole: one worker runs them one after another, as `make faults` does.
+      Each starts its own gunicorn, Celery worker and redis-server and kills some of them on a timetable; two at a
+      time would double that load on a 2-core machine and each other's timing;
+    - a module whose tests share a module-scoped fixture (a Chromium, a generated key): one worker runs it, so the
+      fixture is made once, not once per worker.
+    Groups are sent out largest first (xdist's loadscopereorder), so the drills start at once."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        nodeid, group = _unique_nodeid(item), _xdist_group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+            if config.getvalue("loadgroup"):
+                nodeid += f"@{group}"  # what xdist's loadgroup schedules by; its own suffix is lost on pytest 9.2
+        if nodeid != item.nodeid:
+            _set_nodeid(item, nodeid)
+
+
+# Tests that take minutes by themselves: in an xdist worker they are collected first, so they start at once instead
+# of after everything else and leave one worker running them alone at the end (the model test: ~100 s alone).
+START_FIRST = ("tests/model/",)
+
+
+class _StartFirst:
+    """Registered in an xdist worker only (pytest_configure): a serial run keeps pytest-django's order."""
+
+    @pytest.hookimpl(trylast=True)  # after pytest-django's ordering (database tests, then transactional ones)
+    def pytest_collection_modifyitems(self, items):
+        items.sort(key=lambda item: not item.nodeid.startswith(START_FIRST))  # stable: the rest keep their order
+
+
+def _unique_nodeid(item) -> str:
+    """Schemathesis collects one item per API operation, all with the same nodeid (`...::test_every_response_is_a_
+    contract_envelope`; the operation is only in the name). xdist schedules by nodeid: of 9 such items one ran and
+    8 were silently lost. The nodeid takes the name, `...::test_every_response_is_a_contract_envelope[GET
+    /currencies]`, as for a parametrized test."""
+    head, _, last = item.nodeid.rpartition("::")
+    if head and last != item.name and item.name.startswith(last + "["):
+        return f"{head}::{item.name}"
+    return item.nodeid
+
+
+def _set_nodeid(item, nodeid: str) -> None:
+    """pytest 9.2 keeps a node's id in `_id`, a NodeId (xdist 3.8 still writes `_nodeid`, which it no longer reads:
+    that is why xdist's own `@group` suffix is lost); older pytest in `_nodeid`."""
+    if hasattr(item, "_id"):
+        from _pytest.nodeid import coerce_node_id
+
+        item._id = coerce_node_id(nodeid)
+    item._nodeid = nodeid
+
+
+def _xdist_group(item) -> str | None:
+    path = item.nodeid.split("::")[0]
+    if path.startswith("tests/faults/"):
+        return "faults"
+    fixtures = getattr(item, "_fixtureinfo", None)
+    definitions = fixtures.name2fixturedefs.values() if fixtures else ()
+    if any(defs and defs[-1].scope == "module" for defs in definitions):
+        return path
+    return None
+
+
+def pytest_sessionstart(session):
+    """pytest-xdist, in the controller, before the workers start: one migrated database, a copy for each worker
+    (tests/support/xdist_databases.py). Not with --reuse-db: the workers keep and reuse their own, as pytest-django
+    does."""
+    from tests.support import xdist_databases
+
+    workers = xdist_databases.numprocesses(session.config)
+    if workers and not session.config.getvalue("reuse_db"):
+        xdist_databases.prepare(session.config, workers)
+        session.config.stash[_CLONED] = True
+
+
+_CLONED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    from tests.support import xdist_databases
+
+    if node.config.stash.get(_CLONED, False):
+        xdist_databases.configure_node(node)
+
+
+@pytest.fixture(scope="session")
+def django_db_keepdb(request):
+    """pytest-django's --reuse-db; and in an xdist worker whose database the controller cloned: open it, keep it
+    (the controller drops it)."""
+    from tests.support import xdist_databases
+
+    return bool(request.config.getvalue("reuse_db")) or xdist_databases.worker_uses_a_clone(request.config)
+
+
 # --- no secret or private key in any log line of the suite (issue 6 §5; tests/support/log_guard.py) ----------
 
 def pytest_configure(config):
+    if hasattr(config, "workerinput"):
+        config.pluginmanager.register(_StartFirst(), "start-first")
     from tests.support import log_guard
 
     log_guard.install()  # every log record of the session, from here on
@@ -148,11 +250,23 @@ def _log_secret_sources():
     yield
 
 
+_WORKER_FINDINGS: list[str] = []  # under pytest-xdist, in the controller: what the workers' session checks found
+
+
 @pytest.hookimpl(trylast=True)  # after session fixtures (live workers, servers) have shut down and logged
 def pytest_sessionfinish(session, exitstatus):
     from tests.support import log_guard
 
-    findings = log_guard.session_findings()
+    if session.config.stash.get(_CLONED, False):
+        from tests.support import xdist_databases
+
+        xdist_databases.drop_clones(session.config)
+    findings = [finding.redacted() for finding in log_guard.session_findings()]
+    if hasattr(session.config, "workeroutput"):
+        # An xdist worker: its exit status and terminal are not the run's. The controller reports what it found.
+        session.config.workeroutput["log_guard_findings"] = findings
+        return
+    findings += _WORKER_FINDINGS
     if not findings:
         return
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -161,7 +275,13 @@ def pytest_sessionfinish(session, exitstatus):
         reporter.ensure_newline()
         reporter.write_sep("=", f"{len(findings)} log line(s) carry a secret", red=True)
         for finding in findings[:50]:
-            reporter.write_line(finding.redacted())
+            reporter.write_line(finding)
+
+
+@pytest.hookimpl(optionalhook=True)  # the hook exists only with xdist loaded (not under -p no:xdist)
+def pytest_testnodedown(node, error):
+    """pytest-xdist, in the controller: a worker is done; keep what its session check found (see above)."""
+    _WORKER_FINDINGS.extend(getattr(node, "workeroutput", {}).get("log_guard_findings", []))
 
 
 @pytest.fixture(scope="session", autouse=True)

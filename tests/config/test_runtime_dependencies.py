@@ -11,7 +11,8 @@ from django.conf import settings
 
 ROOT = Path(settings.BASE_DIR)
 # Dev group distribution -> the module names it provides (py-spy is a program, no module).
-DEV_MODULES = {"pytest": {"pytest", "_pytest"}, "pytest-django": {"pytest_django"}, "time-machine": {"time_machine"},
+DEV_MODULES = {"pytest": {"pytest", "_pytest"}, "pytest-django": {"pytest_django"},
+               "pytest-xdist": {"xdist"}, "time-machine": {"time_machine"},
                "playwright": {"playwright"}, "hypothesis": {"hypothesis"}, "beautifulsoup4": {"bs4"},
                "schemathesis": {"schemathesis"}, "py-spy": set(), "mypy": {"mypy"}, "types-requests": set(),
                "payments-merchant": {"payments_merchant"}}  # the SDK, for tests/sdk: merchants install it, the platform never imports it
