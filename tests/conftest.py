@@ -156,8 +156,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 # Tests that take minutes by themselves: in an xdist worker they are collected first, so they start at once instead
-# of after everything else and leave one worker running them alone at the end (the model test: ~100 s alone).
-START_FIRST = ("tests/model/",)
+# of after everything else and leave one worker running them alone at the end (the model test: ~100 s alone; the
+# 90-second soak: about 5 minutes of wall time with its set-up and quiet period).
+START_FIRST = ("tests/model/", "tests/soak/")
 
 
 class _StartFirst:
