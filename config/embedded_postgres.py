@@ -47,23 +47,38 @@ def running() -> bool:
 
 def _postmaster() -> str:
     """What PGDATA's postmaster.pid says: "none" (no file), "running" (a live postgres serving PGDATA), "stale" (a
-    server that is gone: the pid is dead, or now some other process's)."""
+    server that is gone: the pid is dead, a zombie nobody reaped yet, or now some other process's)."""
     try:
         pid = int((PGDATA / "postmaster.pid").read_text().splitlines()[0])
     except FileNotFoundError:
         return "none"
     except (OSError, IndexError, ValueError):
         return "stale"  # half-written: a server killed while it started
+    return "running" if _serves_pgdata(pid) else "stale"
+
+
+def _serves_pgdata(pid: int) -> bool:
+    """A live postgres process of PGDATA. A killed server is a zombie until its parent (init, since pg_ctl started it
+    in a session of its own) reaps it, and postgres' own check (kill(pid, 0)) takes a zombie for a live server."""
     import psutil  # the wheel's dependency
 
     try:
         process = psutil.Process(pid)
-        serves_pgdata = process.name() == "postgres" and str(PGDATA) in process.cmdline()
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
-        return "stale"
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return process.name() == "postgres" and str(PGDATA) in process.cmdline()
+    except psutil.NoSuchProcess:
+        return False
     except psutil.AccessDenied:
-        return "running"  # alive, another user's, and we may not look: postgres itself decides at its start
-    return "running" if serves_pgdata else "stale"
+        return True  # alive, another user's, and we may not look: postgres itself decides at its start
+
+
+def _socket_locks() -> list[Path]:
+    """The socket lock files of PGDATA's server: in PGDATA, and in the runtime directory its postmaster.pid names."""
+    directories = {PGDATA}
+    with contextlib.suppress(OSError, IndexError):
+        directories.add(Path((PGDATA / "postmaster.pid").read_text().splitlines()[4]))
+    return [lock for directory in directories for lock in directory.glob(".s.PGSQL.*.lock")]
 
 
 def recover_after_an_interrupted_stop() -> None:
@@ -98,6 +113,12 @@ def recover_after_an_interrupted_stop() -> None:
     if _postmaster() == "stale":
         print("embedded PostgreSQL: removing the postmaster.pid of a server that is gone", file=sys.stderr,
               flush=True)
+        # Its socket's lock file too: postgres refuses to start while the pid written there looks alive, and a
+        # killed server's pid does until it is reaped (a zombie), or again once another process has it.
+        for lock in _socket_locks():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                if not _serves_pgdata(int(lock.read_text().splitlines()[0])):
+                    lock.unlink()
         (PGDATA / "postmaster.pid").unlink(missing_ok=True)
 
 

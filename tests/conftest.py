@@ -149,7 +149,7 @@ def pytest_collection_modifyitems(config, items):
         nodeid, group = _unique_nodeid(item), _xdist_group(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
-            if config.getvalue("loadgroup"):
+            if config.getoption("dist", default=None) == "loadgroup":
                 nodeid += f"@{group}"  # what xdist's loadgroup schedules by; its own suffix is lost on pytest 9.2
         if nodeid != item.nodeid:
             _set_nodeid(item, nodeid)

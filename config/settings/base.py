@@ -113,6 +113,9 @@ if REDIS_URL:
                           "OPTIONS": REDIS_CLIENT_OPTIONS}}
     CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, **REDIS_CLIENT_OPTIONS}
+    if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+        # kombu's Redis transport with acknowledgements that cannot wedge a worker when Redis stalls (config/broker.py)
+        CELERY_BROKER_TRANSPORT = "config.broker:Transport"
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "cache_table"}}
     _broker_dir = VAR_DIR / "broker"

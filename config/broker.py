@@ -1,0 +1,42 @@
+"""The Redis broker transport, with one fix to kombu's acknowledgement (docs/faults.md, "A worker that stopped
+consuming").
+
+kombu's Redis QoS forgets a delivered message only after Redis has answered the acknowledgement
+(`kombu.transport.redis.QoS.ack`: remove from the unacked index, then `virtual.QoS.ack`). When Redis does not answer
+in time (stalled, swapping, a network blip), the first step raises, Celery logs "Couldn't ack" and goes on, and the
+message stays "delivered" in the worker's memory for good. The worker takes a new message only while fewer than
+prefetch_count are delivered, so after prefetch_count such failures (2 with concurrency 2) it never consumes again:
+no payout is submitted, no callback delivered, until someone restarts it. Seen in the soak (issue 22).
+
+Here the worker forgets the delivery whatever Redis answered. A message whose acknowledgement did not reach Redis
+stays in Redis' unacked index and is delivered again after the visibility timeout; every task is idempotent (and
+the sweepers finish orders long before that), so the worst case is a task that runs twice and does nothing the
+second time.
+"""
+
+from kombu.transport import redis, virtual
+
+
+class QoS(redis.QoS):
+    def ack(self, delivery_tag):
+        try:
+            self._remove_from_indices(delivery_tag).execute()
+        finally:
+            virtual.QoS.ack(self, delivery_tag)
+
+    def reject(self, delivery_tag, requeue=False):
+        try:
+            if requeue:
+                self.restore_by_tag(delivery_tag, leftmost=True)
+            else:
+                self._remove_from_indices(delivery_tag).execute()
+        finally:
+            virtual.QoS.ack(self, delivery_tag)
+
+
+class Channel(redis.Channel):
+    QoS = QoS
+
+
+class Transport(redis.Transport):
+    Channel = Channel
