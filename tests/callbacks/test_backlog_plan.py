@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from apps.callbacks.deliver import callback_deliver
 from apps.callbacks.models import CallbackEvent
+from apps.callbacks.sweep import callbacks_sweep
 
 BACKLOG = 100_000
 HISTORY = 50_000
@@ -102,3 +103,21 @@ def test_a_dead_merchants_backlog_does_not_enter_a_healthy_merchants_claim_or_ha
         hand_off_plan = _explain(*hand_off[0])
         assert _indexes(hand_off_plan) == {"callback_event_by_merchant"}, hand_off_plan
         transaction.set_rollback(True)
+
+
+def test_the_sweeper_queues_a_healthy_merchants_retry_whatever_a_dead_merchants_backlog(
+        hooked_merchant, other_merchant, enqueue, dispatched):
+    dead = other_merchant.merchant
+    _insert_events(merchant_id=dead.pk, count=1_000, prefix="DW", status="pending",
+                   due_sql="now() - interval '1 day' + g * interval '1 second'", dispatched_sql="NULL")
+    _insert_events(merchant_id=dead.pk, count=4, prefix="DL", status="pending",
+                   due_sql="now() - interval '1 hour'", dispatched_sql="now() - interval '1 minute'",
+                   locked_sql="now() + interval '1 minute'")
+    retry = enqueue(hooked_merchant, no="C-healthy-retry")
+    CallbackEvent.objects.filter(pk=retry.pk).update(next_attempt_at=timezone.now() - timedelta(seconds=1),
+                                                     dispatched_at=None, attempts_count=1)
+    dispatched.clear()
+
+    callbacks_sweep(limit=500)
+
+    assert retry.pk in dispatched
