@@ -8,7 +8,8 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from apps.callbacks.deliver import schedule_after_failure
@@ -58,9 +59,14 @@ def callback_lease_expire(*, event_id: int, now: datetime) -> CallbackEvent | No
 def _dispatch_due(*, now: datetime, limit: int) -> list[int]:
     requeue_before = now - timedelta(seconds=settings.CALLBACK_REDISPATCH_SECONDS)
     not_queued = Q(dispatched_at__isnull=True) | Q(dispatched_at__lte=requeue_before)
+    # At most a bulkhead's worth of each merchant's oldest due events: a dead merchant's backlog, older than anything
+    # else, must not fill the `limit` and starve other merchants' retries (tests/callbacks/test_backlog_plan.py).
+    # The window reads every due event once per sweep (every 5 s), not per delivery.
+    per_merchant = Window(RowNumber(), partition_by=[F("merchant_id")], order_by=[F("next_attempt_at"), F("pk")])
     due = list(CallbackEvent.objects
                .filter(not_queued, status=CallbackEvent.Status.PENDING, next_attempt_at__lte=now,
                        locked_until__isnull=True)
+               .annotate(rank=per_merchant).filter(rank__lte=settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT)
                .order_by("next_attempt_at").values_list("pk", "merchant_id")[:limit])
     # No more per merchant than its free bulkhead slots: a slow merchant's backlog is not queued wholesale.
     busy = dict(CallbackEvent.objects.filter(merchant_id__in={m for _, m in due}, locked_until__gt=now)
