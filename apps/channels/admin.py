@@ -66,7 +66,6 @@ class ChannelAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
     def webhook_path(self, obj: Channel) -> str:
         return f"/channels/{obj.adapter}/{obj.code}/webhook" if obj.pk and obj.adapter == "xendit" else "-"
 
-
     def has_delete_permission(self, request, obj=None):
         return False  # deactivate instead (a change request): orders refer to their channel
 

@@ -43,7 +43,8 @@ class Channel(models.Model):
         self._upstream_check()
 
     # What an upstream's configuration check depends on (apps.channels.services.channel_upstream_check).
-    UPSTREAM_CONFIGURATION = ("adapter", "direction", "currency_id", "api_base_url", "secret_key_encrypted", "is_active")
+    UPSTREAM_CONFIGURATION = ("adapter", "direction", "currency_id", "api_base_url", "secret_key_encrypted",
+                              "is_active")
 
     def _upstream_check(self) -> None:
         from apps.channels.services import channel_upstream_check

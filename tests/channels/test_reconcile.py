@@ -72,7 +72,8 @@ def test_lost_failure_and_lost_reversal_are_repaired(xendit_channels, merchant, 
     for payout, status in ((failed, "FAILED"), (reversed_, "REVERSED")):
         payout_submit(payout_id=payout.pk)
         payout.refresh_from_db()
-        xendit_emulator.settle_payout(payout.upstream_reference, status, failure_code="REJECTED_BY_CHANNEL" if status == "FAILED" else None)
+        xendit_emulator.settle_payout(payout.upstream_reference, status,
+                                      failure_code="REJECTED_BY_CHANNEL" if status == "FAILED" else None)
         stale(payout, settings)
     result = reconcile()
     assert result["payouts"] == {"checked": 2, "succeeded": [], "failed": [failed.platform_order_no],

@@ -158,7 +158,8 @@ def test_the_sdk_reads_the_payout_channel_list_and_its_filters(emulator):
     assert set(PAYOUT_CHANNEL_CODES.values()) <= {c.channel_code for c in php}
     assert {payout_channel_code(code) for code, _, _ in SEED_BANK_CODES["PHP"]} <= {c.channel_code for c in php}
     # A payout to a channel Xendit does not list is refused (the adapter's configuration check keeps ours out).
-    refused = sdk_error(lambda: payouts.create_payout("K", create_payout_request=a_payout_request("PO", channel_code="PH_NOPE")))
+    refused = sdk_error(lambda: payouts.create_payout(
+        "K", create_payout_request=a_payout_request("PO", channel_code="PH_NOPE")))
     assert (refused.status, refused.errorCode) == ("400", "API_VALIDATION_ERROR")
     assert_sdk_reads_every_answer(emulator)
 

@@ -52,7 +52,8 @@ def _channel(code: str, category: str, currency: str, name: str, maximum: int = 
 
 
 # GET /payouts_channels: Xendit's PH banks and e-wallets (InstaPay's limit 50,000 PHP), a few of Indonesia's and
-# Thailand's for the currency filter. The emulator's list; a test removes a code to play a channel Xendit stopped supporting.
+# Thailand's for the currency filter. The emulator's list; a test removes a code to play a channel Xendit stopped
+# supporting.
 PAYOUT_CHANNELS = [
     _channel("PH_AUB", "BANK", "PHP", "Asia United Bank"),
     _channel("PH_BDO", "BANK", "PHP", "Banco de Oro Unibank, Inc."),
