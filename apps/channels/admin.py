@@ -34,6 +34,18 @@ class ChannelForm(forms.ModelForm):
             help_text="The registered adapter; a live deployment takes only real upstreams, a sandbox one only the "
                       "sandbox (docs/channels.md).")
 
+    def clean(self):
+        # The typed credentials go onto the channel before the model's own clean() (run next, by _post_clean), so
+        # that the upstream's configuration check asks with the key being configured; the proposal then carries
+        # them encrypted, as the channel stores them (never in clear).
+        data = super().clean()
+        if data.get("clear_credentials"):
+            self.instance.set_credentials(secret_key="", callback_token="")
+        else:
+            self.instance.set_credentials(secret_key=data.get("secret_key") or None,
+                                          callback_token=data.get("callback_token") or None)
+        return data
+
 
 @admin.register(Channel)
 class ChannelAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
@@ -53,16 +65,6 @@ class ChannelAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
     @admin.display(description="Webhook path")
     def webhook_path(self, obj: Channel) -> str:
         return f"/channels/{obj.adapter}/{obj.code}/webhook" if obj.pk and obj.adapter == "xendit" else "-"
-
-    def save_model(self, request, obj, form, change):
-        # The proposal carries the credentials encrypted, as the channel stores them (never in clear).
-        data = form.cleaned_data
-        if data.get("clear_credentials"):
-            obj.set_credentials(secret_key="", callback_token="")
-        else:
-            obj.set_credentials(secret_key=data.get("secret_key") or None,
-                                callback_token=data.get("callback_token") or None)
-        super().save_model(request, obj, form, change)
 
     def has_delete_permission(self, request, obj=None):
         return False  # deactivate instead (a change request): orders refer to their channel

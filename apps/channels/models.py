@@ -40,6 +40,21 @@ class Channel(models.Model):
             raise ValidationError({"api_base_url": "This deployment talks only to the upstream's own API root "
                                                    "(CHANNEL_API_BASE_URL_OVERRIDE is off); leave it empty."})
         self._adapter_check()
+        self._upstream_check()
+
+    # What an upstream's configuration check depends on (apps.channels.services.channel_upstream_check).
+    UPSTREAM_CONFIGURATION = ("adapter", "direction", "currency_id", "api_base_url", "secret_key_encrypted",
+                              "is_active")
+
+    def _upstream_check(self) -> None:
+        from apps.channels.services import channel_upstream_check
+
+        # Only a configuration the upstream has not seen yet is asked about: a deactivation, a drain or a new
+        # priority never waits on (or is refused by) an upstream that is down.
+        stored = type(self).objects.filter(pk=self.pk).first() if self.pk else None
+        if self.is_active and (stored is None or any(getattr(stored, name) != getattr(self, name)
+                                                     for name in self.UPSTREAM_CONFIGURATION)):
+            channel_upstream_check(channel=self)
 
     def _adapter_check(self) -> None:
         from apps.channels.services import channel_adapter_check

@@ -29,6 +29,17 @@ def channel_adapter_check(*, adapter: str, direction: str) -> None:
                                           f"{platform_environment()}."})
 
 
+def channel_upstream_check(*, channel: Channel) -> None:
+    """ValidationError when the channel's upstream refuses its configuration: the adapter's optional
+    `configuration_check(*, channel)` (Xendit payouts: our bank codes against its GET /payouts_channels). Called by
+    Channel.clean() when a channel is created, activated, or its adapter, direction, currency, API root or secret
+    key changes: in the admin when the change is asked for, and again when a second person approves it."""
+    registered = payin_adapters() if channel.direction == Channel.Direction.PAYIN else payout_adapters()
+    check = getattr(registered.get(channel.adapter), "configuration_check", None)
+    if check is not None:
+        check(channel=channel)
+
+
 def channel_credentials_set(*, channel: Channel, secret_key: str | None = None,
                             callback_token: str | None = None) -> Channel:
     """Replace a channel's upstream credentials (None keeps the stored value); stored encrypted, never logged."""

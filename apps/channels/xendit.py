@@ -10,6 +10,8 @@ CHANNEL_API_BASE_URL_OVERRIDE allows it: development and the tests' emulator).
   POST /invoices/{id}/expire!        the loser of two racing first openings expires its own invoice
   POST /v2/payouts                   Idempotency-key = platform_order_no (a retry: the same payout, or 409)
   GET  /v2/payouts/{id}, GET /v2/payouts?reference_id=platform_order_no   ({"data": [...], "has_more": ...})
+  GET  /payouts_channels?currency=    when a payout channel is configured: our bank codes' channel codes must be
+                                     among Xendit's (XenditPayoutAdapter.configuration_check)
 
 Which disbursement is ours: the one our Idempotency-key created, learnt from the create's answer (or, after 409,
 the only one of our reference_id, amount and currency). Until then nothing read back is applied to the order.
@@ -27,6 +29,7 @@ from decimal import Decimal
 
 import requests
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from apps.channels.amounts import major_units, minor_units
@@ -39,14 +42,15 @@ from apps.channels.base import (
     UpstreamRejected,
     UpstreamUnavailable,
 )
-from apps.channels.models import Channel, UpstreamPayin
+from apps.channels.models import BankCode, Channel, UpstreamPayin
 from apps.channels.registry import payin_handlers, payout_handlers, register_payin, register_payout
 
 logger = logging.getLogger(__name__)
 
 ADAPTER = "xendit"
 
-# Our bank codes (apps.channels.services.SEED_BANK_CODES) → Xendit's PH payout channel codes (Payout Coverage).
+# Our bank codes (apps.channels.services.SEED_BANK_CODES) → Xendit's PH payout channel codes (Payout Coverage; checked
+# against Xendit's own GET /payouts_channels whenever a payout channel is configured: configuration_check below).
 PAYOUT_CHANNEL_CODES = {
     "BDO": "PH_BDO", "BPI": "PH_BPI", "MBTC": "PH_MET", "LBP": "PH_LBP", "PNB": "PH_PNB", "SECB": "PH_SEC",
     "UBP": "PH_UBP", "RCBC": "PH_RCBC", "CBC": "PH_CBC", "GCASH": "PH_GCASH", "MAYA": "PH_PAYMAYA",
@@ -63,6 +67,15 @@ _AMOUNT = "\x00amount\x00"
 
 def payout_channel_code(bank_code: str) -> str:
     return PAYOUT_CHANNEL_CODES.get(bank_code, f"PH_{bank_code}")
+
+
+def xendit_payout_channel_codes(channel: Channel) -> set[str]:
+    """The channel codes Xendit pays out to in the channel's currency, from its list (GET /payouts_channels)."""
+    answer = XenditClient(channel).call("GET", "/payouts_channels", params={"currency": channel.currency_id})
+    if not isinstance(answer, list):
+        raise UpstreamUnavailable("xendit GET /payouts_channels: not a list of channels")
+    return {str(found.get("channel_code", "")) for found in answer
+            if isinstance(found, dict) and found.get("currency") == channel.currency_id}
 
 
 def _wire_json(payload: dict) -> bytes:
@@ -248,6 +261,29 @@ class XenditPayoutAdapter(PayoutAdapter):
                                      fail_reason=f"refused upstream: {exc.error_code or exc.status}")
             return ""  # nothing was disbursed; the order is FAILED
         return str(created["id"])
+
+    @staticmethod
+    def configuration_check(*, channel: Channel) -> None:
+        """Before a payout channel is configured (apps.channels.services.channel_upstream_check): every active bank
+        code of its currency must map to a channel code Xendit lists for that currency, so that an unknown code is
+        refused here and not by the first live payout to it. ValidationError naming the unknown codes, or saying that
+        Xendit could not be asked (nothing is configured then). A channel without a secret key is not asked: it
+        cannot pay out anything (every call is refused 401 and retried, never failed)."""
+        if not channel.secret_key:
+            return
+        try:
+            known = xendit_payout_channel_codes(channel)
+        except (UpstreamUnavailable, UpstreamRejected) as exc:
+            raise ValidationError(f"Xendit's payout channel list could not be read ({exc}): check the secret key and "
+                                  f"the API root, then ask again; nothing was changed.") from None
+        bank_codes = BankCode.objects.filter(currency_id=channel.currency_id, is_active=True).order_by("code")
+        unknown = [f"{bank.code} → {payout_channel_code(bank.code)}" for bank in bank_codes
+                   if payout_channel_code(bank.code) not in known]
+        if unknown:
+            raise ValidationError(
+                f"Xendit does not list these channel codes for {channel.currency_id} payouts (GET /payouts_channels): "
+                f"{', '.join(unknown)}. Correct PAYOUT_CHANNEL_CODES in apps/channels/xendit.py or deactivate those "
+                f"bank codes, then ask again; nothing was changed.")
 
     @staticmethod
     def _unbound(payout, found: list[PayoutState], why: str) -> UpstreamUnavailable:

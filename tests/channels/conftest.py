@@ -5,6 +5,7 @@ import pytest
 from apps.channels.models import Channel
 from apps.channels.services import channel_credentials_set
 from tests.channels.xendit_emulator import XenditEmulator
+from tests.channels.xendit_sdk import assert_sdk_reads_every_answer
 
 PAYIN_CODE = "XENDIT_PHP_PAYIN"
 PAYOUT_CODE = "XENDIT_PHP_PAYOUT"
@@ -12,9 +13,12 @@ PAYOUT_CODE = "XENDIT_PHP_PAYOUT"
 
 @pytest.fixture
 def xendit_emulator():
+    """The emulator; at teardown every answer it gave during the test is read by xendit-python's models (Xendit's
+    own SDK), so no test can make it say something the SDK refuses."""
     emulator = XenditEmulator(stall_seconds=2.5).start()
     yield emulator
     emulator.stop()
+    assert_sdk_reads_every_answer(emulator)
 
 
 @pytest.fixture

@@ -20,6 +20,15 @@ def admin_client(client, db):
     return admin_login(client, User.objects.create_superuser("root", password="pw"))
 
 
+@pytest.fixture
+def xendit(xendit_emulator, live):
+    """Xendit (the emulator) knows our secret key and is the deployment's API root: configuring a payout channel
+    asks it for its payout channels (GET /payouts_channels)."""
+    xendit_emulator.secret_key = SECRET
+    live.XENDIT_API_BASE_URL = xendit_emulator.url
+    return xendit_emulator
+
+
 def form_data(**overrides) -> dict:
     data = {"code": "XENDIT_PHP_PAYOUT", "name": "Xendit PHP payouts", "adapter": "xendit", "direction": "payout",
             "currency": "PHP", "is_active": "on", "priority": "10", "api_base_url": "", "secret_key": SECRET,
@@ -28,7 +37,7 @@ def form_data(**overrides) -> dict:
     return data
 
 
-def test_operator_adds_a_xendit_channel_and_never_sees_its_credentials_again(admin_client, bootstrapped, live):
+def test_operator_adds_a_xendit_channel_and_never_sees_its_credentials_again(admin_client, bootstrapped, live, xendit):
     response = admin_client.post("/admin/channels/channel/add/", form_data())
     assert response.status_code == 302, response.content.decode()[-3000:]
     assert not Channel.objects.filter(code="XENDIT_PHP_PAYOUT").exists()  # asked for, not yet there
@@ -52,7 +61,8 @@ def test_operator_adds_a_xendit_channel_and_never_sees_its_credentials_again(adm
     approve_last_request()
     channel.refresh_from_db()
     assert (channel.priority, channel.secret_key, channel.callback_token) == (5, SECRET, TOKEN)
-    # A new key replaces the old; "clear" removes both.
+    # A new key replaces the old (Xendit knows it: the channel list is read with it); "clear" removes both.
+    xendit.secret_key = "xnd_rotated"
     admin_client.post(f"/admin/channels/channel/{channel.pk}/change/", form_data(secret_key="xnd_rotated",
                                                                                    callback_token=""))
     approve_last_request()
@@ -76,7 +86,7 @@ def test_bank_codes_are_listed(admin_client, bootstrapped):
     assert "GCASH" in page
 
 
-def test_credentials_stay_out_of_the_settings_trail(admin_client, bootstrapped, live):
+def test_credentials_stay_out_of_the_settings_trail(admin_client, bootstrapped, live, xendit):
     from django.apps import apps
 
     admin_client.post("/admin/channels/channel/add/", form_data())
@@ -87,7 +97,8 @@ def test_credentials_stay_out_of_the_settings_trail(admin_client, bootstrapped, 
     assert event_model.objects.filter(code="XENDIT_PHP_PAYOUT").exists()  # the channel itself is tracked
 
 
-def test_production_refuses_a_channel_api_root_and_its_key_goes_only_to_xendit(admin_client, bootstrapped, live):
+def test_production_refuses_a_channel_api_root_and_its_key_goes_only_to_xendit(admin_client, bootstrapped, live,
+                                                                              xendit):
     # An admin who may edit channels must not be able to send the stored secret key (and the webhooks' re-reads,
     # which decide what money moves) to a host of their choosing.
     live.CHANNEL_API_BASE_URL_OVERRIDE = False  # production's default

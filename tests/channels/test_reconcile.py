@@ -72,13 +72,14 @@ def test_lost_failure_and_lost_reversal_are_repaired(xendit_channels, merchant, 
     for payout, status in ((failed, "FAILED"), (reversed_, "REVERSED")):
         payout_submit(payout_id=payout.pk)
         payout.refresh_from_db()
-        xendit_emulator.settle_payout(payout.upstream_reference, status, failure_code="ACCOUNT_CLOSED")
+        xendit_emulator.settle_payout(payout.upstream_reference, status,
+                                      failure_code="REJECTED_BY_CHANNEL" if status == "FAILED" else None)
         stale(payout, settings)
     result = reconcile()
     assert result["payouts"] == {"checked": 2, "succeeded": [], "failed": [failed.platform_order_no],
                                  "reversed": [reversed_.platform_order_no]}
     failed.refresh_from_db(), reversed_.refresh_from_db()
-    assert (failed.status, failed.fail_reason) == ("FAILED", "ACCOUNT_CLOSED")
+    assert (failed.status, failed.fail_reason) == ("FAILED", "REJECTED_BY_CHANNEL")
     assert reversed_.status == "SUCCESS" and reversed_.reversal_amount == 150000
     assert balances(merchant) == {"available": 2 * FUNDS, "settling": 0, "frozen": 0}
 

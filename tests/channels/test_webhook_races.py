@@ -84,6 +84,7 @@ def _resubmitted(payout: Payout) -> None:
 
 def test_a_foreign_failed_disbursement_neither_fails_our_payout_nor_releases_its_hold(
         xendit_channels, merchant, xendit_emulator, live_server, settings, caplog):
+    xendit_emulator.reused_key = "409"  # the harder upstream: every reused key refused, nothing bound by the answer
     payout, foreign = _answer_lost_and_a_foreign_failure(merchant, xendit_emulator)
     frozen = balances(merchant)["frozen"]
     reply = xendit_emulator.payout_webhook("payout.failed", foreign["id"], url(live_server, PAYOUT_CODE))
@@ -106,7 +107,7 @@ def test_a_foreign_failed_disbursement_neither_fails_our_payout_nor_releases_its
 
 def test_the_disbursement_our_key_created_is_bound_and_settles_our_payout_despite_a_foreign_one(
         xendit_channels, merchant, xendit_emulator, live_server):
-    xendit_emulator.reused_key = "replay"  # as Xendit documents it: same key and body → the first attempt's payout
+    assert xendit_emulator.reused_key == "replay"  # as Xendit documents it: same key and body → the first payout
     payout, foreign = _answer_lost_and_a_foreign_failure(merchant, xendit_emulator)
     [ours] = [p for p in xendit_emulator.payouts_by_reference(payout.platform_order_no) if p["id"] != foreign["id"]]
     _resubmitted(payout)

@@ -2,7 +2,7 @@
 idempotency key, the channel code, the expiry), and what a timeout, a 5xx or a refusal on create leaves behind."""
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -51,7 +51,9 @@ def test_pay_url_forwards_the_payer_to_one_invoice_with_the_exact_amount_and_the
     [(headers, raw)] = posted(xendit_emulator, "/v2/invoices")
     assert b'"amount": 1500.00' in raw  # a decimal number, not a float's rounding and not minor units
     assert (invoice["currency"], invoice["external_id"]) == ("PHP", order.platform_order_no)
-    assert 880 <= invoice["invoice_duration"] <= 900  # expires with the order
+    assert 880 <= json.loads(raw)["invoice_duration"] <= 900  # expires with the order ...
+    expires_in = datetime.fromisoformat(invoice["expiry_date"].replace("Z", "+00:00")) - timezone.now()
+    assert timedelta(seconds=870) <= expires_in <= timedelta(seconds=900)  # ... as Xendit's expiry_date says
     # Opened again: the same invoice, nothing new upstream; the payer's browser lands on Xendit's page.
     assert Client().get(f"/pay/{order.pay_token}")["Location"] == invoice["invoice_url"]
     assert len(xendit_emulator.invoices) == 1
@@ -144,9 +146,11 @@ def test_payout_goes_upstream_with_the_order_number_as_idempotency_key(xendit_ch
     assert balances(merchant) == {"available": FUNDS - 150000 - PHP_FEE, "settling": 0, "frozen": 150000 + PHP_FEE}
 
 
+@pytest.mark.parametrize("reused_key", ["replay", "409"])
 @pytest.mark.parametrize("fault", ["timeout", "5xx"])
-def test_create_lost_to_timeout_or_5xx_is_resubmitted_with_the_same_key_and_disbursed_once(fault, xendit_channels,
-                                                                                         merchant, xendit_emulator):
+def test_create_lost_to_timeout_or_5xx_is_resubmitted_with_the_same_key_and_disbursed_once(
+        fault, reused_key, xendit_channels, merchant, xendit_emulator):
+    xendit_emulator.reused_key = reused_key
     payout = a_submitted_payout(merchant, xendit_emulator)
     xendit_emulator.fail_next("payouts", fault)
     with pytest.raises(UpstreamUnavailable):
@@ -157,7 +161,8 @@ def test_create_lost_to_timeout_or_5xx_is_resubmitted_with_the_same_key_and_disb
     # Within RESUBMIT_AFTER nothing is sent again ...
     payout_submit(payout_id=payout.pk)
     assert len(posted(xendit_emulator, "/v2/payouts")) == 1
-    # ... after it, the sweeper's resubmission: same Idempotency-key; a 409 DUPLICATE_ERROR finds the first one.
+    # ... after it, the sweeper's resubmission: same Idempotency-key and body; Xendit answers the first attempt's
+    # payout again (as documented), or an upstream refusing every reuse answers 409 and the lookup finds it.
     Payout.objects.filter(pk=payout.pk).update(submitted_at=timezone.now() - timedelta(minutes=5))
     payout_submit(payout_id=payout.pk)
     [upstream] = xendit_emulator.payouts_by_reference(payout.platform_order_no)
@@ -187,7 +192,8 @@ def test_resubmission_refused_after_a_lost_answer_keeps_the_first_disbursement_a
             payout_submit(payout_id=payout.pk)
         payout.refresh_from_db()
         assert (payout.status, payout.upstream_reference) == ("PROCESSING", "")
-        # ... until the next re-submission's 409 proves our key was used: the one payout of ours is bound
+        # ... until the next re-submission with the same key and body is answered with the first attempt's payout,
+        # which binds it
         Payout.objects.filter(pk=payout.pk).update(submitted_at=timezone.now() - timedelta(minutes=5))
         payout_submit(payout_id=payout.pk)
     payout.refresh_from_db()
@@ -230,6 +236,7 @@ def test_wrong_secret_key_fails_no_payout_and_the_resubmission_after_the_fix_dis
 
 def test_duplicate_key_answer_never_adopts_a_foreign_payout_with_our_order_number(xendit_channels, merchant,
                                                                                  xendit_emulator):
+    xendit_emulator.reused_key = "409"  # an upstream that refuses every reused key: the adapter looks it up
     payout = a_submitted_payout(merchant, xendit_emulator)
     xendit_emulator.fail_next("payouts", "timeout")  # ours created, the answer lost ...
     with pytest.raises(UpstreamUnavailable):

@@ -279,7 +279,7 @@ def test_webhook_for_an_object_we_cannot_read_is_acknowledged_not_retried_for_a_
     # Another system's payout in a currency we do not have, and an invoice of a fraction of a centavo: Xendit would
     # retry a non-200 for 24 hours; they are acknowledged, logged, and move nothing.
     status, thb = xendit_emulator._payout_create(
-        {"reference_id": "SOMEONE-ELSE-3", "channel_code": "PH_BDO", "amount": 100, "currency": "THB",
+        {"reference_id": "SOMEONE-ELSE-3", "channel_code": "TH_BBL", "amount": 100, "currency": "THB",
          "channel_properties": {"account_number": "1", "account_holder_name": "X"}}, {"Idempotency-key": "thb"})
     xendit_emulator.settle_payout(thb["id"], "SUCCEEDED")
     reply = xendit_emulator.payout_webhook("payout.succeeded", thb["id"], url(live_server, PAYOUT_CODE))

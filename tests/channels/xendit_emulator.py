@@ -1,23 +1,31 @@
-"""A real HTTP emulator of the documented Xendit endpoints on 127.0.0.1 (no traffic leaves the machine).
+"""A real HTTP emulator of the documented Xendit endpoints on 127.0.0.1 (no traffic leaves the machine), at the paths
+xendit-python 7.0.0 (Xendit's SDK, generated from its OpenAPI specs) calls, answering what its models read
+(tests/channels/test_xendit_sdk.py drives the SDK's own client against it and reads every answer with its models):
 
-  POST /v2/invoices, GET /v2/invoices/{id}, GET /v2/invoices?external_id=... (a JSON array, as documented),
-  POST /invoices/{id}/expire! (documented: expires a PENDING invoice), GET /web/invoices/{id} (the hosted invoice
-  page the payer lands on)
-  POST /v2/payouts (Idempotency-key required; a reused key answers 409 DUPLICATE_ERROR by default: of the
-  two answers an upstream may give a retried key, a replay of the first answer or a refusal, the harder one;
-  `reused_key="replay"` answers as Xendit documents it for the same key and body: the first attempt's payout,
-  and 409 only for a different body). The payout object does not show its idempotency key (as documented);
-  the emulator's own record of it is `idempotency_keys`,
-  GET /v2/payouts/{id}, GET /v2/payouts?reference_id=... ({"data": [...], "has_more": false}, as documented:
-  xendit-python's GetPayouts200Response)
+  POST /v2/invoices/ (the SDK's path) and POST /v2/invoices (the documented curl), GET /v2/invoices/{id},
+  GET /v2/invoices?external_id=... (a JSON array, as documented), POST /invoices/{id}/expire! (expires a PENDING
+  invoice), GET /web/invoices/{id} (the hosted invoice page the payer lands on). An invoice carries every field the
+  SDK's Invoice model requires (merchant_profile_picture_url, available_banks/_retail_outlets/_ewallets/_qr_codes/
+  _direct_debits/_paylaters, should_send_email, ...); states PENDING, PAID, SETTLED, EXPIRED.
+  POST /v2/payouts (Idempotency-key required). A reused key answers as Xendit documents it: the same body → the
+  first attempt's payout again (200), a different body → 409 DUPLICATE_ERROR. `reused_key="409"` scripts an
+  upstream that refuses every reuse with 409 (the harder case for the adapter). The payout object does not show
+  its idempotency key (as documented); the emulator's own record of it is `idempotency_keys`. `failure_code` is
+  present only on a FAILED payout and is one of the documented codes (the SDK refuses `null` and others).
+  GET /v2/payouts/{id}, GET /v2/payouts?reference_id=... ({"data": [...], "has_more": false}),
+  POST /v2/payouts/{id}/cancel (an ACCEPTED payout → CANCELLED),
+  GET /payouts_channels?currency=&channel_category=&channel_code= (the channel objects of `payout_channels`:
+  channel_code, channel_category, currency, channel_name, amount_limits).
+  Errors are {"error_code", "message"} with the documented status (401 INVALID_API_KEY, 404 ..._NOT_FOUND, 409
+  DUPLICATE_ERROR, 400 API_VALIDATION_ERROR, 429 RATE_LIMIT_EXCEEDED, 503 SERVER_ERROR).
 
 HTTP Basic auth with the secret key as user name. Scripted faults on the creates: `emulator.fail_next("payouts",
 "timeout")` processes the request and then stalls past the client's timeout (the answer is lost, the object
 exists), `"5xx"` answers 503 without creating anything, `"429"` answers Xendit's RATE_LIMIT_EXCEEDED without
 creating anything, `"400"` refuses the payout (INVALID_DESTINATION) without creating anything.
-The test plays Xendit's side: `pay_invoice`,
+The test plays Xendit's side: `pay_invoice`, `settle_invoice`,
 `settle_payout`, ... change the objects, and `invoice_webhook` / `payout_webhook` POST the documented webhook bodies
-with an x-callback-token to our endpoint.
+with an x-callback-token to our endpoint. Every answer is kept in `answers` (method, path, status, body).
 """
 
 import base64
@@ -32,6 +40,51 @@ from urllib.parse import parse_qs, urlsplit
 
 import requests
 
+# Payout statuses and failure codes as documented (xendit-python's Payout model enumerates them).
+PAYOUT_STATUSES = ("ACCEPTED", "REQUESTED", "LOCKED", "SUCCEEDED", "FAILED", "CANCELLED", "REVERSED")
+PAYOUT_FAILURE_CODES = ("INSUFFICIENT_BALANCE", "REJECTED_BY_CHANNEL", "TEMPORARY_TRANSFER_ERROR",
+                        "INVALID_DESTINATION", "TRANSFER_ERROR")
+
+
+def _channel(code: str, category: str, currency: str, name: str, maximum: int = 50000) -> dict:
+    return {"channel_code": code, "channel_category": category, "currency": currency, "channel_name": name,
+            "amount_limits": {"minimum": 1, "maximum": maximum, "minimum_increment": 0.01}}
+
+
+# GET /payouts_channels: Xendit's PH banks and e-wallets (InstaPay's limit 50,000 PHP), a few of Indonesia's and
+# Thailand's for the currency filter. The emulator's list; a test removes a code to play a channel Xendit stopped
+# supporting.
+PAYOUT_CHANNELS = [
+    _channel("PH_AUB", "BANK", "PHP", "Asia United Bank"),
+    _channel("PH_BDO", "BANK", "PHP", "Banco de Oro Unibank, Inc."),
+    _channel("PH_BPI", "BANK", "PHP", "Bank of the Philippine Islands"),
+    _channel("PH_CBC", "BANK", "PHP", "China Banking Corporation"),
+    _channel("PH_CTBC", "BANK", "PHP", "CTBC Bank (Philippines) Corp."),
+    _channel("PH_DBP", "BANK", "PHP", "Development Bank of the Philippines"),
+    _channel("PH_EWB", "BANK", "PHP", "East West Banking Corporation"),
+    _channel("PH_LBP", "BANK", "PHP", "Land Bank of the Philippines"),
+    _channel("PH_MET", "BANK", "PHP", "Metropolitan Bank and Trust Company"),
+    _channel("PH_ONB", "BANK", "PHP", "BDO Network Bank, Inc."),
+    _channel("PH_PNB", "BANK", "PHP", "Philippine National Bank"),
+    _channel("PH_PSB", "BANK", "PHP", "Philippine Savings Bank"),
+    _channel("PH_RCBC", "BANK", "PHP", "Rizal Commercial Banking Corporation"),
+    _channel("PH_SEC", "BANK", "PHP", "Security Bank Corporation"),
+    _channel("PH_UBP", "BANK", "PHP", "Union Bank of the Philippines"),
+    _channel("PH_GCASH", "EWALLET", "PHP", "GCash"),
+    _channel("PH_GRABPAY", "EWALLET", "PHP", "GrabPay"),
+    _channel("PH_PAYMAYA", "EWALLET", "PHP", "Maya"),
+    _channel("ID_BCA", "BANK", "IDR", "Bank Central Asia (BCA)", maximum=1_000_000_000),
+    _channel("ID_OVO", "EWALLET", "IDR", "OVO", maximum=10_000_000),
+    _channel("TH_BBL", "BANK", "THB", "Bangkok Bank", maximum=2_000_000),
+]
+
+# What a PHP invoice offers the payer (the SDK's enums: EwalletType, QrCodeType, DirectDebitType).
+_PHP_INVOICE_METHODS = {
+    "available_ewallets": [{"ewallet_type": "GCASH"}, {"ewallet_type": "PAYMAYA"}, {"ewallet_type": "GRABPAY"}],
+    "available_qr_codes": [{"qr_code_type": "QRPH"}],
+    "available_direct_debits": [{"direct_debit_type": "DD_BPI"}, {"direct_debit_type": "DD_UBP"}],
+}
+
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -41,18 +94,24 @@ def _encode(obj) -> bytes:
     return json.dumps(obj, default=lambda value: float(value) if isinstance(value, Decimal) else str(value)).encode()
 
 
+def _error(code: str, message: str) -> dict:
+    return {"error_code": code, "message": message}
+
+
 class XenditEmulator:
     def __init__(self, *, secret_key: str = "xnd_development_emulator", callback_token: str = "emulator-token",
-                 stall_seconds: float = 3.0, reused_key: str = "409"):
+                 stall_seconds: float = 3.0, reused_key: str = "replay"):
         self.secret_key = secret_key
         self.callback_token = callback_token
         self.stall_seconds = stall_seconds
         self.invoices: dict[str, dict] = {}
         self.payouts: dict[str, dict] = {}
+        self.payout_channels: list[dict] = [dict(channel) for channel in PAYOUT_CHANNELS]
         self.idempotency_keys: dict[str, str] = {}  # key → the payout it created
         self._idempotency_bodies: dict[str, dict] = {}
-        self.reused_key = reused_key
+        self.reused_key = reused_key  # "replay": as documented; "409": every reuse refused
         self.requests: list[tuple[str, str, dict, bytes]] = []
+        self.answers: list[tuple[str, str, int, object]] = []  # (method, path, status, body) of every JSON answer
         self._faults: dict[str, list[str]] = {"invoices": [], "payouts": []}
         # Called (in the server's thread) after an invoice is created, before it is answered: a test's race.
         self.on_invoice_created = None
@@ -98,7 +157,17 @@ class XenditEmulator:
         with self._lock:
             invoice = self.invoices[invoice_id]
             invoice.update(status="PAID", paid_amount=invoice["amount"], paid_at=_now(), updated=_now(),
-                           payment_method="EWALLET", payment_channel="GCASH")
+                           payment_method="EWALLET", payment_channel="GCASH",
+                           payment_id="ewc_" + secrets.token_hex(12))
+            return dict(invoice)
+
+    def settle_invoice(self, invoice_id: str) -> dict:
+        """A PAID invoice whose funds reached the balance: SETTLED (documented; our adapter reads it as paid)."""
+        with self._lock:
+            invoice = self.invoices[invoice_id]
+            if invoice["status"] != "PAID":
+                raise ValueError(f"invoice {invoice_id} is {invoice['status']}, not PAID")
+            invoice.update(status="SETTLED", updated=_now())
             return dict(invoice)
 
     def expire_invoice(self, invoice_id: str) -> dict:
@@ -107,9 +176,21 @@ class XenditEmulator:
             return dict(self.invoices[invoice_id])
 
     def settle_payout(self, payout_id: str, status: str, failure_code: str | None = None) -> dict:
+        """Move a payout to a documented status; a FAILED one carries a documented failure_code (default
+        TRANSFER_ERROR), any other carries none (the SDK's model refuses a null or unknown one)."""
+        if status not in PAYOUT_STATUSES:
+            raise ValueError(f"{status!r} is not a documented payout status")
+        if status == "FAILED":
+            failure_code = failure_code or "TRANSFER_ERROR"
+            if failure_code not in PAYOUT_FAILURE_CODES:
+                raise ValueError(f"{failure_code!r} is not a documented failure_code ({PAYOUT_FAILURE_CODES})")
+        elif failure_code is not None:
+            raise ValueError("only a FAILED payout has a failure_code")
         with self._lock:
-            self.payouts[payout_id].update(status=status, failure_code=failure_code, updated=_now())
-            return dict(self.payouts[payout_id])
+            payout = self.payouts[payout_id]
+            payout.pop("failure_code", None)
+            payout.update(status=status, updated=_now(), **({"failure_code": failure_code} if failure_code else {}))
+            return dict(payout)
 
     def invoice_by_external_id(self, external_id: str) -> list[dict]:
         return [i for i in self.invoices.values() if i["external_id"] == external_id]
@@ -145,13 +226,14 @@ class XenditEmulator:
         if parts.path.startswith("/web/invoices/"):
             return self._html(handler, parts.path.rsplit("/", 1)[-1])
         if not self._authorized(handler):
-            return self._reply(handler, 401, {"error_code": "INVALID_API_KEY", "message": "API key is invalid"})
+            return self._reply(handler, 401, _error("INVALID_API_KEY", "API key is invalid"))
         try:
             body = json.loads(raw, parse_float=Decimal) if raw else {}
         except ValueError:
-            return self._reply(handler, 400, {"error_code": "API_VALIDATION_ERROR", "message": "invalid JSON"})
+            return self._reply(handler, 400, _error("API_VALIDATION_ERROR", "invalid JSON"))
         segments = [s for s in parts.path.split("/") if s]
-        if method == "POST" and parts.path == "/v2/invoices":
+        query = parse_qs(parts.query)
+        if method == "POST" and parts.path in ("/v2/invoices", "/v2/invoices/"):
             return self._create(handler, "invoices", lambda: self._invoice_create(body))
         if method == "POST" and parts.path == "/v2/payouts":
             return self._create(handler, "payouts", lambda: self._payout_create(body, handler.headers))
@@ -161,29 +243,33 @@ class XenditEmulator:
                 if found and found["status"] == "PENDING":
                     found.update(status="EXPIRED", updated=_now())
             if not found:
-                return self._reply(handler, 404, {"error_code": "INVOICE_NOT_FOUND_ERROR", "message": "not found"})
+                return self._reply(handler, 404, _error("INVOICE_NOT_FOUND_ERROR", "Invoice not found"))
             if found["status"] != "EXPIRED":
-                return self._reply(handler, 400, {"error_code": "INVALID_INVOICE_STATUS", "message": "not pending"})
+                return self._reply(handler, 404, _error("INVOICE_NOT_FOUND_ERROR",
+                                                        f"Could not find a PENDING invoice {segments[1]}"))
             return self._reply(handler, 200, dict(found))
         if method == "GET" and segments[:2] == ["v2", "invoices"] and len(segments) == 3:
             found = self.invoices.get(segments[2])
             return self._reply(handler, 200, found) if found else self._reply(
-                handler, 404, {"error_code": "INVOICE_NOT_FOUND_ERROR", "message": "not found"})
+                handler, 404, _error("INVOICE_NOT_FOUND_ERROR", "Invoice not found"))
+        if method == "POST" and segments[:2] == ["v2", "payouts"] and len(segments) == 4 and segments[3] == "cancel":
+            return self._payout_cancel(handler, segments[2])
         if method == "GET" and segments[:2] == ["v2", "payouts"] and len(segments) == 3:
             found = self.payouts.get(segments[2])
             return self._reply(handler, 200, found) if found else self._reply(
-                handler, 404, {"error_code": "DATA_NOT_FOUND", "message": "not found"})
+                handler, 404, _error("DATA_NOT_FOUND", "Payout not found"))
         if method == "GET" and parts.path == "/v2/payouts":
-            reference = parse_qs(parts.query).get("reference_id", [""])[0]
+            reference = query.get("reference_id", [""])[0]
             if not reference:
-                return self._reply(handler, 400, {"error_code": "API_VALIDATION_ERROR",
-                                                  "message": "reference_id is required"})
+                return self._reply(handler, 400, _error("API_VALIDATION_ERROR", "reference_id is required"))
             return self._reply(handler, 200, {"data": self.payouts_by_reference(reference), "has_more": False})
         if method == "GET" and parts.path == "/v2/invoices":
-            external_id = parse_qs(parts.query).get("external_id", [""])[0]
+            external_id = query.get("external_id", [""])[0]
             return self._reply(handler, 200, [i for i in self.invoices.values()
                                               if not external_id or i["external_id"] == external_id])
-        return self._reply(handler, 404, {"error_code": "NOT_FOUND", "message": parts.path})
+        if method == "GET" and parts.path == "/payouts_channels":
+            return self._reply(handler, 200, self._payout_channels(query))
+        return self._reply(handler, 404, _error("NOT_FOUND", f"{method} {parts.path} is not an endpoint"))
 
     def _authorized(self, handler) -> bool:
         header = handler.headers.get("Authorization", "")
@@ -196,11 +282,11 @@ class XenditEmulator:
         with self._lock:
             fault = self._faults[endpoint].pop(0) if self._faults[endpoint] else None
         if fault == "5xx":
-            return self._reply(handler, 503, {"error_code": "SERVER_ERROR", "message": "temporarily unavailable"})
+            return self._reply(handler, 503, _error("SERVER_ERROR", "temporarily unavailable"))
         if fault == "429":
-            return self._reply(handler, 429, {"error_code": "RATE_LIMIT_EXCEEDED", "message": "too many requests"})
+            return self._reply(handler, 429, _error("RATE_LIMIT_EXCEEDED", "too many requests"))
         if fault == "400":
-            return self._reply(handler, 400, {"error_code": "INVALID_DESTINATION", "message": "account not found"})
+            return self._reply(handler, 400, _error("INVALID_DESTINATION", "account not found"))
         with self._lock:
             status, obj = create()
         if endpoint == "invoices" and status == 200 and self.on_invoice_created:
@@ -211,40 +297,79 @@ class XenditEmulator:
 
     def _invoice_create(self, body: dict) -> tuple[int, dict]:
         if not body.get("external_id") or not isinstance(body.get("amount"), (int, Decimal)) or body["amount"] <= 0:
-            return 400, {"error_code": "API_VALIDATION_ERROR", "message": "external_id and amount are required"}
+            return 400, _error("API_VALIDATION_ERROR", "external_id and amount are required")
         invoice_id = secrets.token_hex(12)
         duration = int(body.get("invoice_duration") or 86400)
+        currency = body.get("currency", "IDR")
         invoice = {"id": invoice_id, "external_id": body["external_id"], "user_id": "emulator-business",
-                   "status": "PENDING", "merchant_name": "Emulator", "amount": body["amount"],
-                   "currency": body.get("currency", "IDR"), "description": body.get("description", ""),
+                   "status": "PENDING", "merchant_name": "Emulator",
+                   "merchant_profile_picture_url": f"{self.url}/web/merchant.png",
+                   "amount": body["amount"], "currency": currency, "description": body.get("description", ""),
                    "invoice_url": f"{self.url}/web/invoices/{invoice_id}",
                    "expiry_date": (datetime.now(UTC) + timedelta(seconds=duration)).isoformat().replace("+00:00", "Z"),
-                   "created": _now(), "updated": _now(), "invoice_duration": duration}
+                   "available_banks": [], "available_retail_outlets": [], "available_ewallets": [],
+                   "available_qr_codes": [], "available_direct_debits": [], "available_paylaters": [],
+                   **(_PHP_INVOICE_METHODS if currency == "PHP" else {}),
+                   "should_exclude_credit_card": False, "should_send_email": False,
+                   "created": _now(), "updated": _now()}
+        for redirect in ("success_redirect_url", "failure_redirect_url"):
+            if body.get(redirect):
+                invoice[redirect] = body[redirect]
         self.invoices[invoice_id] = invoice
         return 200, dict(invoice)
 
     def _payout_create(self, body: dict, headers) -> tuple[int, dict]:
         key = headers.get("Idempotency-key", "")
         if not key:
-            return 400, {"error_code": "API_VALIDATION_ERROR", "message": "Idempotency-key header is required"}
+            return 400, _error("API_VALIDATION_ERROR", "Idempotency-key header is required")
         if key in self.idempotency_keys:
+            # As documented: the same key with the same body answers the first attempt's payout; with another body
+            # DUPLICATE_ERROR. reused_key="409" plays an upstream that refuses every reuse.
             if self.reused_key == "replay" and self._idempotency_bodies[key] == body:
                 return 200, dict(self.payouts[self.idempotency_keys[key]])
-            return 409, {"error_code": "DUPLICATE_ERROR", "message": "idempotency key has been used before"}
+            return 409, _error("DUPLICATE_ERROR", "A payout with this idempotency key already exists. If you meant "
+                                                  "to execute a different request, use another idempotency key.")
         properties = body.get("channel_properties") or {}
-        if (not body.get("reference_id") or not str(body.get("channel_code", "")).startswith("PH_")
-                or not properties.get("account_number") or not properties.get("account_holder_name")
+        if (not body.get("reference_id") or not properties.get("account_number")
+                or not properties.get("account_holder_name")
                 or not isinstance(body.get("amount"), (int, Decimal)) or body["amount"] <= 0):
-            return 400, {"error_code": "API_VALIDATION_ERROR", "message": "invalid payout"}
+            return 400, _error("API_VALIDATION_ERROR", "invalid payout")
+        if not any(c["channel_code"] == body.get("channel_code") and c["currency"] == body.get("currency")
+                   for c in self.payout_channels):
+            return 400, _error("API_VALIDATION_ERROR",
+                               f"channel_code {body.get('channel_code')!r} is not supported for {body.get('currency')}")
         payout_id = "disb-" + secrets.token_hex(12)
+        created = datetime.now(UTC)
         payout = {"id": payout_id, "business_id": "emulator-business", "reference_id": body["reference_id"],
                   "amount": body["amount"], "currency": body.get("currency"), "channel_code": body["channel_code"],
                   "channel_properties": properties, "description": body.get("description", ""),
-                  "status": "ACCEPTED", "failure_code": None, "created": _now(), "updated": _now()}
+                  "status": "ACCEPTED", "created": _now(), "updated": _now(),
+                  "estimated_arrival_time": (created + timedelta(minutes=15)).isoformat(
+                      timespec="milliseconds").replace("+00:00", "Z")}
         self.payouts[payout_id] = payout
         self.idempotency_keys[key] = payout_id
         self._idempotency_bodies[key] = body
         return 200, dict(payout)
+
+    def _payout_cancel(self, handler, payout_id: str) -> None:
+        with self._lock:
+            payout = self.payouts.get(payout_id)
+            if payout is not None and payout["status"] == "ACCEPTED":
+                payout.update(status="CANCELLED", updated=_now())
+        if payout is None:
+            return self._reply(handler, 404, _error("DATA_NOT_FOUND", "Payout not found"))
+        if payout["status"] != "CANCELLED":
+            return self._reply(handler, 400, _error("CANCELLATION_NOT_ALLOWED_ERROR",
+                                                    f"a {payout['status']} payout can no longer be cancelled"))
+        return self._reply(handler, 200, dict(payout))
+
+    def _payout_channels(self, query: dict) -> list[dict]:
+        currency = query.get("currency", [""])[0]
+        code = query.get("channel_code", [""])[0]
+        categories = {c for value in query.get("channel_category", []) for c in value.split(",") if c}
+        return [dict(c) for c in self.payout_channels
+                if (not currency or c["currency"] == currency) and (not code or c["channel_code"] == code)
+                and (not categories or c["channel_category"] in categories)]
 
     def _html(self, handler, invoice_id: str) -> None:
         invoice = self.invoices.get(invoice_id)
@@ -259,9 +384,10 @@ class XenditEmulator:
         handler.end_headers()
         handler.wfile.write(payload)
 
-    @staticmethod
-    def _reply(handler, status: int, obj) -> None:
+    def _reply(self, handler, status: int, obj) -> None:
         payload = _encode(obj)
+        with self._lock:
+            self.answers.append((handler.command, urlsplit(handler.path).path, status, json.loads(payload)))
         try:
             handler.send_response(status)
             handler.send_header("Content-Type", "application/json")

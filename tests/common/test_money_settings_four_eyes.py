@@ -17,6 +17,7 @@ from apps.common.staff_requests import StaffRequestRefused, staff_request_approv
 from apps.currencies.models import Currency
 from apps.merchants.models import MerchantCurrency, Product
 from apps.payout.models import DenyListedAccount
+from tests.channels.xendit_emulator import XenditEmulator
 from tests.merchants.test_admin import _empty_inlines
 from tests.support.four_eyes import staff_account
 from tests.support.staff import admin_login
@@ -29,7 +30,17 @@ REQUESTS = "/admin/common/staffrequest/"
 
 
 @pytest.fixture
-def world(bootstrapped, merchant, settings):
+def xendit(settings):
+    """Xendit (the emulator) as the deployment's API root: a new payout channel is checked against its payout channel
+    list with the key typed (docs/channels.md, "Configuring Xendit")."""
+    emulator = XenditEmulator(secret_key=ATTACKER_SECRET).start()
+    settings.XENDIT_API_BASE_URL = emulator.url
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture
+def world(bootstrapped, merchant, settings, xendit):
     settings.PLATFORM_ENVIRONMENT = "live"
     channel = Channel.objects.create(code="XENDIT_PHP_PAYIN", name="Xendit PHP pay-in", adapter="xendit",
                                      direction="payin", currency_id="PHP")
