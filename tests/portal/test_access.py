@@ -102,6 +102,13 @@ def test_staff_invite_link_makes_a_non_staff_user_once(client, merchant):
     assert User.objects.get(username="olivia@acme.example").check_password(NEW_PASSWORD)
     assert AuditLog.objects.get(action="portal.invite").actor_label == "cli:sam"
     assert AuditLog.objects.get(action="portal.invite_accept").actor == user
+    # The users' settings trail names the account's maker: the invite and who made it, not "unknown".
+    from apps.common.history import event_who
+    from apps.common.models import UserEvent
+
+    created = UserEvent.objects.filter(pgh_obj_id=user.pk, pgh_label="insert").first()
+    assert created is not None and event_who(created) == "olivia@acme.example"
+    assert created.pgh_context.metadata["invited_by"] == "cli:sam"
 
 
 def test_an_expired_or_withdrawn_invite_does_nothing(client, merchant, time_machine):

@@ -169,3 +169,22 @@ def test_list_pages_with_a_keyset_cursor(finance, shops):
     assert seen == ["PG-4", "PG-3", "PG-2", "PG-1", "PG-0", "A-IN-1"]
     page = text(finance.get("/portal/payins/"))
     assert 'id="next-page"' not in page  # 6 rows: one page of 50
+
+
+def test_today_on_home_is_the_manila_day(client, merchant, time_machine):
+    """23:30 UTC is 07:30 the next day in Manila: an order made then counts in that Manila day, and one made at
+    15:59 UTC the day before (23:59 Manila) does not."""
+    from datetime import UTC, datetime
+
+    from apps.collection.services import collection_create
+
+    portal_login(client, portal_user(merchant.merchant, "viewer"))
+    time_machine.move_to(datetime(2026, 11, 24, 15, 59, tzinfo=UTC), tick=False)
+    collection_create(merchant=merchant.merchant, mch_order_no="LATE-24", product_code="PHP_COLLECT_D1",
+                      amount=5000, currency="PHP")
+    time_machine.move_to(datetime(2026, 11, 24, 23, 30, tzinfo=UTC), tick=False)
+    collection_create(merchant=merchant.merchant, mch_order_no="EARLY-25", product_code="PHP_COLLECT_D1",
+                      amount=7000, currency="PHP")
+    page = text(client.get("/portal/"))
+    assert "Today (2026-11-25, Manila)" in page
+    assert "PHP: 1 order, ₱70.00" in page
