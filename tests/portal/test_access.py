@@ -248,3 +248,12 @@ def test_next_goes_only_to_a_portal_page(client, merchant):
                                     "next": "https://evil.example/"})
     response = client.post("/portal/signin/code/", {"code": fresh_totp_code(user.totpdevice_set.get())})
     assert response["Location"] == reverse("portal:home")
+
+
+def test_a_weak_password_on_the_invite_page_is_refused_and_the_link_stays_usable(client, merchant):
+    made = invite_by_command(merchant.merchant_no, "weak@acme.example", "viewer")
+    response = client.post(made["invite_url"], {"password1": "123", "password2": "123"})
+    assert response.status_code == 200 and "invite-error" in response.content.decode()
+    assert not User.objects.filter(username="weak@acme.example").exists()
+    assert client.post(made["invite_url"], {"password1": NEW_PASSWORD,
+                                            "password2": NEW_PASSWORD}).status_code == 302
