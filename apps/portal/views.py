@@ -220,7 +220,7 @@ def statements(request):
 @portal_view("manage_team")
 def team(request):
     merchant = request.merchant
-    invite_form = InviteForm(request.POST or None if request.POST.get("action") == "invite" else None)
+    invite_form = InviteForm(request.POST if request.POST.get("action") == "invite" else None)
     new_link = None
     if request.method == "POST":
         action = request.POST.get("action")
