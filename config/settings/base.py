@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "apps.collection",
     "apps.payout",
     "apps.operations",  # above the domains: reads several of them (the operations overview)
+    "apps.portal",  # the merchant's own back office (docs/portal.md)
 ]
 
 MIDDLEWARE = [
