@@ -61,21 +61,24 @@ def merchant_resend_allowed(*, merchant_id: int) -> bool:
 
 
 def callback_resend_by_merchant(*, merchant: Merchant, event_id: int | None = None,
-                                platform_order_no: str | None = None, type: str | None = None) -> CallbackEvent:
+                                platform_order_no: str | None = None, type: str | None = None,
+                                person=None) -> CallbackEvent:
     """The merchant's own re-send of one of its events (by id, or by platform_order_no and type): the admin's rule,
     one extra attempt at a dead or delivered event. Rate-limited per merchant (1106); another merchant's event is
-    not found (2002), as a missing one; a pending event is refused (2001/409, docs/api.md §9)."""
+    not found (2002), as a missing one; a pending event is refused (2001/409, docs/api.md §9). `person`: a merchant
+    user re-sending in the portal (audited as that person; the same budget as the merchant's API calls)."""
     # Every request that reaches here spends the budget, found or not, so the endpoint cannot be used to probe ids
     # faster than the limit.
     if not merchant_resend_allowed(merchant_id=merchant.pk):
         raise DomainError(ErrorCode.RATE_LIMITED, f"At most {settings.CALLBACK_RESEND_PER_MINUTE} callback re-sends "
                                                   "per minute; try again in the next minute.")
-    return _callback_resend_one(merchant=merchant, event_id=event_id, platform_order_no=platform_order_no, type=type)
+    return _callback_resend_one(merchant=merchant, event_id=event_id, platform_order_no=platform_order_no, type=type,
+                                person=person)
 
 
 @transaction.atomic(durable=True)
 def _callback_resend_one(*, merchant: Merchant, event_id: int | None, platform_order_no: str | None,
-                         type: str | None) -> CallbackEvent:
+                         type: str | None, person) -> CallbackEvent:
     events = CallbackEvent.objects.select_for_update().filter(merchant_id=merchant.pk)  # scoped: never another's
     if event_id is not None:
         event = events.filter(pk=event_id).first()
@@ -88,6 +91,10 @@ def _callback_resend_one(*, merchant: Merchant, event_id: int | None, platform_o
         raise DomainError(ErrorCode.DUPLICATE_ORDER, f"callback event {event.pk} is {event.status}: it is being "
                                                      "delivered on its retry schedule; only delivered or dead events "
                                                      "can be re-sent.")
-    _resend(event, now=timezone.now(), actor=None, actor_label=merchant.merchant_no,
-            reason="re-send requested by the merchant (POST /openapi/v1/callbacks/resend)")
+    if person is None:
+        _resend(event, now=timezone.now(), actor=None, actor_label=merchant.merchant_no,
+                reason="re-send requested by the merchant (POST /openapi/v1/callbacks/resend)")
+    else:
+        _resend(event, now=timezone.now(), actor=person, actor_label=None,
+                reason=f"re-send requested in the merchant portal ({merchant.merchant_no})")
     return event

@@ -21,7 +21,7 @@ from apps.ledger.statements import statement_data, statement_today
 from apps.payout.models import Payout, mask_account
 from apps.portal import selectors, services
 from apps.portal.access import has_permission, portal_view, secure
-from apps.portal.callbacks import callback_resend_by_person
+from apps.callbacks.resend import callback_resend_by_merchant
 from apps.portal.forms import InviteAcceptForm, InviteForm, MemberForm, StatementForm
 from apps.portal.models import Invite, MerchantUser
 
@@ -174,7 +174,7 @@ def payout_detail(request, platform_order_no: str):
 def callback_resend(request, event_id: int):
     """Re-send one callback of the merchant's: the rules and per-merchant limit of POST /openapi/v1/callbacks/resend."""
     try:
-        event = callback_resend_by_person(merchant=request.merchant, event_id=event_id, person=request.user)
+        event = callback_resend_by_merchant(merchant=request.merchant, event_id=event_id, person=request.user)
     except DomainError as exc:
         if exc.error == ErrorCode.ORDER_NOT_FOUND:
             raise Http404("no such callback") from None

@@ -82,7 +82,7 @@ def test_resend_makes_the_event_due_and_audits_the_person(finance, shops, dispat
     assert audit.actor.username == f"finance@{a.merchant.merchant_no.lower()}.example"
     # A pending event is refused (being retried already), as the API refuses it.
     response = finance.post(f"/portal/callbacks/{a.event.pk}/resend/", follow=True)
-    assert "only delivered or dead callbacks can be re-sent" in response.content.decode()
+    assert "only delivered or dead events can be re-sent" in response.content.decode()
     assert AuditLog.objects.filter(action="callback.resend").count() == 1
 
 
