@@ -19,7 +19,8 @@ class ChannelForm(forms.ModelForm):
         help_text="The upstream's secret API key. Leave empty to keep the stored one; it is never shown again.")
     callback_token = forms.CharField(
         required=False, strip=True, widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
-        help_text="The webhook verification token (Xendit: x-callback-token). Leave empty to keep the stored one.")
+        help_text="The webhook verification secret (Xendit: the x-callback-token; PayMongo: the webhook's secret "
+                  "key, which signs Paymongo-Signature). Leave empty to keep the stored one.")
     clear_credentials = forms.BooleanField(required=False, help_text="Remove both stored credentials.")
 
     class Meta:
@@ -33,6 +34,26 @@ class ChannelForm(forms.ModelForm):
             choices=[(name, name) for name in names],
             help_text="The registered adapter; a live deployment takes only real upstreams, a sandbox one only the "
                       "sandbox (docs/channels.md).")
+
+    def clean(self):
+        """An upstream that can say whether the channel will work is asked now, with the key being configured (PayMongo:
+        its receiving institutions for our bank codes, its wallet), so a wrong mapping is refused here, not at the
+        first live payout."""
+        data = super().clean()
+        if self.errors or data.get("clear_credentials") or not data.get("is_active", True):
+            return data
+        from apps.channels.paymongo import ADAPTER as PAYMONGO
+        from apps.channels.paymongo import paymongo_configuration_problems
+
+        if data.get("adapter") == PAYMONGO:
+            channel = Channel(code=data.get("code", ""), adapter=PAYMONGO, direction=data.get("direction"),
+                              currency=data.get("currency"), api_base_url=data.get("api_base_url") or "")
+            secret_key = data.get("secret_key") or (self.instance.secret_key if self.instance.pk else "")
+            if secret_key:
+                problems = paymongo_configuration_problems(channel=channel, secret_key=secret_key)
+                if problems:
+                    raise forms.ValidationError(problems)
+        return data
 
 
 @admin.register(Channel)
@@ -52,7 +73,8 @@ class ChannelAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="Webhook path")
     def webhook_path(self, obj: Channel) -> str:
-        return f"/channels/{obj.adapter}/{obj.code}/webhook" if obj.pk and obj.adapter == "xendit" else "-"
+        return (f"/channels/{obj.adapter}/{obj.code}/webhook" if obj.pk and obj.adapter in ("xendit", "paymongo")
+                else "-")
 
     def save_model(self, request, obj, form, change):
         # The proposal carries the credentials encrypted, as the channel stores them (never in clear).
