@@ -13,7 +13,8 @@ from apps.common.models import StaffRequest
 
 class ChannelForm(forms.ModelForm):
     api_base_url = forms.URLField(required=False, assume_scheme="https",
-                                  help_text="Upstream API root; empty: the adapter's default (XENDIT_API_BASE_URL).")
+                                  help_text="Upstream API root; empty: the adapter's default (XENDIT_API_BASE_URL, "
+                                            "PAYMONGO_API_BASE_URL).")
     secret_key = forms.CharField(
         required=False, strip=True, widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
         help_text="The upstream's secret API key. Leave empty to keep the stored one; it is never shown again.")

@@ -56,3 +56,15 @@ def test_a_bank_code_paymongo_does_not_list_refuses_the_channel_at_configuration
     # once the operator deactivates the code PayMongo cannot pay, the channel is accepted
     BankCode.objects.filter(currency_id="PHP", code="SECB").update(is_active=False)
     assert admin_client.post("/admin/channels/channel/add/", form_data(paymongo_emulator)).status_code == 302
+
+
+def test_without_the_override_the_key_only_ever_goes_to_paymongos_own_root(bootstrapped, live, paymongo_emulator):
+    from apps.channels.paymongo import PayMongoClient
+    from tests.channels.conftest import paymongo_channel_create
+
+    channel = paymongo_channel_create(code="PAYMONGO_PHP_PAYIN", direction="payin", emulator=paymongo_emulator)
+    assert PayMongoClient(channel).base_url == paymongo_emulator.url  # the tests' emulator, override on
+    live.CHANNEL_API_BASE_URL_OVERRIDE = False  # production's default
+    Channel.objects.filter(pk=channel.pk).update(api_base_url="https://evil.example")
+    assert PayMongoClient(Channel.objects.get(pk=channel.pk)).base_url == live.PAYMONGO_API_BASE_URL \
+        == "https://api.paymongo.com"
