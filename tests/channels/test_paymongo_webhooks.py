@@ -8,7 +8,7 @@ import time
 import pytest
 from django.test import Client
 
-from apps.channels.paymongo import paymongo_signature_verify, WebhookRefused
+from apps.channels.paymongo import WebhookRefused, paymongo_signature_verify
 from apps.collection.models import CollectionOrder
 from apps.ledger.models import Posting
 from apps.payout.models import Payout
@@ -251,3 +251,31 @@ def test_webhook_while_paymongo_api_cannot_be_asked_is_503_and_moves_nothing(pay
     paymongo_emulator.outage(False)  # PayMongo retries: applied once
     assert paymongo_emulator.transfer_webhook(transfer_id, url(live_server, PAYMONGO_PAYOUT_CODE)).json()[
         "changed"] == "succeeded"
+
+
+# --- races ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["payin", "payout"])
+def test_twelve_concurrent_identical_webhooks_report_the_change_once(kind, paymongo_channels, merchant,
+                                                                     paymongo_emulator, live_server, settings):
+    from tests.helpers import at_once
+
+    settings.CHANNEL_HTTP_TIMEOUT_SECONDS = 10  # twelve re-reads at once on a busy host: none may give up (503)
+    if kind == "payin":
+        order, session = opened_session(merchant, paymongo_emulator)
+        paymongo_emulator.pay_session(session["id"])
+        send, expected, cause = (lambda _: paymongo_emulator.session_webhook(
+            session["id"], url(live_server, PAYMONGO_PAYIN_CODE))), "paid", order.platform_order_no
+    else:
+        payout, transfer_id = submitted_payout(merchant)
+        paymongo_emulator.settle_transfer(transfer_id, "succeeded")
+        send, expected, cause = (lambda _: paymongo_emulator.transfer_webhook(
+            transfer_id, url(live_server, PAYMONGO_PAYOUT_CODE))), "succeeded", payout.platform_order_no
+    replies = at_once(send, 12)
+    assert [exc for _, exc in replies] == [None] * 12
+    assert {response.status_code for response, _ in replies} == {200}
+    changes = [response.json()["changed"] for response, _ in replies]
+    assert sorted(changes, key=str) == [None] * 11 + [expected]
+    postings = Posting.objects.filter(cause=cause)
+    assert (postings.filter(kind="hold.settle") if kind == "payout" else postings).count() == 1  # moved once
