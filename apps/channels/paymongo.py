@@ -28,12 +28,12 @@ import json
 import logging
 import time
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import requests
 from django.conf import settings
-from django.db import connection
+from django.db import transaction
 from django.utils import timezone
 
 from apps.channels.base import (
@@ -45,7 +45,7 @@ from apps.channels.base import (
     UpstreamRejected,
     UpstreamUnavailable,
 )
-from apps.channels.models import Channel, UpstreamPayin
+from apps.channels.models import Channel, UpstreamPayin, UpstreamSubmissionLease
 from apps.channels.registry import payin_handlers, payout_handlers, register_payin, register_payout
 
 logger = logging.getLogger(__name__)
@@ -56,6 +56,10 @@ CURRENCY = "PHP"  # PayMongo's checkout and transfers take pesos only
 CHECKOUT_SESSIONS = "/v1/checkout_sessions"
 # E-wallets and QR Ph (docs/channels.md): what the payer may choose on PayMongo's checkout page.
 PAYMENT_METHOD_TYPES = ["gcash", "paymaya", "grab_pay", "qrph"]
+
+# A submission makes at most four HTTP calls (lookup, wallets, create; the lookup again after a refusal): its lease
+# outlives them all.
+SUBMISSION_LEASE_CALLS = 5
 
 # InstaPay's per-transfer limit, PHP 50,000 in centavos; above it a transfer goes by PESONet (same or next banking day).
 INSTAPAY_LIMIT = 5_000_000
@@ -78,19 +82,40 @@ TRANSFER_OUTCOMES = {"pending": "pending", "succeeded": "paid", "failed": "faile
 
 @contextmanager
 def _one_submission_at_a_time(platform_order_no: str):
-    """A PostgreSQL session advisory lock on the order number around "look the transfer up, then create it": two of
-    our workers submitting one payout at once (the sweeper's re-submission and a late worker) cannot both find
-    nothing and both send, whether or not PayMongo honours the Idempotency-Key. A session lock, not a transaction:
-    no HTTP call runs inside a transaction; the lock is released when the block ends (or the connection dies)."""
-    key = int.from_bytes(hashlib.sha256(f"paymongo-transfer:{platform_order_no}".encode()).digest()[:8], "big",
-                         signed=True)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_lock(%s)", [key])
+    """A lease on the order number (UpstreamSubmissionLease) around "look the transfer up, then create it": two of our
+    workers submitting one payout at once (two re-submission tasks of a stale payout) cannot both find nothing and
+    both send, whether or not PayMongo honours the Idempotency-Key. The second waits for the first to finish, then
+    finds its transfer. Claimed and released in short transactions of their own: no HTTP call runs inside a
+    transaction, and nothing is held on a pooled connection (PgBouncer's transaction pooling). A lease whose holder
+    died expires after SUBMISSION_LEASE_CALLS HTTP timeouts; waiting longer than that answers UpstreamUnavailable."""
+    lease = timedelta(seconds=settings.CHANNEL_HTTP_TIMEOUT_SECONDS * SUBMISSION_LEASE_CALLS)
+    deadline = time.monotonic() + lease.total_seconds()
+    while True:
+        until = _lease_claim(platform_order_no, lease)
+        if until is not None:
+            break
+        if time.monotonic() > deadline:
+            raise UpstreamUnavailable(f"another submission of {platform_order_no} is still under way")
+        time.sleep(0.05)
     try:
         yield
     finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
+        UpstreamSubmissionLease.objects.filter(platform_order_no=platform_order_no, leased_until=until).update(
+            leased_until=timezone.now())
+
+
+def _lease_claim(platform_order_no: str, lease: timedelta) -> datetime | None:
+    """The lease's new expiry if this call took it (free, or its holder's time ran out), else None."""
+    now = timezone.now()
+    until = now + lease
+    with transaction.atomic():
+        _, created = UpstreamSubmissionLease.objects.get_or_create(platform_order_no=platform_order_no,
+                                                                   defaults={"leased_until": until})
+    if created:
+        return until
+    taken = UpstreamSubmissionLease.objects.filter(platform_order_no=platform_order_no,
+                                                   leased_until__lte=now).update(leased_until=until)
+    return until if taken else None
 
 
 def receiving_institution(bank_code: str) -> str | None:

@@ -251,3 +251,24 @@ def test_configuration_check_asks_paymongo_for_its_receiving_institutions(paymon
     assert "could not be asked" in paymongo_configuration_problems(channel=channel, secret_key="sk_test_wrong")[0]
     usd = type(channel)(code="X", adapter="paymongo", direction="payin", currency_id="USD")
     assert paymongo_configuration_problems(channel=usd, secret_key="k") == ["PayMongo serves PHP only, not USD."]
+
+
+def test_a_submission_under_way_elsewhere_is_waited_for_and_a_dead_holders_lease_expires(
+        paymongo_channels, merchant, paymongo_emulator, settings):
+    from apps.channels.models import UpstreamSubmissionLease
+
+    settings.CHANNEL_HTTP_TIMEOUT_SECONDS = 0.2  # a lease of five timeouts: one second
+    payout = a_payout(merchant)
+    adapter = PayMongoPayoutAdapter()
+    # another worker holds the lease (it is sending this payout right now): we wait, then give up without sending
+    UpstreamSubmissionLease.objects.create(platform_order_no=payout.platform_order_no,
+                                           leased_until=timezone.now() + timedelta(minutes=5))
+    with pytest.raises(UpstreamUnavailable, match="under way"):
+        adapter.submit_transfer(payout=payout)
+    assert not posted(paymongo_emulator, "/v2/batch_transfers")
+    # that worker died: its lease runs out, and the next submission sends the payout once
+    UpstreamSubmissionLease.objects.filter(platform_order_no=payout.platform_order_no).update(
+        leased_until=timezone.now() - timedelta(seconds=1))
+    reference = adapter.submit_transfer(payout=payout)
+    assert [t["id"] for t in paymongo_emulator.transfers_by_reference(payout.platform_order_no)] == [reference]
+    assert adapter.submit_transfer(payout=payout) == reference  # released: the next call takes it and finds ours
