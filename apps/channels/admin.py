@@ -64,7 +64,8 @@ class ChannelAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="Webhook path")
     def webhook_path(self, obj: Channel) -> str:
-        return f"/channels/{obj.adapter}/{obj.code}/webhook" if obj.pk and obj.adapter == "xendit" else "-"
+        return (f"/channels/{obj.adapter}/{obj.code}/webhook" if obj.pk and obj.adapter in ("xendit", "paymongo")
+                else "-")
 
     def has_delete_permission(self, request, obj=None):
         return False  # deactivate instead (a change request): orders refer to their channel

@@ -4,7 +4,8 @@ import importlib.util
 from django.apps import AppConfig
 
 # Adapter modules register themselves with apps.channels.registry on import.
-ADAPTER_MODULES = ("apps.channels.sandbox_payin", "apps.channels.sandbox_payout", "apps.channels.xendit")
+ADAPTER_MODULES = ("apps.channels.sandbox_payin", "apps.channels.sandbox_payout", "apps.channels.xendit",
+                  "apps.channels.paymongo")
 
 
 class ChannelsConfig(AppConfig):

@@ -120,6 +120,22 @@ class UpstreamPayin(models.Model):
         return self.reference
 
 
+class UpstreamSubmissionLease(models.Model):
+    """Who is submitting an order upstream right now (apps.channels.paymongo): a short lease claimed and released in
+    transactions of their own around "look the upstream's object up, then create it", so two of our workers never
+    both find nothing and both send, without holding a transaction (or a session advisory lock, which PgBouncer's
+    transaction pooling would break) across the HTTP calls. A holder that died leaves a lease that simply expires."""
+
+    platform_order_no = models.CharField(max_length=64)
+    leased_until = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["platform_order_no"], name="upstream_submission_lease_one")]
+
+    def __str__(self) -> str:
+        return self.platform_order_no
+
+
 @tracked()
 class BankCode(models.Model):
     """The bank code table of interface §4.5: banks and wallets per currency."""

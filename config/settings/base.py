@@ -234,6 +234,10 @@ if PLATFORM_ENVIRONMENT not in ("sandbox", "live"):
     raise environ.ImproperlyConfigured(f"PLATFORM_ENVIRONMENT must be sandbox or live, not {PLATFORM_ENVIRONMENT}")
 # Xendit's API root when a channel sets none of its own (the tests point channels at a local emulator).
 XENDIT_API_BASE_URL = env("XENDIT_API_BASE_URL", default="https://api.xendit.co").rstrip("/")
+# PayMongo's API root when a channel sets none of its own, and how far a webhook's Paymongo-Signature timestamp may be
+# from our clock before the webhook is refused as stale (a replay outside it; docs/channels.md, "PayMongo").
+PAYMONGO_API_BASE_URL = env("PAYMONGO_API_BASE_URL", default="https://api.paymongo.com").rstrip("/")
+PAYMONGO_WEBHOOK_TOLERANCE_SECONDS = env.int("PAYMONGO_WEBHOOK_TOLERANCE_SECONDS", default=300)
 # Whether a channel's own api_base_url is honoured. Off (production): the adapter's default root only, so no one who
 # can edit a channel in the admin can send its secret key, and the webhooks' re-reads, to a host of their choosing.
 # On in development and the tests, which point channels at a local emulator.

@@ -43,3 +43,38 @@ def xendit_channels(bootstrapped, live, xendit_emulator) -> dict[str, Channel]:
         "payin": xendit_channel_create(code=PAYIN_CODE, direction=Channel.Direction.PAYIN, emulator=xendit_emulator),
         "payout": xendit_channel_create(code=PAYOUT_CODE, direction=Channel.Direction.PAYOUT, emulator=xendit_emulator),
     }
+
+
+# --- PayMongo (tests/channels/paymongo_emulator.py) ---------------------------------------------------------------
+
+PAYMONGO_PAYIN_CODE = "PAYMONGO_PHP_PAYIN"
+PAYMONGO_PAYOUT_CODE = "PAYMONGO_PHP_PAYOUT"
+
+
+@pytest.fixture
+def paymongo_emulator():
+    from tests.channels.paymongo_emulator import PayMongoEmulator
+
+    emulator = PayMongoEmulator(stall_seconds=2.5).start()
+    yield emulator
+    emulator.stop()
+
+
+def paymongo_channel_create(*, code: str, direction: str, emulator, currency: str = "PHP",
+                            priority: int = 100) -> Channel:
+    channel = Channel.objects.create(code=code, name=f"PayMongo {currency} {direction}", adapter="paymongo",
+                                     direction=direction, currency_id=currency, api_base_url=emulator.url,
+                                     priority=priority)
+    return channel_credentials_set(channel=channel, secret_key=emulator.secret_key,
+                                   callback_token=emulator.webhook_secret)
+
+
+@pytest.fixture
+def paymongo_channels(bootstrapped, live, paymongo_emulator) -> dict[str, Channel]:
+    """Bootstrapped in sandbox (its sandbox channels stay in the table), then the deployment is live with PayMongo."""
+    return {
+        "payin": paymongo_channel_create(code=PAYMONGO_PAYIN_CODE, direction=Channel.Direction.PAYIN,
+                                         emulator=paymongo_emulator),
+        "payout": paymongo_channel_create(code=PAYMONGO_PAYOUT_CODE, direction=Channel.Direction.PAYOUT,
+                                          emulator=paymongo_emulator),
+    }

@@ -54,7 +54,22 @@ def xendit_payout_upstream(monkeypatch) -> Upstream:
     return Upstream(lambda number: len(emulator.payouts_by_reference(number)))
 
 
-PAYOUT_UPSTREAMS = {"sandbox": sandbox_payout_upstream, "xendit": xendit_payout_upstream}
+def paymongo_payout_upstream(monkeypatch) -> Upstream:
+    """PayMongo's emulator behind a live deployment's PayMongo payout channel: its transfers of the reference_number.
+    The emulator ignores the Idempotency-Key here: the adapter's own lookup by reference_number must hold alone."""
+    from django.conf import settings
+
+    from tests.channels.conftest import PAYMONGO_PAYOUT_CODE, paymongo_channel_create
+    from tests.channels.paymongo_emulator import PayMongoEmulator
+
+    emulator = PayMongoEmulator(reused_key="ignore").start()  # a daemon thread: it ends with the test process
+    monkeypatch.setattr(settings, "PLATFORM_ENVIRONMENT", "live")  # the payouts below route to PayMongo
+    paymongo_channel_create(code=PAYMONGO_PAYOUT_CODE, direction="payout", emulator=emulator)
+    return Upstream(lambda number: len(emulator.transfers_by_reference(number)))
+
+
+PAYOUT_UPSTREAMS = {"sandbox": sandbox_payout_upstream, "xendit": xendit_payout_upstream,
+                    "paymongo": paymongo_payout_upstream}
 
 
 def xendit_payin_upstream(monkeypatch) -> Callable[[str], int]:
@@ -69,8 +84,21 @@ def xendit_payin_upstream(monkeypatch) -> Callable[[str], int]:
     return lambda number: len(emulator.invoice_by_external_id(number))
 
 
+def paymongo_payin_upstream(monkeypatch) -> Callable[[str], int]:
+    from django.conf import settings
+
+    from tests.channels.conftest import PAYMONGO_PAYIN_CODE, paymongo_channel_create
+    from tests.channels.paymongo_emulator import PayMongoEmulator
+
+    emulator = PayMongoEmulator().start()  # a daemon thread: it ends with the test process
+    monkeypatch.setattr(settings, "PLATFORM_ENVIRONMENT", "live")  # the orders below route to PayMongo
+    paymongo_channel_create(code=PAYMONGO_PAYIN_CODE, direction="payin", emulator=emulator)
+    return lambda number: len(emulator.sessions_by_reference(number))
+
+
 # How many payments the upstream opened for an order (the sandbox opens nothing: one page, one reference).
-PAYIN_UPSTREAMS = {"sandbox": lambda monkeypatch: (lambda number: 1), "xendit": xendit_payin_upstream}
+PAYIN_UPSTREAMS = {"sandbox": lambda monkeypatch: (lambda number: 1), "xendit": xendit_payin_upstream,
+                   "paymongo": paymongo_payin_upstream}
 
 
 def payin_upstream(name: str, monkeypatch) -> Callable[[str], int]:

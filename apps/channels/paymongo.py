@@ -1,0 +1,569 @@
+"""PayMongo (docs/channels.md, "PayMongo"): PHP pay-ins through Checkout Sessions, payouts through its transfers
+(InstaPay / PESONet from our PayMongo wallet).
+
+Plain `requests` on the documented endpoints, as for Xendit. Auth is HTTP Basic with the channel's secret key as the
+user name and no password; the API root is PAYMONGO_API_BASE_URL (a channel's own api_base_url only where
+CHANNEL_API_BASE_URL_OVERRIDE allows it: development and the tests' emulator). Amounts are integers in centavos on
+both sides (PayMongo's smallest unit is our PHP minor unit), so no decimal is written.
+
+  POST /v1/checkout_sessions                 reference_number = platform_order_no, Idempotency-Key = the same
+  GET  /v1/checkout_sessions/{id}            the session with its payments[]: the paid state is read here
+  POST /v1/checkout_sessions/{id}/expire     the loser of two racing first openings; an expired order's session
+  GET  /v2/wallets                           our wallet: the transfers' source_account
+  GET  /v2/transfers/receiving_institutions?provider=instapay|pesonet   checked when a channel is configured
+  GET  /v2/transfers?reference_number=       a transfer sent before for the order (its create's answer lost)
+  POST /v2/batch_transfers                   one transfer, reference_number = platform_order_no, Idempotency-Key
+  GET  /v2/transfers/{id}
+
+Which transfer is ours: the one the create answered, or the one transfer listed under our reference_number with our
+amount, currency and destination account (looked up before every create, so a re-submission never sends twice).
+Webhooks (apps.channels.views) are verified by their Paymongo-Signature header, then only say "look again": the
+object is re-read from the API with the channel's key before anything moves, and the result enters through the same
+payout and collection services as Xendit's (registered with apps.channels.registry).
+"""
+
+import hashlib
+import hmac
+import json
+import logging
+import time
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import requests
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from apps.channels.base import (
+    PayinAdapter,
+    PayinState,
+    PaymentStart,
+    PayoutAdapter,
+    PayoutState,
+    UpstreamRejected,
+    UpstreamUnavailable,
+)
+from apps.channels.models import Channel, UpstreamPayin, UpstreamSubmissionLease
+from apps.channels.registry import payin_handlers, payout_handlers, register_payin, register_payout
+
+logger = logging.getLogger(__name__)
+
+ADAPTER = "paymongo"
+CURRENCY = "PHP"  # PayMongo's checkout and transfers take pesos only
+
+CHECKOUT_SESSIONS = "/v1/checkout_sessions"
+# E-wallets and QR Ph (docs/channels.md): what the payer may choose on PayMongo's checkout page.
+PAYMENT_METHOD_TYPES = ["gcash", "paymaya", "grab_pay", "qrph"]
+
+# A submission makes at most four HTTP calls (lookup, wallets, create; the lookup again after a refusal): its lease
+# outlives them all.
+SUBMISSION_LEASE_CALLS = 5
+
+# InstaPay's per-transfer limit, PHP 50,000 in centavos; above it a transfer goes by PESONet (same or next banking day).
+INSTAPAY_LIMIT = 5_000_000
+PROVIDERS = ("instapay", "pesonet")
+
+# Our bank codes (apps.channels.services.SEED_BANK_CODES) → the receiving institution's BIC, PayMongo's institution
+# code. Checked against GET /v2/transfers/receiving_institutions when a payout channel is configured
+# (paymongo_configuration_problems): a code mapped to a BIC PayMongo does not list is refused there, not at the first
+# live payout. GRABPAY is not mapped (no InstaPay/PESONet receiving institution): such a payout is refused here.
+RECEIVING_INSTITUTIONS = {
+    "BDO": "BNORPHMMXXX", "BPI": "BOPIPHMMXXX", "MBTC": "MBTCPHMMXXX", "LBP": "TLBPPHMMXXX", "PNB": "PNBMPHMMXXX",
+    "SECB": "SETCPHMMXXX", "UBP": "UBPHPHMMXXX", "RCBC": "RCBCPHMMXXX", "CBC": "CHBKPHMMXXX",
+    "GCASH": "GXCHPHM2XXX", "MAYA": "PAPHPHM1XXX",
+}
+
+# Transfer statuses as documented: pending (InstaPay: up to 20 minutes; PESONet: a day), succeeded, failed ("safe to
+# retry": for us the order fails and the merchant may send a new one).
+TRANSFER_OUTCOMES = {"pending": "pending", "succeeded": "paid", "failed": "failed"}
+
+
+@contextmanager
+def _one_submission_at_a_time(platform_order_no: str):
+    """A lease on the order number (UpstreamSubmissionLease) around "look the transfer up, then create it": two of our
+    workers submitting one payout at once (two re-submission tasks of a stale payout) cannot both find nothing and
+    both send, whether or not PayMongo honours the Idempotency-Key. The second waits for the first to finish, then
+    finds its transfer. Claimed and released in short transactions of their own: no HTTP call runs inside a
+    transaction, and nothing is held on a pooled connection (PgBouncer's transaction pooling). A lease whose holder
+    died expires after SUBMISSION_LEASE_CALLS HTTP timeouts; waiting longer than that answers UpstreamUnavailable."""
+    lease = timedelta(seconds=settings.CHANNEL_HTTP_TIMEOUT_SECONDS * SUBMISSION_LEASE_CALLS)
+    deadline = time.monotonic() + lease.total_seconds()
+    while True:
+        until = _lease_claim(platform_order_no, lease)
+        if until is not None:
+            break
+        if time.monotonic() > deadline:
+            raise UpstreamUnavailable(f"another submission of {platform_order_no} is still under way")
+        time.sleep(0.05)
+    try:
+        yield
+    finally:
+        UpstreamSubmissionLease.objects.filter(platform_order_no=platform_order_no, leased_until=until).update(
+            leased_until=timezone.now())
+
+
+def _lease_claim(platform_order_no: str, lease: timedelta) -> datetime | None:
+    """The lease's new expiry if this call took it (free, or its holder's time ran out), else None."""
+    now = timezone.now()
+    until = now + lease
+    with transaction.atomic():
+        _, created = UpstreamSubmissionLease.objects.get_or_create(platform_order_no=platform_order_no,
+                                                                   defaults={"leased_until": until})
+    if created:
+        return until
+    taken = UpstreamSubmissionLease.objects.filter(platform_order_no=platform_order_no,
+                                                   leased_until__lte=now).update(leased_until=until)
+    return until if taken else None
+
+
+def receiving_institution(bank_code: str) -> str | None:
+    return RECEIVING_INSTITUTIONS.get(bank_code)
+
+
+def transfer_provider(amount: int) -> str:
+    """InstaPay up to its limit, PESONet above it (PayMongo routes by the provider we name)."""
+    return "instapay" if amount <= INSTAPAY_LIMIT else "pesonet"
+
+
+def _fields(obj) -> dict:
+    """A resource's fields: JSON:API `attributes`, or the object itself where PayMongo answers flat (the transfers in
+    a batch answer, as its Transfer Resource page shows them)."""
+    if not isinstance(obj, dict):
+        return {}
+    attributes = obj.get("attributes")
+    return attributes if isinstance(attributes, dict) else obj
+
+
+class PayMongoClient:
+    """The documented endpoints with one channel's credentials; errors as UpstreamUnavailable / UpstreamRejected."""
+
+    def __init__(self, channel: Channel, *, secret_key: str | None = None):
+        # A channel's own API root only where the deployment allows it (CHANNEL_API_BASE_URL_OVERRIDE): in production
+        # the key goes to PayMongo's documented root whatever a channel row says.
+        own = channel.api_base_url if settings.CHANNEL_API_BASE_URL_OVERRIDE else ""
+        self.base_url = (own or settings.PAYMONGO_API_BASE_URL).rstrip("/")
+        self.auth = (channel.secret_key if secret_key is None else secret_key, "")
+
+    def call(self, method: str, path: str, *, payload: dict | None = None, params: dict | None = None,
+             headers: dict | None = None):
+        try:
+            response = requests.request(
+                method, self.base_url + path, params=params, auth=self.auth,
+                timeout=settings.CHANNEL_HTTP_TIMEOUT_SECONDS,
+                data=json.dumps(payload).encode() if payload is not None else None,
+                headers={"Content-Type": "application/json", "Accept": "application/json", **(headers or {})},
+                allow_redirects=False)
+        except requests.RequestException as exc:
+            raise UpstreamUnavailable(f"paymongo {method} {path}: {type(exc).__name__}") from None
+        if response.status_code >= 500 or response.status_code in (401, 403, 408, 429):
+            # A 401/403 is our configuration (a wrong or revoked key), a 408/429 a moment's refusal of the request:
+            # none refuses the order, so it is retried later, never failed.
+            raise UpstreamUnavailable(f"paymongo {method} {path}: HTTP {response.status_code}")
+        try:
+            body = json.loads(response.content, parse_float=Decimal) if response.content else {}
+        except ValueError:
+            raise UpstreamUnavailable(f"paymongo {method} {path}: HTTP {response.status_code}, not JSON") from None
+        if response.status_code >= 400:
+            code = _error_code(body)
+            raise UpstreamRejected(f"paymongo {method} {path}: HTTP {response.status_code} {code}",
+                                   status=response.status_code, error_code=code)
+        if not isinstance(body, dict):
+            raise UpstreamUnavailable(f"paymongo {method} {path}: not a JSON object")
+        return body
+
+
+def _error_code(body) -> str:
+    """PayMongo's error envelope: {"errors": [{"code", "detail", "source"?}]}."""
+    errors = body.get("errors") if isinstance(body, dict) else None
+    if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+        return str(errors[0].get("code", ""))
+    return ""
+
+
+def _amount(value) -> int:
+    """PayMongo's amount (an integer in centavos) as ours; anything else is a refused answer, never a crash."""
+    if isinstance(value, bool) or not isinstance(value, (int, Decimal)) or value != int(value):
+        raise UpstreamRejected(f"paymongo amount {value!r} is not a whole number of centavos", status=400)
+    return int(value)
+
+
+def _time(value) -> datetime | None:
+    """PayMongo's timestamps are Unix seconds (ISO 8601 strings accepted too)."""
+    if value in (None, ""):
+        return None
+    try:
+        if isinstance(value, (int, Decimal)):
+            return datetime.fromtimestamp(int(value), tz=UTC)
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except (ValueError, OverflowError, OSError):
+        return None  # the order's paid_at is then when we learnt it
+
+
+def session_state(session: dict) -> PayinState:
+    """A checkout session as a PayinState: 'paid' once one of its payments is `paid` (its amount and currency are
+    what was paid), 'expired' when the session expired unpaid, else 'pending' (`active`)."""
+    attributes = _fields(session)
+    paid = [_fields(p) for p in attributes.get("payments") or [] if _fields(p).get("status") == "paid"]
+    status = str(attributes.get("status", "")).lower()
+    if paid:
+        payment = paid[0]
+        return PayinState(outcome="paid", reference=str(session.get("id", "")),
+                          platform_order_no=str(attributes.get("reference_number") or ""),
+                          amount=_amount(payment.get("amount")), currency=str(payment.get("currency", "")),
+                          upstream_status="PAID", paid_at=_time(payment.get("paid_at")))
+    items = attributes.get("line_items") or []
+    total = sum(_amount(_fields(item).get("amount")) * _amount(_fields(item).get("quantity", 1)) for item in items)
+    currency = str(_fields(items[0]).get("currency", "")) if items else ""
+    return PayinState(outcome="expired" if status == "expired" else "pending", reference=str(session.get("id", "")),
+                      platform_order_no=str(attributes.get("reference_number") or ""), amount=total,
+                      currency=currency, upstream_status=status.upper())
+
+
+def transfer_state(transfer: dict) -> PayoutState:
+    fields = _fields(transfer)
+    status = str(fields.get("status", "")).lower()
+    outcome = TRANSFER_OUTCOMES.get(status, "pending")
+    reason = ""
+    if outcome == "failed":
+        reason = str(fields.get("failure_code") or fields.get("failed_code") or fields.get("failure_message")
+                     or status)
+    return PayoutState(outcome=outcome, reference=str(transfer.get("id", "")), upstream_status=status.upper(),
+                       fail_reason=reason, amount=_amount(fields.get("amount")),
+                       currency=str(fields.get("currency", "")))
+
+
+def _require_php(currency: str) -> None:
+    if currency != CURRENCY:
+        raise UpstreamRejected(f"paymongo takes {CURRENCY} only, not {currency}", status=400,
+                               error_code="currency_not_supported")
+
+
+@register_payin
+class PayMongoPayinAdapter(PayinAdapter):
+    name = ADAPTER
+    is_sandbox = False
+
+    @staticmethod
+    def configuration_check(*, channel: Channel) -> None:
+        paymongo_configuration_check(channel=channel)
+
+    def start_payment(self, *, order) -> PaymentStart:
+        """The order's checkout session, opened on the first call and recorded (UpstreamPayin); later calls reuse it.
+        The create carries Idempotency-Key = platform_order_no, so a create whose answer was lost (timeout) and is
+        sent again gets the same session back."""
+        opened = UpstreamPayin.objects.filter(platform_order_no=order.platform_order_no).first()
+        if opened is None:
+            _require_php(order.currency_id)
+            attributes = {
+                "line_items": [{"name": order.subject or f"Order {order.mch_order_no}", "amount": order.amount,
+                                "currency": order.currency_id, "quantity": 1}],
+                "payment_method_types": PAYMENT_METHOD_TYPES,
+                "reference_number": order.platform_order_no,
+                "description": order.subject or f"Order {order.mch_order_no}",
+                "send_email_receipt": False, "show_description": True, "show_line_items": True,
+                "metadata": {"platform_order_no": order.platform_order_no},
+            }
+            if order.return_url.startswith(("https://", "http://")):
+                attributes["success_url"] = attributes["cancel_url"] = order.return_url
+            client = PayMongoClient(order.channel)
+            session = client.call("POST", CHECKOUT_SESSIONS, payload={"data": {"attributes": attributes}},
+                                  headers={"Idempotency-Key": order.platform_order_no}).get("data") or {}
+            reference, url = str(session.get("id", "")), str(_fields(session).get("checkout_url", ""))
+            if not reference or not url:
+                raise UpstreamUnavailable("paymongo POST /v1/checkout_sessions: no id or checkout_url in the answer")
+            opened, _ = UpstreamPayin.objects.get_or_create(
+                platform_order_no=order.platform_order_no,
+                defaults={"channel": order.channel, "reference": reference, "redirect_url": url})
+            if opened.reference != reference:
+                # Two first openings at once both created a session (PayMongo did not take them as one key): the
+                # first recorded is the one shown; this one is expired at once so no one can pay the order twice.
+                try:
+                    client.call("POST", f"{CHECKOUT_SESSIONS}/{reference}/expire")
+                except (UpstreamUnavailable, UpstreamRejected) as exc:
+                    logger.warning("pay-in %s: duplicate checkout session %s not expired (%s)", order, reference, exc)
+        return PaymentStart(upstream_reference=opened.reference, redirect_url=opened.redirect_url)
+
+    def payin_state(self, *, order, reference: str) -> PayinState:
+        """The session read back. A session still open after our order expired is expired upstream first (PayMongo
+        sessions outlive our orders), so that no payer pays an expired order later; PayMongo refuses to expire one
+        with a paid or ongoing payment, which is then read again and reported as it is."""
+        client = PayMongoClient(order.channel)
+        state = session_state(client.call("GET", f"{CHECKOUT_SESSIONS}/{reference}").get("data") or {})
+        if state.outcome == "pending" and order.expire_at <= timezone.now():
+            try:
+                client.call("POST", f"{CHECKOUT_SESSIONS}/{reference}/expire")
+            except UpstreamRejected as exc:
+                logger.info("pay-in %s: session %s not expired upstream (%s)", order, reference, exc.error_code)
+            state = session_state(client.call("GET", f"{CHECKOUT_SESSIONS}/{reference}").get("data") or {})
+        return state
+
+
+@register_payout
+class PayMongoPayoutAdapter(PayoutAdapter):
+    name = ADAPTER
+    is_sandbox = False
+
+    @staticmethod
+    def configuration_check(*, channel: Channel) -> None:
+        paymongo_configuration_check(channel=channel)
+
+    def start_disbursement(self, *, payout) -> str:
+        """submit_transfer; a definite refusal fails the payout (frozen funds back), as a failure notice would."""
+        try:
+            return self.submit_transfer(payout=payout)
+        except UpstreamRejected as exc:
+            logger.warning("payout %s refused by paymongo: %s", payout, exc.error_code or exc)
+            payout_handlers().result(platform_order_no=payout.platform_order_no, outcome="failed",
+                                     fail_reason=f"refused upstream: {exc.error_code or exc.status}")
+            return ""  # nothing was disbursed; the order is FAILED
+
+    def submit_transfer(self, *, payout) -> str:
+        """Send the payout as one transfer, or find the one sent before; returns its id.
+
+        Raises UpstreamRejected only when PayMongo definitely did not take it (it refused the create, and no transfer
+        of ours is listed under our reference_number), and UpstreamUnavailable when that is not known (timeout, 5xx,
+        our key refused, two transfers that may be ours): the first may move the order to another channel, the
+        second never may. Before every create the transfers listed under our reference_number are asked for, so a
+        re-submission after a lost answer binds the first transfer instead of sending a second one, whether or not
+        PayMongo honours the Idempotency-Key header it is also given."""
+        _require_php(payout.currency_id)
+        bic = receiving_institution(payout.bank_code)
+        if bic is None:  # nothing is sent: a definite refusal
+            raise UpstreamRejected(f"bank code {payout.bank_code} is no PayMongo receiving institution", status=400,
+                                   error_code="receiving_institution_not_supported")
+        client = PayMongoClient(payout.channel)
+        with _one_submission_at_a_time(payout.platform_order_no):
+            found = self._ours(payout, client, bic)
+            if found:
+                return found
+            return self._create(payout, client, bic)
+
+    def _create(self, payout, client: PayMongoClient, bic: str) -> str:
+        transfer = {
+            "source_account": self._source_account(client),
+            "destination_account": {"number": payout.payee_account, "name": payout.payee_name, "bic": bic},
+            "amount": payout.amount, "currency": payout.currency_id, "provider": transfer_provider(payout.amount),
+            "reference_number": payout.platform_order_no, "purpose": "Disbursement",
+            "description": f"Payout {payout.mch_order_no}", "metadata": {"platform_order_no": payout.platform_order_no},
+        }
+        try:
+            answer = client.call("POST", "/v2/batch_transfers", payload={"data": {"attributes": {"transfers": [
+                transfer]}}}, headers={"Idempotency-Key": payout.platform_order_no})
+        except UpstreamRejected as exc:
+            if exc.status == 404:  # Money Movement not enabled on the account: our configuration, not a refusal
+                raise UpstreamUnavailable(f"paymongo POST /v2/batch_transfers: HTTP 404 {exc.error_code}") from None
+            # A refusal of a re-submission proves nothing about the first submission (its answer may have been
+            # lost): the order fails only when PayMongo lists no transfer of ours.
+            found = self._ours(payout, client, bic)
+            if found:
+                return found
+            raise
+        return self._created_id(answer, payout)
+
+    @staticmethod
+    def _created_id(answer: dict, payout) -> str:
+        """The transfer of ours in the batch answer ({"data": {"id": "batch_tr_...", "transfers": [...]}}, as the
+        Transfer Resource page shows it; under `attributes` too, as community SDKs read it)."""
+        data = answer.get("data") or {}
+        transfers = data.get("transfers") if isinstance(data, dict) else None
+        if transfers is None:
+            transfers = _fields(data).get("transfers")
+        for transfer in transfers or []:
+            if str(_fields(transfer).get("reference_number", "")) == payout.platform_order_no and transfer.get("id"):
+                return str(transfer["id"])
+        # Taken, but its id not in the answer: the next re-submission finds it by reference_number.
+        raise UpstreamUnavailable("paymongo POST /v2/batch_transfers: no transfer of ours in the answer")
+
+    def _ours(self, payout, client: PayMongoClient, bic: str) -> str:
+        """The id of the one transfer listed under our reference_number with our amount, currency and destination
+        account, or "" when there is none; two or more are ambiguous (UpstreamUnavailable: the order stays
+        PROCESSING without a reference, an operator is told)."""
+        answer = client.call("GET", "/v2/transfers", params={"reference_number": payout.platform_order_no})
+        listed = answer.get("data")
+        if not isinstance(listed, list):
+            raise UpstreamUnavailable("paymongo GET /v2/transfers: no data list in the answer")
+        ours = []
+        for transfer in listed:
+            fields = _fields(transfer)
+            destination = fields.get("destination_account") or {}
+            try:
+                amount = _amount(fields.get("amount"))
+            except UpstreamRejected:
+                continue
+            if (str(fields.get("reference_number", "")), amount, str(fields.get("currency", "")),
+                    str(destination.get("number", "")), str(destination.get("bic", ""))) == (
+                    payout.platform_order_no, payout.amount, payout.currency_id, payout.payee_account, bic):
+                ours.append(transfer)
+        if len(ours) > 1:
+            ids = ", ".join(f"{t.get('id')} {_fields(t).get('status')}" for t in ours)
+            logger.error("payout %s: %d PayMongo transfers carry its reference_number, amount and account (%s): "
+                         "none is taken for ours; an operator must check them in PayMongo's dashboard",
+                         payout, len(ours), ids)
+            raise UpstreamUnavailable(f"payout {payout}: {len(ours)} transfers of its reference_number")
+        return str(ours[0].get("id", "")) if ours else ""
+
+    @staticmethod
+    def _source_account(client: PayMongoClient) -> dict:
+        """Our PayMongo wallet's account ({number, name, bic}): the documented source_account of every transfer."""
+        wallets = [_fields(w) for w in client.call("GET", "/v2/wallets").get("data") or []]
+        usable = [w for w in wallets if str(w.get("currency", CURRENCY)) == CURRENCY
+                  and str(w.get("status", "activated")) == "activated" and isinstance(w.get("source_account"), dict)]
+        if len(usable) != 1:
+            raise UpstreamUnavailable(f"paymongo GET /v2/wallets: {len(usable)} activated {CURRENCY} wallets, "
+                                      f"expected one")
+        account = usable[0]["source_account"]
+        return {"number": str(account.get("number", "")), "name": str(account.get("name", "")),
+                "bic": str(account.get("bic", ""))}
+
+    def payout_state(self, *, payout) -> PayoutState:
+        """The state of the transfer bound to the order (its upstream_reference); 'missing' before that is known."""
+        if not payout.upstream_reference:
+            return PayoutState(outcome="missing")
+        found = PayMongoClient(payout.channel).call("GET", f"/v2/transfers/{payout.upstream_reference}")
+        return transfer_state(found.get("data") or {})
+
+
+# --- configuration --------------------------------------------------------------------------------------------
+
+
+def paymongo_configuration_problems(*, channel: Channel, secret_key: str) -> list[str]:
+    """What keeps a PayMongo channel from working, asked of PayMongo with the key being configured: a currency other
+    than PHP; for payouts, a bank code of ours mapped to a BIC PayMongo does not list as a receiving institution
+    (instapay or pesonet), or not exactly one activated PHP wallet to send from. [] when none."""
+    if channel.currency_id != CURRENCY:
+        return [f"PayMongo serves {CURRENCY} only, not {channel.currency_id}."]
+    if channel.direction != Channel.Direction.PAYOUT:
+        return []
+    from apps.channels.models import BankCode
+
+    client = PayMongoClient(channel, secret_key=secret_key)
+    problems = []
+    try:
+        listed = set()
+        for provider in PROVIDERS:
+            answer = client.call("GET", "/v2/transfers/receiving_institutions", params={"provider": provider})
+            for institution in answer.get("data") or []:
+                fields = _fields(institution)
+                listed.add(str(fields.get("bic") or institution.get("id") or ""))
+        PayMongoPayoutAdapter._source_account(client)
+    except (UpstreamUnavailable, UpstreamRejected) as exc:
+        return [f"PayMongo could not be asked with this key: {exc}"]
+    for code in BankCode.objects.filter(currency_id=CURRENCY, is_active=True).order_by("code").values_list(
+            "code", flat=True):
+        bic = receiving_institution(code)
+        if bic is not None and bic not in listed:
+            problems.append(f"bank code {code} is mapped to {bic}, which PayMongo does not list as a receiving "
+                            f"institution.")
+    return problems
+
+
+def paymongo_configuration_check(*, channel: Channel) -> None:
+    """The adapters' `configuration_check` (apps.channels.services.channel_upstream_check, run by Channel.clean()
+    when the channel is asked for and again when it is approved): ValidationError listing the problems. A channel
+    without a secret key is not asked, as Xendit's: it cannot move anything."""
+    if not channel.secret_key:
+        return
+    problems = paymongo_configuration_problems(channel=channel, secret_key=channel.secret_key)
+    if problems:
+        raise ValidationError(problems)
+
+
+# --- webhooks -------------------------------------------------------------------------------------------------
+
+
+class WebhookRefused(PermissionError):
+    """Missing, malformed, wrong or stale Paymongo-Signature, or an event of the other mode (test/live): nothing is
+    read, nothing changes."""
+
+
+def channel_livemode(channel: Channel) -> bool:
+    """A channel is live when its secret key is a live one (sk_live_...); test keys only ever see test-mode events."""
+    return channel.secret_key.startswith("sk_live_")
+
+
+def paymongo_signature_verify(*, header: str, body: bytes, secret: str, livemode: bool,
+                              now: float | None = None) -> None:
+    """PayMongo's documented check: header `t=<unix seconds>,te=<test signature>,li=<live signature>`; the signature is
+    HMAC-SHA256 (hex) of "<t>.<raw body>" keyed with the webhook's secret key; `li` is compared for a live channel,
+    `te` for a test one, in constant time. A timestamp more than PAYMONGO_WEBHOOK_TOLERANCE_SECONDS away from our
+    clock is refused (a captured webhook replayed later)."""
+    if not secret:
+        raise WebhookRefused("no webhook secret key stored for the channel")
+    parts = {}
+    for item in header.split(","):
+        key, sep, value = item.strip().partition("=")
+        if sep:
+            parts[key] = value
+    try:
+        timestamp = int(parts.get("t", ""))
+    except ValueError:
+        raise WebhookRefused("Paymongo-Signature without a timestamp") from None
+    given = parts.get("li" if livemode else "te", "")
+    expected = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    if not given or not hmac.compare_digest(given.encode(), expected.encode()):
+        raise WebhookRefused("Paymongo-Signature does not match")
+    if abs((time.time() if now is None else now) - timestamp) > settings.PAYMONGO_WEBHOOK_TOLERANCE_SECONDS:
+        raise WebhookRefused(f"Paymongo-Signature timestamp {timestamp} is outside the tolerance")
+
+
+def paymongo_webhook_handle(*, channel: Channel, signature: str, body: bytes) -> dict:
+    """A PayMongo webhook for `channel`: signature checked, the event's mode checked against the channel's, then the
+    object it names re-read from the API, then the outcome applied through the payout or collection service
+    registered for it. A pay-in channel's URL acts on checkout sessions only, a payout channel's on transfers only;
+    any other event is acknowledged and changes nothing. Returns what was done (for the reply and logs)."""
+    livemode = channel_livemode(channel)
+    paymongo_signature_verify(header=signature, body=body, secret=channel.callback_token, livemode=livemode)
+    try:
+        event = json.loads(body, parse_float=Decimal)
+    except ValueError:
+        raise UpstreamRejected("webhook body is not JSON", status=400) from None
+    attributes = _fields(event.get("data")) if isinstance(event, dict) else {}
+    if attributes.get("livemode") is not livemode:
+        raise WebhookRefused(f"a {'live' if attributes.get('livemode') else 'test'}-mode event for a "
+                             f"{'live' if livemode else 'test'} channel")
+    kind = str(attributes.get("type", ""))
+    resource = attributes.get("data") if isinstance(attributes.get("data"), dict) else {}
+    resource_type, resource_id = str(resource.get("type", "")), str(resource.get("id", ""))
+    client = PayMongoClient(channel)
+    if channel.direction == Channel.Direction.PAYIN and resource_type == "checkout_session" and resource_id:
+        session = _reread(client, f"{CHECKOUT_SESSIONS}/{resource_id}")
+        state = _readable(session, session_state)
+        if state is None:
+            return {"event": kind, "object": "checkout_session", "changed": None}
+        change = payin_handlers().apply_state(state=state, adapter=ADAPTER)
+        return {"event": kind, "object": "checkout_session", "status": state.upstream_status, "changed": change}
+    if channel.direction == Channel.Direction.PAYOUT and resource_type == "transfer" and resource_id:
+        transfer = _reread(client, f"/v2/transfers/{resource_id}")
+        state = _readable(transfer, transfer_state)
+        if state is None:
+            return {"event": kind, "object": "transfer", "changed": None}
+        change = payout_handlers().apply_state(
+            platform_order_no=str(_fields(transfer).get("reference_number", "")), state=state, adapter=ADAPTER)
+        return {"event": kind, "object": "transfer", "status": state.upstream_status, "changed": change}
+    logger.info("paymongo webhook for %s: %s (%s) acknowledged, nothing to apply", channel.code, kind, resource_type)
+    return {"event": kind, "object": resource_type, "changed": None}
+
+
+def _reread(client: PayMongoClient, path: str) -> dict:
+    """The object a webhook names, from PayMongo's API; {} when PayMongo has no such object (not ours: acknowledged)."""
+    try:
+        return client.call("GET", path).get("data") or {}
+    except UpstreamRejected as exc:
+        if exc.status == 404:
+            return {}
+        raise
+
+
+def _readable(obj: dict, read):
+    """The state of an object PayMongo's API returned, or None when it cannot be ours (not pesos, an amount that is no
+    whole number of centavos): acknowledged so PayMongo does not retry it, logged."""
+    try:
+        state = read(obj)
+        _require_php(state.currency)
+        return state
+    except UpstreamRejected as exc:
+        logger.warning("paymongo object %s not applied: %s", obj.get("id"), exc)
+        return None
