@@ -33,6 +33,7 @@ urlpatterns = [
     path("admin/login/code/", code_step, name="staff-signin-code"),
     path("admin/login/enrol/", enrol_step, name="staff-signin-enrol"),
     path("admin/", admin.site.urls),
+    path("portal/", include("apps.portal.urls")),  # the merchant's own back office (docs/portal.md)
 ]
 
 handler404 = "config.views.not_found"

@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "apps.payout",
     "apps.merchant_payouts",  # payouts by hand in the merchant portal (docs/portal.md)
     "apps.operations",  # above the domains: reads several of them (the operations overview)
+    "apps.portal",  # the merchant's own back office (docs/portal.md)
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,60 @@
+"""Merchant users (docs/portal.md): a Django user, never staff, linked to one merchant with one role."""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from apps.merchants.models import Merchant
+
+
+class Role(models.TextChoices):
+    OWNER = "owner", "Owner"
+    FINANCE = "finance", "Finance"
+    DEVELOPER = "developer", "Developer"
+    VIEWER = "viewer", "Viewer"
+
+
+class MerchantUser(models.Model):
+    """A person of a merchant. The Django user behind it is never staff (the admin refuses it) and belongs to this
+    one merchant only; every portal query is scoped to `merchant` (apps.portal.access)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="merchant_user")
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="portal_users")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    is_active = models.BooleanField(default=True, help_text="Off: the person can no longer sign in to the portal.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["merchant", "role"], name="portal_user_merchant_role_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.user.get_username()} ({self.merchant.merchant_no}, {self.role})"
+
+
+class Invite(models.Model):
+    """A one-time link that makes a merchant user: only the SHA-256 of its token is stored; it expires and is used
+    at most once (`used_at`, set under the row lock when the person sets their password)."""
+
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="portal_invites")
+    username = models.CharField(max_length=150, help_text="The sign-in name the person will use (their e-mail).")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    token_hash = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+")
+    created_by_label = models.CharField(max_length=128, help_text="Who made the link: a user, or cli:<operator>.")
+    used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    merchant_user = models.OneToOneField(MerchantUser, null=True, blank=True, on_delete=models.PROTECT,
+                                         related_name="invite")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(used_at__isnull=True) | Q(merchant_user__isnull=False),
+                                   name="portal_invite_used_makes_a_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"invite {self.username} ({self.merchant.merchant_no}, {self.role})"
