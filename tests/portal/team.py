@@ -20,5 +20,8 @@ def member(merchant, role: str, username: str | None = None) -> MerchantUser:
     user = portal_user(merchant, role, username=username)
     person = MerchantUser.objects.select_related("user", "merchant").get(user=user)
     person.code = lambda: step_up_code(person.user)
-    type(person).device = property(lambda self: TOTPDevice.objects.get(user=self.user, confirmed=True))
     return person
+
+
+def device_of(person) -> TOTPDevice:
+    return TOTPDevice.objects.get(user=person.user, confirmed=True)

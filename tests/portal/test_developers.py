@@ -14,7 +14,7 @@ from apps.merchants.selectors import public_key_object
 from apps.portal import developers
 from apps.portal.developers import PortalNotFound, PortalRefused
 from tests.helpers import MerchantCtx, assert_error, assert_ok, at_once, signed_post
-from tests.portal.team import member
+from tests.portal.team import device_of, member
 from tests.support.receiver import Reply
 
 pytestmark = pytest.mark.django_db
@@ -57,7 +57,7 @@ def test_key_upload_without_the_right_code_changes_nothing(team, rsa_keys):
         with pytest.raises(SecondFactorRefused):
             developers.portal_key_upload(actor=owner, public_key_pem=_pem(rsa_keys[2]), otp_code=code)
     assert MerchantKey.objects.filter(merchant=owner.merchant).count() == 1
-    assert owner.device.throttling_failure_count == 1  # the wrong code was counted; the malformed ones never reached it
+    assert device_of(owner).throttling_failure_count == 1  # the wrong code was counted; the malformed ones never reached it
 
 
 def test_a_code_already_used_is_refused_the_second_time(team, rsa_keys):
@@ -80,7 +80,7 @@ def test_a_key_that_is_not_an_rsa_public_key_pem_is_refused_before_the_code_is_s
     code = owner.code()
     with pytest.raises(PortalRefused, match=words):
         developers.portal_key_upload(actor=owner, public_key_pem=pem, otp_code=code)
-    assert owner.device.last_t == -1  # the code was not used up
+    assert device_of(owner).last_t == -1  # the code was not used up
 
 
 def test_small_and_non_rsa_keys_are_refused(team):
@@ -116,7 +116,7 @@ def test_the_last_active_key_cannot_be_revoked(merchant, team):
     code = owner.code()
     with pytest.raises(PortalRefused, match="last active key"):
         developers.portal_key_revoke(actor=owner, key_version=1, otp_code=code)
-    assert owner.device.last_t == -1  # refused before the code was spent
+    assert device_of(owner).last_t == -1  # refused before the code was spent
     assert_ok(_balance(merchant))
 
 

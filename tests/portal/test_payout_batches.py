@@ -15,6 +15,8 @@ from apps.payout.models import Payout
 from tests.helpers import at_once
 from tests.payout.conftest import PHP_FEE, fund, new_payout
 
+from tests.portal.team import device_of  # noqa: E402
+
 pytestmark = pytest.mark.django_db
 
 HEADER = "mch_order_no,amount,currency,payee_name,payee_account,bank_code\n"
@@ -217,7 +219,7 @@ def test_an_owner_never_approves_their_own_batch(funded, team):
     batch = _upload(team["owner"]).batch
     with pytest.raises(BatchRefused, match="maker-checker"):
         services.payout_batch_approve(actor=team["owner"], batch_id=batch.pk, otp_code=team["owner"].code())
-    assert team["owner"].device.last_t == -1  # refused before the code was spent
+    assert device_of(team["owner"]).last_t == -1  # refused before the code was spent
     # The database says so too, whatever path writes.
     from django.db import IntegrityError, transaction
     with pytest.raises(IntegrityError), transaction.atomic():
