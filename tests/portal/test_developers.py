@@ -1,6 +1,7 @@
 """The developers page's services (apps/portal/developers.py): keys, platform keys, callback URLs, test callbacks."""
 
 import dataclasses
+import time
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -130,12 +131,20 @@ def test_revoking_is_scoped_to_the_owners_merchant(merchant, other_merchant, tea
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_owners_revoking_the_two_last_keys_at_once_leave_one_active(merchant, team, rsa_keys):
+def test_two_owners_revoking_the_two_last_keys_at_once_leave_one_active(merchant, team, rsa_keys, monkeypatch):
     owners = [team["owner"], team["owner2"]]
     developers.portal_key_upload(actor=owners[0], public_key_pem=_pem(rsa_keys[2]), otp_code=owners[0].code())
-    codes = [owner.code() for owner in owners]
-    outcomes = at_once(lambda i: developers.portal_key_revoke(actor=owners[i], key_version=i + 1,
-                                                              otp_code=codes[i]), 2)
+    checked = developers._revocable
+
+    def slow_check(**kwargs):  # widen the window between the locked check and the write
+        key = checked(**kwargs)
+        if kwargs.get("lock"):
+            time.sleep(0.5)
+        return key
+
+    monkeypatch.setattr(developers, "_revocable", slow_check)
+    # Both past their second factor (checked before the locked part, each on its own device), revoking at once.
+    outcomes = at_once(lambda i: developers._key_revoke(actor=owners[i], key_version=i + 1), 2)
     refused = [exc for _, exc in outcomes if exc is not None]
     assert len(refused) == 1 and isinstance(refused[0], PortalRefused), outcomes
     assert MerchantKey.objects.filter(merchant=merchant.merchant, revoked_at__isnull=True).count() == 1
