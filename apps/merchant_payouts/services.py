@@ -226,12 +226,10 @@ def payout_batch_single(*, actor, values: dict, note: str = "") -> BatchCreated:
     """One payout as a batch of one row waiting for an owner. The same mch_order_no again, with the same
     parameters, while its batch is live, is that batch."""
     _require(actor, MAKER_ROLES, "ask for payouts")
-    row = PayoutBatchRow.objects.filter(merchant=actor.merchant, claimed=True,
-                                        mch_order_no=values.get("mch_order_no") or "").select_related("batch").first()
-    if row is not None and row.batch.source == PayoutBatch.Source.FORM and _same_row(row, values):
-        return BatchCreated(row.batch, replayed=True)
-    return _batch_create(actor=actor, rows=[(1, values)], source=PayoutBatch.Source.FORM, file_name="", digest="",
-                         note=note)
+    rows = [(1, values)]
+    if (existing := _same_request(actor=actor, rows=rows, source=PayoutBatch.Source.FORM, digest="")) is not None:
+        return BatchCreated(existing, replayed=True)
+    return _batch_create(actor=actor, rows=rows, source=PayoutBatch.Source.FORM, file_name="", digest="", note=note)
 
 
 def _same_row(row: PayoutBatchRow, values: dict) -> bool:
@@ -247,6 +245,9 @@ def _batch_create(*, actor, rows: list[tuple[int, dict]], source: str, file_name
                   note: str) -> BatchCreated:
     checks = rows_check(merchant=actor.merchant, rows=rows)
     if not all(check.ok for check in checks):
+        # The same request, committed by a concurrent upload since this one looked (its rows now hold the numbers).
+        if (existing := _same_request(actor=actor, rows=rows, source=source, digest=digest)) is not None:
+            return BatchCreated(existing, replayed=True)
         raise BatchInvalid(rows=checks)
     try:
         return BatchCreated(_batch_insert(actor=actor, checks=checks, source=source, file_name=file_name,
@@ -254,15 +255,22 @@ def _batch_create(*, actor, rows: list[tuple[int, dict]], source: str, file_name
     except IntegrityError:
         # A concurrent upload of the same file, or of another batch claiming one of these mch_order_no, committed
         # first: that batch, or the rows' errors as they are now.
-        existing = _live_batch_of_file(merchant=actor.merchant, digest=digest) if digest else None
-        if existing is not None:
+        if (existing := _same_request(actor=actor, rows=rows, source=source, digest=digest)) is not None:
             return BatchCreated(existing, replayed=True)
-        if source == PayoutBatch.Source.FORM:
-            row = PayoutBatchRow.objects.filter(merchant=actor.merchant, claimed=True,
-                                                mch_order_no=checks[0].params["mch_order_no"]).first()
-            if row is not None and row.batch.source == PayoutBatch.Source.FORM and _same_row(row, rows[0][1]):
-                return BatchCreated(row.batch, replayed=True)
         raise BatchInvalid(rows=rows_check(merchant=actor.merchant, rows=rows)) from None
+
+
+def _same_request(*, actor, rows: list[tuple[int, dict]], source: str, digest: str) -> PayoutBatch | None:
+    """The live batch this very request made already: the same file, or the same single payout."""
+    if digest:
+        return _live_batch_of_file(merchant=actor.merchant, digest=digest)
+    if source == PayoutBatch.Source.FORM:
+        row = (PayoutBatchRow.objects.filter(merchant=actor.merchant, claimed=True,
+                                             mch_order_no=rows[0][1].get("mch_order_no") or "")
+               .select_related("batch").first())
+        if row is not None and row.batch.source == PayoutBatch.Source.FORM and _same_row(row, rows[0][1]):
+            return row.batch
+    return None
 
 
 @transaction.atomic(durable=True)
