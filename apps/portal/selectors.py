@@ -162,9 +162,10 @@ def decode_cursor(cursor: str) -> tuple[datetime, int] | None:
         return None
 
 
-def page(queryset: QuerySet, *, cursor: str = "", size: int = PAGE_SIZE) -> tuple[list, str]:
+def page(queryset: QuerySet, *, cursor: str = "", size: int | None = None) -> tuple[list, str]:
     """One page of a list ordered newest first, after `cursor` (keyset: created_at, id; no OFFSET, so a page costs the
     same however deep), and the cursor of the next page ('' at the end)."""
+    size = size or PAGE_SIZE
     after = decode_cursor(cursor) if cursor else None
     if after is not None:
         moment, pk = after

@@ -6,6 +6,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
+import pghistory
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
@@ -91,7 +92,10 @@ def invite_accept(*, token: str, password: str) -> MerchantUser:
                 is_staff=False, is_superuser=False)
     validate_password(password, user)
     user.set_password(password)
-    user.save()
+    # The settings trail of users (docs/staff-access.md) names who made this account: the invite, not "unknown".
+    with pghistory.context(username=invite.username, portal_invite=invite.pk,
+                           invited_by=invite.created_by_label):
+        user.save()
     merchant_user = MerchantUser.objects.create(user=user, merchant=invite.merchant, role=invite.role)
     invite.used_at = timezone.now()
     invite.merchant_user = merchant_user

@@ -3,6 +3,7 @@ request.merchant, and writes through one service."""
 
 import csv
 
+from django.core.exceptions import ValidationError
 from django.contrib import messages
 from django.http import Http404, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
@@ -219,7 +220,7 @@ def statements(request):
 @portal_view("manage_team")
 def team(request):
     merchant = request.merchant
-    invite_form = InviteForm(request.POST or None if request.POST.get("action") == "invite" else None)
+    invite_form = InviteForm(request.POST if request.POST.get("action") == "invite" else None)
     new_link = None
     if request.method == "POST":
         action = request.POST.get("action")
@@ -270,11 +271,7 @@ def invite_accept(request, token: str):
             services.invite_accept(token=token, password=form.cleaned_data["password1"])
         except services.InviteError:
             return secure(render(request, "portal/signin/invite_invalid.html", status=404))
-        except Exception as exc:  # noqa: BLE001 - a password the validators refuse
-            from django.core.exceptions import ValidationError
-
-            if not isinstance(exc, ValidationError):
-                raise
+        except ValidationError as exc:  # a password the validators refuse
             form.add_error("password1", exc)
         else:
             messages.success(request, "Your account is ready. Sign in with your new password; you will then add "

@@ -44,3 +44,11 @@ def test_password_then_totp_code_signs_in(client, merchant):
     response = client.post("/portal/signin/code/", {"code": fresh_totp_code(device)})
     assert response.status_code == 302 and response["Location"] == "/portal/"
     assert client.get("/portal/").status_code == 200
+
+
+def test_a_merchant_users_password_opens_nothing_at_the_admins_sign_in(client, merchant):
+    user = portal_user(merchant, "owner")
+    response = client.post("/admin/login/", {"username": user.username, "password": PASSWORD})
+    assert response.status_code == 200  # the admin's form refuses a non-staff account: no second step
+    assert "staff_signin_pending" not in client.session
+    assert client.get("/admin/").status_code == 302

@@ -169,3 +169,43 @@ def test_list_pages_with_a_keyset_cursor(finance, shops):
     assert seen == ["PG-4", "PG-3", "PG-2", "PG-1", "PG-0", "A-IN-1"]
     page = text(finance.get("/portal/payins/"))
     assert 'id="next-page"' not in page  # 6 rows: one page of 50
+
+
+def test_today_on_home_is_the_manila_day(client, merchant, time_machine):
+    """23:30 UTC is 07:30 the next day in Manila: an order made then counts in that Manila day, and one made at
+    15:59 UTC the day before (23:59 Manila) does not."""
+    from datetime import UTC, datetime
+
+    from apps.collection.services import collection_create
+
+    portal_login(client, portal_user(merchant.merchant, "viewer"))
+    time_machine.move_to(datetime(2026, 11, 24, 15, 59, tzinfo=UTC), tick=False)
+    collection_create(merchant=merchant.merchant, mch_order_no="LATE-24", product_code="PHP_COLLECT_D1",
+                      amount=5000, currency="PHP")
+    time_machine.move_to(datetime(2026, 11, 24, 23, 30, tzinfo=UTC), tick=False)
+    collection_create(merchant=merchant.merchant, mch_order_no="EARLY-25", product_code="PHP_COLLECT_D1",
+                      amount=7000, currency="PHP")
+    page = text(client.get("/portal/"))
+    assert "Today (2026-11-25, Manila)" in page
+    assert "PHP: 1 order, ₱70.00" in page
+
+
+def test_next_page_links_walk_the_filtered_list_without_repeats(finance, shops, monkeypatch):
+    a, _ = shops
+    from apps.collection.services import collection_create
+    from apps.portal import selectors
+
+    monkeypatch.setattr(selectors, "PAGE_SIZE", 2)
+    for n in range(4):
+        collection_create(merchant=a.merchant, mch_order_no=f"NP-{n}", product_code="PHP_COLLECT_D1", amount=5000,
+                          currency="PHP")
+    url, seen = "/portal/payins/?status=CREATED", []
+    while url:
+        page = text(finance.get(url))
+        seen += [part.split('"')[0] for part in page.split('data-order="')[1:]]
+        url = ("/portal/payins/" + page.split('id="next-page"')[0].rsplit('href="', 1)[1].split('"')[0]
+               .replace("&amp;", "&")) if 'id="next-page"' in page else ""
+    numbers = [o.mch_order_no for o in selectors.payins(merchant_id=a.merchant.pk,
+                                                        flt=selectors.OrderFilter(status="CREATED"))]
+    assert numbers == ["NP-3", "NP-2", "NP-1", "NP-0"]
+    assert len(seen) == 4 and len(set(seen)) == 4
