@@ -86,6 +86,14 @@ class BatchCreated:
 def _require(actor, roles: tuple[str, ...], what: str) -> None:
     if actor.role not in roles:
         raise BatchRefused(f"Only {' or '.join(roles)} users may {what}; you are {actor.role}.")
+    _require_active(actor.merchant.pk)
+
+
+def _require_active(merchant_id: int) -> None:
+    """A disabled merchant sends no payouts by hand, as its signed API calls get 1105: payout_create itself does not
+    look (the API's authentication does), so these services do, at asking, deciding and creating."""
+    if not Merchant.objects.filter(pk=merchant_id, is_active=True).exists():
+        raise BatchRefused("Your merchant account is disabled: no payouts can be sent (1105). Contact us.")
 
 
 # --- checking rows ------------------------------------------------------------------------------------------------
@@ -346,7 +354,8 @@ def _approve(*, actor, batch_id: int) -> PayoutBatch:
 def payout_batch_reject(*, actor, batch_id: int, reason: str) -> PayoutBatch:
     """An owner rejects a waiting batch (the maker may withdraw their own this way too): nothing is created, and its
     rows' mch_order_no are free again."""
-    _require(actor, CHECKER_ROLES, "reject payouts")
+    if actor.role not in CHECKER_ROLES:  # a disabled merchant's owner may still reject: it moves nothing
+        raise BatchRefused(f"Only owner users may reject payouts; you are {actor.role}.")
     reason = (reason or "").strip()
     if not reason:
         raise BatchRefused("Say why you reject it (the maker reads it).")
@@ -380,6 +389,11 @@ def payout_batch_process(*, batch_id: int) -> PayoutBatch:
 def _row_run(*, batch: PayoutBatch, row: PayoutBatchRow) -> None:
     PayoutBatch.objects.filter(pk=batch.pk).update(progress_at=timezone.now())
     params = {name: getattr(row, name) for name in FIELDS if name != "mch_order_no"}
+    try:
+        _require_active(batch.merchant_id)  # disabled after the approval: the rows not created yet are not
+    except BatchRefused as exc:
+        _row_record(row_id=row.pk, payout=None, error=(ErrorCode.MERCHANT_DISABLED.code, str(exc)))
+        return
     try:
         payout = payout_create(merchant=batch.merchant, mch_order_no=row.mch_order_no, **params)
     except DomainError as exc:

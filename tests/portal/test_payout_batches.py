@@ -342,3 +342,23 @@ def test_the_sweep_resumes_an_approved_batch_left_idle(funded, team):
     PayoutBatch.objects.filter(pk=batch.pk).update(progress_at=timezone.now() - timedelta(minutes=5))
     assert services.payout_batches_resume() == [batch.pk]
     assert PayoutBatch.objects.get(pk=batch.pk).status == "DONE" and Payout.objects.count() == 3
+
+
+def test_a_disabled_merchant_sends_no_payouts_by_hand(funded, team):
+    """payout_create does not look at is_active (the API's authentication answers 1105): the batch services do."""
+    batch = _upload(team["finance"]).batch
+    type(funded.merchant).objects.filter(pk=funded.merchant.pk).update(is_active=False)
+    with pytest.raises(BatchRefused, match="disabled"):
+        _upload(team["finance"], csv_of("x-1,1000,PHP,Juan,0012345678,BDO"))
+    with pytest.raises(BatchRefused, match="disabled"):
+        services.payout_batch_approve(actor=team["owner"], batch_id=batch.pk, otp_code=team["owner"].code())
+    services.payout_batch_reject(actor=team["owner"], batch_id=batch.pk, reason="account closed")  # moves nothing
+
+
+def test_rows_not_created_yet_when_the_merchant_is_disabled_fail_with_1105(funded, team):
+    batch = _upload(team["finance"]).batch
+    services.payout_batch_approve(actor=team["owner"], batch_id=batch.pk, otp_code=team["owner"].code())
+    type(funded.merchant).objects.filter(pk=funded.merchant.pk).update(is_active=False)
+    batch = services.payout_batch_process(batch_id=batch.pk)
+    assert batch.status == "DONE" and Payout.objects.count() == 0
+    assert set(batch.rows.values_list("status", "error_code")) == {("FAILED", "1105")}
