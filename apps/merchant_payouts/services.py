@@ -107,14 +107,17 @@ def _default_product(merchant: Merchant, currency: str) -> str:
     return codes[0] if len(codes) == 1 else ""
 
 
-def row_check(*, merchant: Merchant, line: int, values: dict) -> RowCheck:
+def row_check(*, merchant: Merchant, line: int, values: dict, defaults: dict | None = None) -> RowCheck:
     """The checks of payout/create in the contract's order (§2), without creating anything: formats (1000), an
     mch_order_no already used (replay, or 2001), currency (1001), product (1002), amount (1003), bank code (2006).
     The balance (2003) is checked when the payout is created."""
     check = RowCheck(line=line, values=values)
     data = {name: value for name, value in values.items() if value not in (None, "")}  # empty = absent (§1)
     if not data.get("product_code") and isinstance(data.get("currency"), str):
-        data["product_code"] = _default_product(merchant, data["currency"]) or values.get("product_code", "")
+        defaults = {} if defaults is None else defaults  # one query per currency of a file, not per row
+        if data["currency"] not in defaults:
+            defaults[data["currency"]] = _default_product(merchant, data["currency"])
+        data["product_code"] = defaults[data["currency"]] or values.get("product_code", "")
     if isinstance(data.get("amount"), str) and re.fullmatch(r"[0-9]{1,16}", data["amount"]):
         data["amount"] = int(data["amount"])
     serializer = PayoutCreateRequestSerializer(data=data)
@@ -158,7 +161,8 @@ def _fail(check: RowCheck, error: ErrorCode, msg: str) -> RowCheck:
 
 def rows_check(*, merchant: Merchant, rows: list[tuple[int, dict]], batch: PayoutBatch | None = None) -> list[RowCheck]:
     """Each row checked (row_check), plus: an mch_order_no twice in the file, or held by another live batch, is 2001."""
-    checks = [row_check(merchant=merchant, line=line, values=values) for line, values in rows]
+    defaults: dict = {}
+    checks = [row_check(merchant=merchant, line=line, values=values, defaults=defaults) for line, values in rows]
     seen: dict[str, int] = {}
     numbers = [check.params["mch_order_no"] for check in checks if check.params]
     held = dict(PayoutBatchRow.objects.filter(merchant=merchant, claimed=True, mch_order_no__in=numbers)
@@ -387,7 +391,6 @@ def payout_batch_process(*, batch_id: int) -> PayoutBatch:
 
 
 def _row_run(*, batch: PayoutBatch, row: PayoutBatchRow) -> None:
-    PayoutBatch.objects.filter(pk=batch.pk).update(progress_at=timezone.now())
     params = {name: getattr(row, name) for name in FIELDS if name != "mch_order_no"}
     try:
         _require_active(batch.merchant_id)  # disabled after the approval: the rows not created yet are not

@@ -1,9 +1,14 @@
-"""Payouts by hand: the approval request creates an approved batch's payouts; this beat sweep resumes a batch whose
-processing stopped (the request lost half-way). Rows already done are skipped; a row's payout is found again by its
-mch_order_no, never created twice (apps.merchant_payouts.services)."""
+"""Payouts by hand: a large approved batch's payouts are created in a task (dispatched by the approval), and a beat
+sweep resumes a batch whose processing stopped (a lost request or task). Rows already done are skipped; a row's
+payout is found again by its mch_order_no, never created twice (apps.merchant_payouts.services)."""
 
 from apps.common.retry import money_task
-from apps.merchant_payouts.services import payout_batches_resume
+from apps.merchant_payouts.services import payout_batch_process, payout_batches_resume
+
+
+@money_task
+def process_payout_batch(batch_id: int) -> None:
+    payout_batch_process(batch_id=batch_id)
 
 
 @money_task

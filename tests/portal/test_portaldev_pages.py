@@ -232,3 +232,19 @@ def test_owner_rejects_on_the_page(merchant, team):
     client_of(team["owner"]).post(f"/portal/payouts/batches/{batch.pk}/reject/", {"reason": "wrong month"})
     batch.refresh_from_db()
     assert (batch.status, batch.decision_reason) == ("REJECTED", "wrong month")
+
+
+def test_a_large_batch_is_approved_at_once_and_created_by_the_task(merchant, team, monkeypatch):
+    from apps.merchant_payouts import services, tasks
+
+    fund(merchant, 10_000_000)
+    queued = []
+    monkeypatch.setattr(tasks.process_payout_batch, "delay", lambda batch_id: queued.append(batch_id))
+    data = csv_of(*[f"big-{i},1000,PHP,Juan,00123{i:05d},BDO" for i in range(51)])
+    batch = services.payout_batch_from_csv(actor=team["finance"], file_name="big.csv", data=data).batch
+    response = client_of(team["owner"]).post(f"/portal/payouts/batches/{batch.pk}/approve/",
+                                             {"code": step_up_code(team["owner"].user)}, follow=True)
+    assert "are being created" in response.content.decode() and "51 still being created" in response.content.decode()
+    assert queued == [batch.pk] and Payout.objects.count() == 0
+    tasks.process_payout_batch(batch.pk)
+    assert Payout.objects.count() == 51 and PayoutBatch.objects.get().status == "DONE"
