@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.portal import signin, views
+from apps.portal import developer_views, payout_views, signin, views
 
 app_name = "portal"
 
@@ -15,9 +15,24 @@ urlpatterns = [
     path("payins/export.csv", views.payin_export, name="payins-export"),
     path("payins/<str:platform_order_no>/", views.payin_detail, name="payin"),
     path("payouts/", views.payout_list, name="payouts"),
+    # portaldev: payouts by hand (before payouts/<platform_order_no>/, which would take "new" and "batches")
+    path("payouts/new/", payout_views.payout_new, name="payout-new"),
+    path("payouts/batches/", payout_views.batch_list, name="payout-batches"),
+    path("payouts/batches/<int:batch_id>/", payout_views.batch_detail, name="payout-batch"),
+    path("payouts/batches/<int:batch_id>/approve/", payout_views.batch_approve, name="payout-batch-approve"),
+    path("payouts/batches/<int:batch_id>/reject/", payout_views.batch_reject, name="payout-batch-reject"),
     path("payouts/export.csv", views.payout_export, name="payouts-export"),
     path("payouts/<str:platform_order_no>/", views.payout_detail, name="payout"),
     path("callbacks/<int:event_id>/resend/", views.callback_resend, name="callback-resend"),
     path("statements/", views.statements, name="statements"),
     path("team/", views.team, name="team"),
+    # portaldev: the developers page
+    path("developers/", developer_views.developers_page, name="developers"),
+    path("developers/keys/", developer_views.key_upload, name="developers-key-upload"),
+    path("developers/keys/<int:version>/revoke/", developer_views.key_revoke, name="developers-key-revoke"),
+    path("developers/callback-urls/", developer_views.callback_urls, name="developers-callback-urls"),
+    path("developers/test-callback/", developer_views.test_callback, name="developers-test-callback"),
+    path("developers/platform_keys.json", developer_views.platform_keys_json, name="developers-platform-keys"),
+    path("developers/platform_key_v<int:version>.pem", developer_views.platform_key_pem,
+         name="developers-platform-key"),
 ]

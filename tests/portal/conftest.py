@@ -74,3 +74,23 @@ def shops(merchant, other_merchant, callback_receiver, dispatched, sandbox_payou
     settings.CALLBACK_RETRY_DELAYS_SECONDS = [15, 60, 300, 1800, 7200, 21600, 43200, 86400]
     assert a.event.status == b.event.status == CallbackEvent.Status.DEAD
     return a, b
+
+
+# --- portaldev: the people of a merchant, as the services of the developers page and payouts by hand take them ---
+
+@pytest.fixture
+def team(merchant):
+    """The merchant's people, one per role, plus a second owner (the checker of the first owner's batches)."""
+    from tests.portal.team import member
+
+    m = merchant.merchant
+    return {"owner": member(m, "owner"), "owner2": member(m, "owner", f"owner2@{m.merchant_no.lower()}.example"),
+            "finance": member(m, "finance"), "developer": member(m, "developer"), "viewer": member(m, "viewer")}
+
+
+@pytest.fixture
+def other_team(other_merchant):
+    from tests.portal.team import member
+
+    m = other_merchant.merchant
+    return {"owner": member(m, "owner"), "finance": member(m, "finance")}

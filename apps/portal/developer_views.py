@@ -1,0 +1,149 @@
+"""The developers page (docs/portal.md, "Developers"): thin views over apps.portal.developers."""
+
+import json
+
+from django import forms
+from django.contrib import messages
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.debug import sensitive_post_parameters
+from django.views.decorators.http import require_POST
+
+from apps.common.models import AuditLog
+from apps.common.step_up import SecondFactorRefused
+from apps.merchants.models import Merchant
+from apps.portal import developers
+from apps.portal.access import has_permission, portal_view
+from apps.portal.developers import PortalNotFound, PortalRefused
+
+CODE_WIDGET = forms.TextInput(attrs={"autocomplete": "one-time-code", "inputmode": "numeric", "pattern": "[0-9 ]*",
+                                     "maxlength": 7, "size": 8})
+
+
+class KeyUploadForm(forms.Form):
+    public_key_file = forms.FileField(required=False, label="Public key file (PEM)")
+    public_key_text = forms.CharField(required=False, label="or paste the PEM",
+                                      widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}))
+    code = forms.CharField(label="Code from your authenticator app", max_length=16, widget=CODE_WIDGET)
+
+
+class CallbackUrlsForm(forms.Form):
+    collection_callback_url = forms.CharField(required=False, max_length=2048, label="Pay-in (collection) callbacks",
+                                              widget=forms.URLInput(attrs={"size": 48}))
+    payout_callback_url = forms.CharField(required=False, max_length=2048, label="Payout callbacks",
+                                          widget=forms.URLInput(attrs={"size": 48}))
+    was_collection_callback_url = forms.CharField(required=False, max_length=2048, widget=forms.HiddenInput)
+    was_payout_callback_url = forms.CharField(required=False, max_length=2048, widget=forms.HiddenInput)
+    code = forms.CharField(label="Code from your authenticator app", max_length=16, widget=CODE_WIDGET)
+
+
+def _page(request, *, status: int = 200, **extra):
+    merchant = Merchant.objects.get(pk=request.merchant.pk)  # the URLs as stored now
+    urls = {"collection_callback_url": merchant.collection_callback_url,
+            "payout_callback_url": merchant.payout_callback_url}
+    keys = developers.merchant_keys(merchant=merchant)
+    active = sum(key.is_active for key in keys)
+    tests = (AuditLog.objects.filter(action="callback.test", object_type="merchants.merchant",
+                                     object_id=str(merchant.pk)).order_by("-id")[:5]
+             if has_permission(request.merchant_user, "send_test_callback") else [])
+    context = {
+        "title": "Developers", "keys": keys, "active_keys": active,
+        "platform_keys": developers.platform_keys_published(), "urls": urls,
+        "upload_form": KeyUploadForm(), "recent_tests": tests,
+        "urls_form": CallbackUrlsForm(initial={**urls, **{f"was_{name}": value for name, value in urls.items()}}),
+        "test_limit": developers.TEST_CALLBACKS_PER_MINUTE,
+        **extra,
+    }
+    return render(request, "portal/developers.html", context, status=status)
+
+
+@portal_view("view_developers")
+def developers_page(request):
+    return _page(request)
+
+
+@sensitive_post_parameters("code")
+@require_POST
+@portal_view("manage_keys")
+def key_upload(request):
+    form = KeyUploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return _page(request, upload_form=form, status=400)
+    upload = form.cleaned_data["public_key_file"]
+    pem = upload.read(developers.MAX_PEM_BYTES + 1) if upload else form.cleaned_data["public_key_text"]
+    try:
+        key = developers.portal_key_upload(actor=request.merchant_user, public_key_pem=pem,
+                                           otp_code=form.cleaned_data["code"])
+    except (PortalRefused, SecondFactorRefused) as exc:
+        form.add_error(None, str(exc))
+        return _page(request, upload_form=form, status=400)
+    messages.success(request, f"Key version {key.version} added (fingerprint {key.fingerprint[:16]}…). Sign your "
+                              f"requests with key_version {key.version}; the older versions keep working until you "
+                              "revoke them.")
+    return redirect("portal:developers")
+
+
+@sensitive_post_parameters("code")
+@require_POST
+@portal_view("manage_keys")
+def key_revoke(request, version: int):
+    try:
+        developers.portal_key_revoke(actor=request.merchant_user, key_version=version,
+                                     otp_code=request.POST.get("code", ""))
+    except PortalNotFound:
+        raise Http404 from None
+    except (PortalRefused, SecondFactorRefused) as exc:
+        messages.error(request, str(exc))
+        return redirect("portal:developers")
+    messages.success(request, f"Key version {version} is revoked: requests signed with it now get 1104.")
+    return redirect("portal:developers")
+
+
+@sensitive_post_parameters("code")
+@require_POST
+@portal_view("manage_callback_urls")
+def callback_urls(request):
+    form = CallbackUrlsForm(request.POST)
+    if not form.is_valid():
+        return _page(request, urls_form=form, status=400)
+    data = form.cleaned_data
+    try:
+        developers.portal_callback_urls_change(
+            actor=request.merchant_user, collection_callback_url=data["collection_callback_url"],
+            payout_callback_url=data["payout_callback_url"], otp_code=data["code"],
+            was={"collection_callback_url": data["was_collection_callback_url"],
+                 "payout_callback_url": data["was_payout_callback_url"]})
+    except (PortalRefused, SecondFactorRefused) as exc:
+        form.add_error(None, str(exc))
+        return _page(request, urls_form=form, status=400)
+    messages.success(request, "Callback URLs saved. Every callback attempt from now on goes to them.")
+    return redirect("portal:developers")
+
+
+@require_POST
+@portal_view("send_test_callback")
+def test_callback(request):
+    try:
+        result = developers.portal_test_callback_send(actor=request.merchant_user, kind=request.POST.get("kind", ""))
+    except PortalRefused as exc:
+        return _page(request, test_error=str(exc), status=429 if "a minute" in str(exc) else 400)
+    return _page(request, test_result=result,
+                 test_body=json.dumps(result.body, indent=2, ensure_ascii=False))
+
+
+@portal_view("view_developers")
+def platform_keys_json(request):
+    response = HttpResponse(json.dumps(developers.platform_keys_document(), indent=2) + "\n",
+                            content_type="application/json")
+    response["Content-Disposition"] = 'attachment; filename="platform_keys.json"'
+    return response
+
+
+@portal_view("view_developers")
+def platform_key_pem(request, version: int):
+    key = next((key for key in developers.platform_keys_published() if key.version == version), None)
+    if key is None:
+        raise Http404
+    response = HttpResponse(key.public_key_pem, content_type="application/x-pem-file")
+    response["Content-Disposition"] = f'attachment; filename="platform_key_v{version}.pem"'
+    return response
