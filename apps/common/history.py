@@ -9,11 +9,12 @@ pghistory context of the transaction: the admin user (middleware below), or the 
 import functools
 import getpass
 import os
+from contextlib import contextmanager
 from typing import Any
 
 import pghistory
 from django.contrib.auth import get_user_model
-from django.db import models
+from django.db import connection, models
 from pghistory import constants as pghistory_constants
 from pghistory.middleware import HistoryMiddleware
 
@@ -49,6 +50,33 @@ def tracked_elsewhere(tracked_model: type[models.Model], *trackers, model_name: 
     return event_model
 
 
+@contextmanager
+def client_side_binding():
+    """Inside a pghistory context, this connection's cursors bind parameters on the client. pghistory puts its
+    `SELECT set_config(...);` in front of every statement of the context: two commands in one execute, which
+    PostgreSQL refuses with parameters bound on the server (DATABASE_PREPARED_STATEMENTS, docs/performance.md).
+    The admin and the commands are not a hot path; the API and the pay page keep server-side binding."""
+    if not connection.settings_dict["OPTIONS"].get("server_side_binding"):
+        yield
+        return
+    from django.db.backends.postgresql.base import Cursor  # Django's client-side binding cursor
+
+    connection.ensure_connection()
+    raw = connection.connection
+    previous, raw.cursor_factory = raw.cursor_factory, Cursor
+    try:
+        yield
+    finally:
+        raw.cursor_factory = previous
+
+
+@contextmanager
+def history_context(**metadata):
+    """pghistory.context with the connection binding on the client (client_side_binding)."""
+    with client_side_binding(), pghistory.context(**metadata) as context:
+        yield context
+
+
 class AdminHistoryContext(HistoryMiddleware):
     """The pghistory context (the user's id and username, the URL) around every admin request that writes; other
     requests (the signed API, the pay page) run without one, at no cost."""
@@ -56,7 +84,8 @@ class AdminHistoryContext(HistoryMiddleware):
     def __call__(self, request):
         if not request.path_info.startswith(admin_prefix()):
             return self.get_response(request)
-        return super().__call__(request)
+        with client_side_binding():
+            return super().__call__(request)
 
     def get_context(self, request) -> dict[str, Any]:
         context = super().get_context(request)
@@ -81,7 +110,7 @@ def admin_prefix() -> str:
 def command_context(*, command: str, operator: str | None = None):
     """The pghistory context of a management command: the command's name and who ran it (--operator, else the OS
     user; a shell on the server is already the highest authority, so this names rather than authenticates)."""
-    return pghistory.context(command=command, operator=operator or os_user())
+    return history_context(command=command, operator=operator or os_user())
 
 
 def os_user() -> str:
