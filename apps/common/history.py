@@ -9,13 +9,15 @@ pghistory context of the transaction: the admin user (middleware below), or the 
 import functools
 import getpass
 import os
-from contextlib import contextmanager
 from typing import Any
 
 import pghistory
 from django.contrib.auth import get_user_model
-from django.db import connection, models
+from django.db import models
+from django.db.backends.postgresql.base import Cursor as ClientBindingCursor
+from django.db.backends.postgresql.base import ServerBindingCursor
 from pghistory import constants as pghistory_constants
+from pghistory import runtime as pghistory_runtime
 from pghistory.middleware import HistoryMiddleware
 
 # The models that carry a settings history (each gets a <Model>Event model in its own app); filled by @tracked.
@@ -50,31 +52,23 @@ def tracked_elsewhere(tracked_model: type[models.Model], *trackers, model_name: 
     return event_model
 
 
-@contextmanager
-def client_side_binding():
-    """Inside a pghistory context, this connection's cursors bind parameters on the client. pghistory puts its
-    `SELECT set_config(...);` in front of every statement of the context: two commands in one execute, which
-    PostgreSQL refuses with parameters bound on the server (DATABASE_PREPARED_STATEMENTS, docs/performance.md).
-    The admin and the commands are not a hot path; the API and the pay page keep server-side binding."""
-    if not connection.settings_dict["OPTIONS"].get("server_side_binding"):
-        yield
-        return
-    from django.db.backends.postgresql.base import Cursor  # Django's client-side binding cursor
+class HistoryAwareCursor(ServerBindingCursor):
+    """The connection's cursor when parameters are bound on the server (DATABASE_PREPARED_STATEMENTS,
+    docs/performance.md): inside a pghistory context, Django's client-side binding cursor instead. pghistory puts
+    `SELECT set_config(...);` in front of every statement of its context (the admin's writes, commands, staff-request
+    approvals): two commands in one execute, which PostgreSQL refuses with parameters bound on the server. Decided
+    per cursor, and Django opens one per statement; the API and the pay page run no context."""
 
-    connection.ensure_connection()
-    raw = connection.connection
-    previous, raw.cursor_factory = raw.cursor_factory, Cursor
-    try:
-        yield
-    finally:
-        raw.cursor_factory = previous
+    def __new__(cls, *args, **kwargs):
+        if hasattr(pghistory_runtime._tracker, "value"):  # inside pghistory.context (its thread-local)
+            return ClientBindingCursor(*args, **kwargs)
+        return super().__new__(cls)
 
 
-@contextmanager
-def history_context(**metadata):
-    """pghistory.context with the connection binding on the client (client_side_binding)."""
-    with client_side_binding(), pghistory.context(**metadata) as context:
-        yield context
+def use_history_aware_cursor(sender, connection, **kwargs) -> None:
+    """connection_created receiver (apps.common.apps): a connection that binds on the server gets HistoryAwareCursor."""
+    if connection.settings_dict["OPTIONS"].get("server_side_binding"):
+        connection.connection.cursor_factory = HistoryAwareCursor
 
 
 class AdminHistoryContext(HistoryMiddleware):
@@ -84,8 +78,7 @@ class AdminHistoryContext(HistoryMiddleware):
     def __call__(self, request):
         if not request.path_info.startswith(admin_prefix()):
             return self.get_response(request)
-        with client_side_binding():
-            return super().__call__(request)
+        return super().__call__(request)
 
     def get_context(self, request) -> dict[str, Any]:
         context = super().get_context(request)
@@ -110,7 +103,7 @@ def admin_prefix() -> str:
 def command_context(*, command: str, operator: str | None = None):
     """The pghistory context of a management command: the command's name and who ran it (--operator, else the OS
     user; a shell on the server is already the highest authority, so this names rather than authenticates)."""
-    return history_context(command=command, operator=operator or os_user())
+    return pghistory.context(command=command, operator=operator or os_user())
 
 
 def os_user() -> str:

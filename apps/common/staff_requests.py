@@ -17,12 +17,12 @@ operator is recorded (`--operator`).
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import pghistory
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
 from apps.common import audit
-from apps.common.history import history_context
 from apps.common.models import StaffRequest
 from apps.common.retry import retry_conflicts
 
@@ -124,7 +124,7 @@ def staff_request_approve(*, request_id: int, approver, reason: str) -> StaffReq
     spec = KINDS[request.kind]
     _check_person(spec=spec, payload=request.payload, user=approver, doing="approve")
     # Both people in the settings trail of whatever the approval changes (apps.common.history.event_who).
-    with history_context(user=approver.pk, username=approver.get_username(), staff_request=request.pk,
+    with pghistory.context(user=approver.pk, username=approver.get_username(), staff_request=request.pk,
                            requested_by=request.requested_by.get_username()):
         result = spec.apply(payload=request.payload, actor=approver,
                             reason=f"{request.reason} (request #{request.pk} by {request.requested_by.get_username()}, "
