@@ -2,7 +2,10 @@
 
     uv run python bench/profile_endpoint.py pay/create --requests 500 [--cprofile 30]
 
-Uses the bench settings against its own PostgreSQL database (`payments_profile`, recreated) and Redis db 5,
+Endpoints: the signed API (balance, pay/create, pay/query, payout/create, the reference view) and `pay-in`, the
+hosted page's sandbox Pay (POST /pay/<token>: the order paid, the credit posted, the callback enqueued).
+Uses the bench settings against its own PostgreSQL database (`payments_profile`, recreated) and Redis db 5
+(`--database`, `--redis`),
 creates one merchant with a real RSA key, then prints per-request wall and CPU time, queries and Redis
 round trips per request, and optionally the top functions of a cProfile run. Not part of make test.
 """
@@ -30,6 +33,8 @@ SCENARIOS = {
     "pay/create": ("/openapi/v1/pay/create", lambda run, i: {
         "mch_order_no": f"pc{run}{i}", "product_code": "PHP_COLLECT_D1", "amount": 10000 + i % 500,
         "currency": "PHP", "subject": "bench"}),
+    "pay/query": ("/openapi/v1/pay/query", None),  # the orders are created first
+    "pay-in": ("/pay/", None),  # the hosted page's Pay of pre-created orders
     "payout/create": ("/openapi/v1/payout/create", lambda run, i: {
         "mch_order_no": f"po{run}{i}", "product_code": "PHP_PAYOUT", "amount": 10000, "currency": "PHP",
         "payee_name": "Juan Dela Cruz", "payee_account": f"{300000 + i}", "bank_code": "BDO"}),
@@ -43,11 +48,12 @@ def main() -> None:
     parser.add_argument("--cprofile", type=int, default=0, help="print this many top functions (cumulative)")
     parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432")
     parser.add_argument("--database", default="payments_profile")
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/5")
     args = parser.parse_args()
 
     os.environ.update({
         "DJANGO_SETTINGS_MODULE": "config.settings.bench", "DATABASE_URL": f"{args.postgres}/{args.database}",
-        "REDIS_URL": "redis://127.0.0.1:6379/5", "SECRET_KEY": secrets.token_urlsafe(50),
+        "REDIS_URL": args.redis, "SECRET_KEY": secrets.token_urlsafe(50),
         "PLATFORM_KEY_ENCRYPTION_KEY": Fernet.generate_key().decode(), "ALLOWED_HOSTS": "127.0.0.1",
         "API_ROOT": "http://127.0.0.1:8000", "CONN_MAX_AGE": "600", "LOG_LEVEL": "WARNING",
         "RATE_LIMIT_PER_SECOND": "1000000",
@@ -82,7 +88,22 @@ def main() -> None:
     path, business = SCENARIOS[args.endpoint]
     run = secrets.token_hex(3)
 
+    orders = []
+    if args.endpoint in ("pay/query", "pay-in"):
+        from apps.collection.services import collection_create
+
+        merchant = created.merchant
+        orders = [collection_create(merchant=merchant, mch_order_no=f"pq{run}{i}", product_code="PHP_COLLECT_D1",
+                                    amount=10000 + i % 500, currency="PHP", subject="profile")
+                  for i in range(args.requests + 20)]
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+    if args.endpoint == "pay/query":
+        business = lambda run, i: {"mch_order_no": orders[i].mch_order_no}  # noqa: E731
+
     def body(i: int) -> bytes:
+        if args.endpoint == "pay-in":
+            return orders[i].pay_token.encode()
         signed = {**business(run, i), "merchant_no": merchant_no, "app_id": app_id, "key_version": 1,
                   "timestamp": int(time.time()), "nonce": secrets.token_hex(16), "sign_type": "RSA2"}
         signed["sign"] = signing.sign(private_key, signed)
@@ -90,7 +111,22 @@ def main() -> None:
 
     handler = WSGIHandler()
 
+    csrf = secrets.token_hex(16)
+
     def call(raw: bytes) -> dict:
+        if args.endpoint == "pay-in":
+            form = f"csrfmiddlewaretoken={csrf}&action=pay".encode()
+            environ = {"REQUEST_METHOD": "POST", "PATH_INFO": path + raw.decode(), "SERVER_NAME": "127.0.0.1",
+                       "SERVER_PORT": "8000", "HTTP_HOST": "127.0.0.1", "HTTP_COOKIE": f"csrftoken={csrf}",
+                       "CONTENT_TYPE": "application/x-www-form-urlencoded", "CONTENT_LENGTH": str(len(form)),
+                       "wsgi.input": io.BytesIO(form), "wsgi.url_scheme": "http", "wsgi.errors": sys.stderr}
+            status = []
+            response = handler(environ, lambda s, headers: status.append((s, dict(headers))))
+            b"".join(response)
+            code, headers = status[0]
+            if not code.startswith("302") or "?" in headers.get("Location", ""):
+                raise SystemExit(f"pay-in: {code} {headers}")
+            return {}
         environ = {"REQUEST_METHOD": "POST", "PATH_INFO": path, "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8000",
                    "HTTP_HOST": "127.0.0.1", "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(raw)),
                    "wsgi.input": io.BytesIO(raw), "wsgi.url_scheme": "http", "wsgi.errors": sys.stderr}
@@ -107,10 +143,23 @@ def main() -> None:
         call(bodies[10])
     statements = [q["sql"] for q in queries.captured_queries]
 
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend_pid = cursor.fetchone()[0]
+
+    def backend_cpu() -> float | None:
+        """CPU seconds of this connection's PostgreSQL backend so far (its /proc entry: a server on this host)."""
+        try:
+            fields = Path(f"/proc/{backend_pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     timed = bodies[20:]
     # PROFILE_CLOCK=cpu: count CPU time only (time blocked on PostgreSQL or Redis is then left out).
     clock = time.process_time if os.environ.get("PROFILE_CLOCK") == "cpu" else time.perf_counter
     profiler = cProfile.Profile(clock) if args.cprofile else None
+    server = backend_cpu()
     wall, cpu = time.perf_counter(), time.process_time()
     if profiler:
         profiler.enable()
@@ -119,9 +168,11 @@ def main() -> None:
     if profiler:
         profiler.disable()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    server = backend_cpu() - server if server is not None else None
     print(f"{args.endpoint}: {len(timed)} requests, {wall / len(timed) * 1000:.2f} ms wall and "
           f"{cpu / len(timed) * 1000:.2f} ms CPU per request{' (under cProfile)' if profiler else ''}, "
-          f"{len(statements)} SQL statements per request")
+          f"{len(statements)} SQL statements per request"
+          + (f", PostgreSQL backend {server / len(timed) * 1000:.2f} ms CPU per request" if server is not None else ""))
     for sql in statements:
         print("   ", sql[:160])
     if profiler:

@@ -146,12 +146,44 @@ def collection_notify_paid(*, platform_order_no: str, upstream_reference: str = 
     return collection_paid_locked(order, upstream_reference=upstream_reference, paid_at=paid_at)
 
 
+class SandboxPay:
+    """What the hosted page's sandbox Pay did (collection_sandbox_pay)."""
+
+    PAID = "paid"  # paid now, or paid before: the page shows the paid order
+    REFUSED = "refused"  # not a sandbox order, or a channel this deployment may not use: nothing moved
+    NOT_PAYABLE = "not_payable"  # expired (even if the expiry task has not run yet, contract §4): nothing moved
+
+
+@retry_conflicts
+@transaction.atomic(durable=True)
+def collection_sandbox_pay(*, pay_token: str) -> tuple[CollectionOrder | None, str]:
+    """The hosted page's Pay on a sandbox order: the sandbox upstream's 'paid' notification, decided under the order's
+    row lock, which is the page's one read of the order (docs/performance.md). The same locked transition as
+    collection_notify_paid. Returns the order (None: no order has this pay_token) and a SandboxPay outcome."""
+    order = (CollectionOrder.objects.select_for_update(of=("self",))
+             .select_related("merchant", "product", "currency", "channel").filter(pay_token=pay_token).first())
+    if order is None:
+        return None, SandboxPay.REFUSED
+    try:
+        adapter = payin_adapter(order.channel)
+    except ChannelNotAllowed:  # a sandbox order in a live deployment takes no "payment"
+        return order, SandboxPay.REFUSED
+    if not getattr(adapter, "is_sandbox", False):
+        return order, SandboxPay.REFUSED
+    if order.status == CollectionOrder.Status.SUCCESS:
+        return order, SandboxPay.PAID
+    if not order.is_payable():
+        return order, SandboxPay.NOT_PAYABLE
+    collection_paid_locked(order, upstream_reference=adapter.start_payment(order=order).upstream_reference)
+    return order, SandboxPay.PAID
+
+
 def collection_paid_locked(order: CollectionOrder, *, upstream_reference: str = "",
                            paid_at: datetime | None = None) -> CollectionOrder:
     """CREATED/EXPIRED → SUCCESS with the credit, on an order the caller has locked (lock_collection_order) in its
     durable transaction: collection_notify_paid, and collection_upstream_apply, which decides under the same lock."""
     order.mark_paid(paid_at=paid_at or timezone.now(), upstream_reference=upstream_reference)
-    order.save()
+    order.save(update_fields=["status", "paid_at", "upstream_reference", "updated_at"])
     ledger.post(kind=POSTING_SUCCESS, cause=order.platform_order_no, currency=order.currency_id,
                 merchant_id=order.merchant_id, legs=_success_legs(order),
                 memo=f"{order.settlement} pay-in {order.mch_order_no}")

@@ -17,6 +17,7 @@ from apps.collection.models import CollectionOrder
 from apps.collection.presentation import format_duration
 from apps.currencies.formatting import format_minor
 from apps.collection.selectors import collection_order_by_pay_token
+from apps.collection.services import SandboxPay, collection_sandbox_pay
 from apps.common.retry import ServiceBusy
 
 logger = logging.getLogger(__name__)
@@ -93,10 +94,11 @@ def _page_for(request, order: CollectionOrder, *, failed: bool = False, status: 
 @require_http_methods(["GET", "HEAD", "POST"])
 @_hosted_csrf_protect
 def pay_page(request, pay_token: str):
+    if request.method == "POST" and request.POST.get("action") == "pay":
+        return _pay(request, pay_token)
     order = collection_order_by_pay_token(pay_token=pay_token)
     if order is None:
-        return render(request, "collection/not_found.html",
-                      {"sandbox_deployment": platform_environment() == SANDBOX}, status=404)
+        return _not_found(request)
     if request.method != "POST":
         return _page_for(request, order, failed=request.GET.get("result") == "failed")
 
@@ -105,20 +107,36 @@ def pay_page(request, pay_token: str):
         adapter = payin_adapter(order.channel)
     except ChannelNotAllowed:
         return _page_for(request, order, status=400)  # a sandbox order in a live deployment takes no "payment"
-    if not getattr(adapter, "is_sandbox", False) or action not in ("pay", "fail"):
+    if not getattr(adapter, "is_sandbox", False) or action != "fail":  # "pay" is _pay's
         return _page_for(request, order, status=400)
     if order.status == CollectionOrder.Status.SUCCESS:
         return redirect(request.path)
     if not order.is_payable():
         # An expired link takes no payment, even if the expiry task has not run yet (contract §4).
         return _page_for(request, order, status=409)
-    if action == "pay":
-        try:
-            adapter.simulate_paid(order=order)
-        except ServiceBusy:
-            # Another press of Pay (or the upstream's notice) held the order past every retry: nothing was done
-            # here; the page shows what the order is now, paid by that other request or payable again.
-            logger.warning("pay page of %s: busy, answered with the order's current page", order)
-        return redirect(request.path)
     adapter.simulate_failed(order=order)
     return redirect(f"{request.path}?result=failed")
+
+
+def _pay(request, pay_token: str):
+    """The sandbox Pay: the order is read once, locked, and paid under that lock (collection_sandbox_pay)."""
+    try:
+        order, outcome = collection_sandbox_pay(pay_token=pay_token)
+    except ServiceBusy:
+        # Another press of Pay (or the upstream's notice) held the order past every retry: nothing was done
+        # here; the page shows what the order is now, paid by that other request or payable again.
+        logger.warning("pay page: busy, answered with the order's current page")
+        return redirect(request.path)
+    if order is None:
+        return _not_found(request)
+    if outcome == SandboxPay.REFUSED:
+        return _page_for(request, order, status=400)
+    if outcome == SandboxPay.NOT_PAYABLE:
+        # An expired link takes no payment, even if the expiry task has not run yet (contract §4).
+        return _page_for(request, order, status=409)
+    return redirect(request.path)
+
+
+def _not_found(request):
+    return render(request, "collection/not_found.html", {"sandbox_deployment": platform_environment() == SANDBOX},
+                  status=404)

@@ -7,6 +7,12 @@ class CommonConfig(AppConfig):
 
     def ready(self) -> None:
         from django.contrib import admin
+        from django.db.backends.signals import connection_created
+
+        from apps.common.history import use_history_aware_cursor
+
+        # Server-side binding, except inside pghistory contexts (docs/performance.md, "Prepared statements").
+        connection_created.connect(use_history_aware_cursor, dispatch_uid="common.history_aware_cursor")
 
         # The admin names the platform, not Django (issue 17).
         admin.site.site_header = "Payments back office"

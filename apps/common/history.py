@@ -14,7 +14,10 @@ from typing import Any
 import pghistory
 from django.contrib.auth import get_user_model
 from django.db import models
+from django.db.backends.postgresql.base import Cursor as ClientBindingCursor
+from django.db.backends.postgresql.base import ServerBindingCursor
 from pghistory import constants as pghistory_constants
+from pghistory import runtime as pghistory_runtime
 from pghistory.middleware import HistoryMiddleware
 
 # The models that carry a settings history (each gets a <Model>Event model in its own app); filled by @tracked.
@@ -47,6 +50,25 @@ def tracked_elsewhere(tracked_model: type[models.Model], *trackers, model_name: 
         meta={"verbose_name": f"{verbose_name} change", "verbose_name_plural": f"{verbose_name} history"})
     TRACKED_MODELS.append(tracked_model._meta.concrete_model)  # a proxy: its model's objects are the tracked ones
     return event_model
+
+
+class HistoryAwareCursor(ServerBindingCursor):
+    """The connection's cursor when parameters are bound on the server (DATABASE_PREPARED_STATEMENTS,
+    docs/performance.md): inside a pghistory context, Django's client-side binding cursor instead. pghistory puts
+    `SELECT set_config(...);` in front of every statement of its context (the admin's writes, commands, staff-request
+    approvals): two commands in one execute, which PostgreSQL refuses with parameters bound on the server. Decided
+    per cursor, and Django opens one per statement; the API and the pay page run no context."""
+
+    def __new__(cls, *args, **kwargs):
+        if hasattr(pghistory_runtime._tracker, "value"):  # inside pghistory.context (its thread-local)
+            return ClientBindingCursor(*args, **kwargs)
+        return super().__new__(cls)
+
+
+def use_history_aware_cursor(sender, connection, **kwargs) -> None:
+    """connection_created receiver (apps.common.apps): a connection that binds on the server gets HistoryAwareCursor."""
+    if connection.settings_dict["OPTIONS"].get("server_side_binding"):
+        connection.connection.cursor_factory = HistoryAwareCursor
 
 
 class AdminHistoryContext(HistoryMiddleware):

@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import TypeVar
 
+from django.db import transaction
+
 from apps.common.models import ReferenceGeneration
 
 T = TypeVar("T")
@@ -48,10 +50,24 @@ def refcache_get(key: Hashable, load: Callable[[], T | None]) -> T | None:
         return hit[1]
     value = load()
     if value is not None:
+        if _written_by_this_transaction(generation):
+            return value  # may be this transaction's own uncommitted row: never cached
         if len(entries) >= MAX_ENTRIES:
             entries.clear()
         entries[key] = (generation, value)
     return value
+
+
+def _written_by_this_transaction(generation: int) -> bool:
+    """Inside a request the generation is the one read at its first lookup. If the request's own open transaction
+    has since written reference data (a platform account created by its first posting, a merchant created in the
+    admin), the row just loaded may be one that transaction rolls back, and the generation it would be cached
+    under stays current then: such a value is not cached. One more single-row read, on a miss inside a transaction
+    only. (Outside a request each lookup reads the generation the transaction itself bumped: a value that a
+    rollback discards was cached under a generation the sequence never hands out again.)"""
+    if getattr(_local, "generation", None) is None or not transaction.get_connection().in_atomic_block:
+        return False
+    return _generation_read() != generation
 
 
 def _entries() -> dict[Hashable, tuple[int, object]]:

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.common import audit
 from apps.common.amounts import MAX_AMOUNT, AmountOutOfBounds, signed_amount_check
 from apps.common.errors import DomainError, ErrorCode
+from apps.common.refcache import refcache_get
 from apps.common.retry import retry_conflicts
 from apps.ledger.models import MERCHANT_KINDS, AccountKind, Entry, Hold, LedgerAccount, Posting, Statement
 from apps.ledger.selectors import merchant_balances, statement_merchants_with_movements
@@ -82,26 +83,36 @@ def account_get_or_create(*, merchant_id: int | None, currency: str, kind: Accou
 def lock_accounts(*, currency: str, owners: set[Owner]) -> dict[Owner, LedgerAccount]:
     """The accounts of a posting, creating any missing one first: the merchant accounts locked in primary-key order
     (a fixed lock order means two postings never wait on each other in a cycle: Saleor's lock_objects rule), the
-    platform accounts read without a lock (they carry no cached balance, so nothing of theirs is updated)."""
+    platform accounts from the reference cache (they carry no cached balance, so nothing of theirs is updated or
+    locked, and a row never changes once created: docs/performance.md, "Reference data cache")."""
     for merchant_id, kind in owners:
         _check_owner(merchant_id, kind)
-    merchant_owned, platform = Q(), Q()
+    merchant_owned = Q()
+    accounts: dict[Owner, LedgerAccount] = {}
     for merchant_id, kind in owners:
         if merchant_id is None:
-            platform |= Q(merchant__isnull=True, kind=kind)
+            platform = platform_account(currency=currency, kind=kind)
+            if platform is not None:
+                accounts[(None, kind)] = platform
         else:
             merchant_owned |= Q(merchant_id=merchant_id, kind=kind)
-    found = list(LedgerAccount.objects.select_for_update().filter(merchant_owned, currency_id=currency)
-                 .order_by("pk")) if merchant_owned else []
-    if platform:
-        found += LedgerAccount.objects.filter(platform, currency_id=currency)
-    accounts = {(account.merchant_id, account.kind): account for account in found}
+    if merchant_owned:
+        for account in (LedgerAccount.objects.select_for_update().filter(merchant_owned, currency_id=currency)
+                        .order_by("pk")):
+            accounts[(account.merchant_id, account.kind)] = account
     missing = owners - accounts.keys()
     if not missing:
         return accounts
     for merchant_id, kind in sorted(missing, key=lambda owner: (owner[0] or 0, owner[1])):
         account_get_or_create(merchant_id=merchant_id, currency=currency, kind=kind)
     return lock_accounts(currency=currency, owners=owners)
+
+
+def platform_account(*, currency: str, kind: AccountKind) -> LedgerAccount | None:
+    """The platform's account of a currency and kind (reference data, cached per process), None before its first
+    use."""
+    return refcache_get(("ledger.platform_account", currency, kind), lambda: LedgerAccount.objects.filter(
+        merchant__isnull=True, currency_id=currency, kind=kind).first())
 
 
 def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: int | None = None,
@@ -139,8 +150,13 @@ def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: 
         raise
     Entry.objects.bulk_create(Entry(posting=posting, account=accounts[(leg.merchant_id, leg.kind)],
                                     currency_id=currency, amount=leg.amount) for leg in legs)
-    for account_id, delta in sorted(deltas.items()):
-        LedgerAccount.objects.filter(pk=account_id).update(balance=F("balance") + delta, updated_at=posting.created_at)
+    # The rows are locked by this transaction and their balances were read under that lock: the new balances are
+    # written as values, both accounts of a hold in one UPDATE (docs/performance.md).
+    moved = [account for account in accounts.values() if account.pk in deltas]
+    for account in moved:
+        account.balance += deltas[account.pk]
+        account.updated_at = posting.created_at
+    LedgerAccount.objects.bulk_update(moved, ["balance", "updated_at"])
     return posting
 
 

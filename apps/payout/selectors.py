@@ -3,11 +3,11 @@
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 
 from apps.common.models import AuditLog
 from apps.common.orders import order_lookup
+from apps.common.refcache import refcache_get
 from apps.currencies.formatting import format_minor
 from apps.payout.models import DenyListedAccount, Payout
 
@@ -57,12 +57,10 @@ def payout_query_data(payout: Payout) -> dict:
     return data
 
 
-def payout_risk_reasons(*, merchant_id: int, currency, amount: int, review_threshold: int,
-                        payee_account: str, dual_approval_threshold: int | None = None) -> list[str]:
-    """Why a new payout must wait for a reviewer (contract §5); empty means it is APPROVED at once.
-
-    Payout create calls it holding the (merchant, payee account) lock, so two creates to one payee account count
-    each other for the velocity rule."""
+def payout_risk_reasons(*, currency, amount: int, review_threshold: int, payee_account: str,
+                        dual_approval_threshold: int | None = None) -> list[str]:
+    """The rules that need no count of earlier payouts (contract §5): the thresholds and the deny list (reference
+    data, cached per process). payout_velocity_reason is the other rule; empty lists mean APPROVED at once."""
     reasons = []
     if amount >= review_threshold:
         reasons.append(f"Amount {format_minor(amount, currency)} is at or above the merchant's review threshold "
@@ -70,23 +68,61 @@ def payout_risk_reasons(*, merchant_id: int, currency, amount: int, review_thres
     if dual_approval_threshold is not None and amount >= dual_approval_threshold:
         reasons.append(f"Amount is at or above the two-approval threshold "
                        f"{format_minor(dual_approval_threshold, currency)}: two different reviewers must approve.")
-    listed = (DenyListedAccount.objects.filter(Q(currency__isnull=True) | Q(currency=currency),
-                                               payee_account=payee_account, is_active=True)
-              .order_by("pk").values_list("reason", flat=True).first())
+    listed = deny_listed_reason(payee_account=payee_account, currency=getattr(currency, "pk", currency))
     if listed is not None:
         reasons.append(f"Payee account is on the deny list: {listed}")
+    return reasons
+
+
+def deny_listed_reason(*, payee_account: str, currency: str) -> str | None:
+    """Why the payee account is deny-listed in this currency (or in all), None if it is not: the oldest active entry.
+    The whole active list is one cached entry (docs/performance.md, "Reference data cache"), so the usual answer,
+    "not listed", costs no statement."""
+    for entry_currency, reason in refcache_get(("payout.deny_list",), _deny_list_load).get(payee_account, ()):
+        if entry_currency is None or entry_currency == currency:
+            return reason
+    return None
+
+
+def _deny_list_load() -> dict[str, list[tuple[str | None, str]]]:
+    listed: dict[str, list[tuple[str | None, str]]] = {}
+    for account, currency, reason in (DenyListedAccount.objects.filter(is_active=True).order_by("pk")
+                                      .values_list("payee_account", "currency_id", "reason")):
+        listed.setdefault(account, []).append((currency, reason))
+    return listed
+
+
+def payout_velocity_reason(*, merchant_id: int, payee_account: str) -> str | None:
+    """The velocity rule (contract §5): more than PAYOUT_VELOCITY_LIMIT of the merchant's payouts, in any state, to
+    one payee account created within 24 h. Payout create asks it holding the (merchant, payee account) lock, so two
+    creates to one payee account count each other."""
     limit = settings.PAYOUT_VELOCITY_LIMIT
     earlier = Payout.objects.filter(merchant_id=merchant_id, payee_account=payee_account,
                                     created_at__gte=timezone.now() - timedelta(hours=24)).count()
     if earlier >= limit:
-        reasons.append(f"Payout number {earlier + 1} to this payee account within 24 h (more than {limit}).")
-    return reasons
+        return f"Payout number {earlier + 1} to this payee account within 24 h (more than {limit})."
+    return None
 
 
 def payout_decisions(payout: Payout) -> list[AuditLog]:
-    """The audit trail of one payout (reviews, reversals, channel results), oldest first."""
-    return list(AuditLog.objects.filter(object_type=Payout._meta.label_lower, object_id=str(payout.pk))
+    """The audit trail of one payout, oldest first: its create (from the order row), then the stored rows
+    (reviews, submission, channel results, reversals)."""
+    rows = list(AuditLog.objects.filter(object_type=Payout._meta.label_lower, object_id=str(payout.pk))
                 .select_related("actor").order_by("created_at", "id"))
+    if not any(row.action == "payout.create" for row in rows):  # orders created before issue 23 have a stored row
+        rows.insert(0, payout_create_record(payout))
+    return rows
+
+
+def payout_create_record(payout: Payout) -> AuditLog:
+    """The merchant's create as a trail row (not stored): every fact of it is a column of the order that never
+    changes after the create, so payout/create writes no audit row of its own (docs/payouts.md)."""
+    return AuditLog(created_at=payout.created_at, actor_label=payout.merchant.merchant_no, action="payout.create",
+                    object_type=Payout._meta.label_lower, object_id=str(payout.pk), old={},
+                    new={"status": Payout.Status.FROZEN if payout.review_required else Payout.Status.APPROVED,
+                         "amount": payout.amount, "fee": payout.fee, "currency": payout.currency_id,
+                         "payee_account": payout.masked_payee_account, "bank_code": payout.bank_code,
+                         "risk_reasons": payout.risk_reasons, "approvals_required": payout.approvals_required})
 
 
 # --- the reviewer's decision page ------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
 from apps.merchants.models import Merchant, Product
 from apps.payout.models import Payout, PayoutApproval, mask_account
-from apps.payout.selectors import payout_for_merchant, payout_risk_reasons
+from apps.payout.selectors import payout_for_merchant, payout_risk_reasons, payout_velocity_reason
 
 logger = logging.getLogger(__name__)
 
@@ -120,10 +120,13 @@ def _payout_insert(*, merchant: Merchant, route: Route, mch_order_no: str, amoun
     currency = route.merchant_currency.currency
     _lock_payee_account(merchant_id=merchant.pk, payee_account=payee_account)
     merchant_currency = route.merchant_currency
-    reasons = payout_risk_reasons(merchant_id=merchant.pk, currency=currency, amount=amount,
+    reasons = payout_risk_reasons(currency=currency, amount=amount,
                                   review_threshold=merchant_currency.payout_review_threshold,
                                   payee_account=payee_account,
                                   dual_approval_threshold=merchant_currency.payout_dual_approval_threshold)
+    velocity = payout_velocity_reason(merchant_id=merchant.pk, payee_account=payee_account)
+    if velocity:
+        reasons.append(velocity)
     fee = route.product.fee_for(amount)
     approvals_required = 2 if amount >= merchant_currency.payout_dual_approval_threshold else 1
     payout = Payout(merchant=merchant, mch_order_no=mch_order_no, product=route.product, currency=currency,
@@ -137,11 +140,10 @@ def _payout_insert(*, merchant: Merchant, route: Route, mch_order_no: str, amoun
     payout.save(force_insert=True)
     payout.hold = ledger.hold_place(merchant_id=merchant.pk, currency=currency.code, amount=amount + fee,
                                     cause=payout.platform_order_no, memo=f"payout {mch_order_no}")
-    Payout.objects.filter(pk=payout.pk).update(hold=payout.hold)
-    audit.record(actor=None, actor_label=merchant.merchant_no, action="payout.create", obj=payout,
-                 new={"status": payout.status, "amount": amount, "fee": fee, "currency": currency.code,
-                      "payee_account": payout.masked_payee_account, "bank_code": bank_code, "risk_reasons": reasons,
-                      "approvals_required": approvals_required})
+    payout.save(update_fields=["hold"])
+    # No audit row: the merchant's create is the order row itself (who: its merchant; when: created_at; what: its
+    # amount, fee, payee, risk reasons and first status), and the decision trail shows it from there
+    # (payout_decisions; docs/payouts.md).
     if payout.status == Payout.Status.APPROVED:
         transaction.on_commit(lambda: payout_submit_dispatch(payout_id=payout.pk))
     logger.info("payout %s created %s: %s %s to %s", payout.platform_order_no, payout.status, amount, currency.code,

@@ -100,6 +100,19 @@ DATABASE_POOLER = env("DATABASE_POOLER", default="")
 if DATABASE_POOLER not in ("", "pgbouncer-transaction"):
     raise environ.ImproperlyConfigured(f"DATABASE_POOLER must be empty or pgbouncer-transaction, not {DATABASE_POOLER}")
 DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = DATABASE_POOLER == "pgbouncer-transaction"
+# Prepared statements (docs/performance.md, "Prepared statements"): psycopg binds parameters on the server
+# (Django's OPTIONS "server_side_binding") and prepares a statement a connection has run DATABASE_PREPARE_THRESHOLD
+# times, so PostgreSQL parses and plans the money path's statements once per connection instead of on every request.
+# On for a direct connection (or a pooler in session pooling); off behind PgBouncer in transaction pooling, whose
+# 1.18 cannot carry a prepared statement from one transaction's server session to the next. Only persistent
+# connections (CONN_MAX_AGE > 0) keep what they prepared.
+DATABASE_PREPARED_STATEMENTS = env.bool("DATABASE_PREPARED_STATEMENTS", default=DATABASE_POOLER == "")
+if DATABASE_PREPARED_STATEMENTS and DATABASE_POOLER == "pgbouncer-transaction":
+    raise environ.ImproperlyConfigured("DATABASE_PREPARED_STATEMENTS cannot be on with DATABASE_POOLER="
+                                       "pgbouncer-transaction: PgBouncer 1.18 does not carry prepared statements")
+if DATABASE_PREPARED_STATEMENTS:
+    DATABASES["default"]["OPTIONS"].update(
+        server_side_binding=True, prepare_threshold=env.int("DATABASE_PREPARE_THRESHOLD", default=5))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Redis when REDIS_URL is given: Celery broker, nonce store (SET NX with TTL) and rate-limit counters.

@@ -117,6 +117,30 @@ def test_pay_button_completes_payment_through_the_notification_service(client, m
     assert not page.find("button")
 
 
+def test_pay_reads_the_order_once_under_its_row_lock(client, merchant, browser_client):
+    """Issue 23: the Pay locks the order by its pay_token and decides under that lock; no unlocked read before it,
+    no second read of the order, and no read of the platform's accounts (reference data, cached)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    order = create_ok(client, merchant, amount=5000)
+    page = soup(browser_client.get(path_of(order)))
+    token = page.find("input", {"name": "csrfmiddlewaretoken"})["value"]
+    for _ in range(2):  # the first creates the platform's accounts (a reference change), the second caches them
+        browser_client.post(path_of(create_ok(client, merchant, amount=5000)),
+                            {"csrfmiddlewaretoken": token, "action": "pay"})
+    with CaptureQueriesContext(connection) as queries:
+        response = browser_client.post(path_of(order), {"csrfmiddlewaretoken": token, "action": "pay"})
+    assert response.status_code == 302
+    reads = [q["sql"] for q in queries.captured_queries
+             if q["sql"].startswith("SELECT") and '"collection_collectionorder"' in q["sql"].split(" WHERE ")[0]]
+    assert len(reads) == 1 and reads[0].endswith("FOR UPDATE OF \"collection_collectionorder\""), reads
+    accounts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('SELECT "ledger_ledgeraccount"')]
+    assert len(accounts) == 1 and "FOR UPDATE" in accounts[0], accounts  # the merchant's account, locked
+    order.refresh_from_db()
+    assert order.status == "SUCCESS"
+
+
 def test_paid_page_without_return_url_has_no_return_link(client, merchant, browser_client):
     order = create_ok(client, merchant)
     csrf_post(browser_client, order, "pay")

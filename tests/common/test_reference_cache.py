@@ -82,8 +82,35 @@ def test_every_reference_write_bumps_the_generation_and_other_writes_do_not(merc
     assert after_product != before
     from apps.ledger.services import balance_adjust
 
+    # The first adjustment in PHP creates the platform's adjustments account: reference data (cached by postings).
+    balance_adjust(merchant_no=merchant.merchant_no, currency="PHP", amount=100, reason="test")
+    after_platform_account = generation()
+    assert after_platform_account != after_product
     balance_adjust(merchant_no=merchant.merchant_no, currency="PHP", amount=100, reason="test")  # money only
-    assert generation() == after_product
+    assert generation() == after_platform_account
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_platform_account_created_by_a_rolled_back_posting_is_not_served_from_the_cache(bootstrapped, merchant):
+    """Inside a request the generation is read once; a platform account the request's own transaction created (and
+    then rolled back) must not stay cached under that generation, or later postings would name a row that does not
+    exist."""
+    from apps.common import refcache
+    from apps.ledger.models import AccountKind, LedgerAccount
+    from apps.ledger.services import Leg, platform_account, post
+
+    refcache._local.generation = refcache._PENDING  # as ReferenceScopeMiddleware does for a request
+    try:
+        assert platform_account(currency="USD", kind=AccountKind.ADJUSTMENTS) is None
+        with pytest.raises(RuntimeError), transaction.atomic():
+            post(kind="adjustment", cause="rolled-back", currency="USD", merchant_id=merchant.merchant.pk,
+                 legs=[Leg(AccountKind.ADJUSTMENTS, -100), Leg(AccountKind.AVAILABLE, 100, merchant.merchant.pk)])
+            assert platform_account(currency="USD", kind=AccountKind.ADJUSTMENTS) is not None  # its own row
+            raise RuntimeError("roll back")
+        assert not LedgerAccount.objects.filter(merchant__isnull=True, currency_id="USD").exists()
+        assert platform_account(currency="USD", kind=AccountKind.ADJUSTMENTS) is None
+    finally:
+        refcache._local.generation = None
 
 
 @pytest.mark.django_db(transaction=True)

@@ -85,9 +85,10 @@ def test_several_rules_store_every_reason(client, funded):
 
 
 def test_payee_account_is_masked_in_audit_and_display(client, funded):
-    from apps.common.models import AuditLog
+    from apps.payout.selectors import payout_decisions
     payout = create_ok(client, funded, payee_account="0012345678")
     assert payout.masked_payee_account == "\u2022\u2022\u2022\u20225678"
-    log = AuditLog.objects.get(action="payout.create", object_id=str(payout.pk))
+    log = payout_decisions(payout)[0]
+    assert log.action == "payout.create" and log.actor_label == payout.merchant.merchant_no
     assert log.new["payee_account"] == "\u2022\u2022\u2022\u20225678"
     assert "0012345678" not in str(log.new) + str(log.old)
