@@ -71,7 +71,8 @@ def collection_create(*, merchant: Merchant, mch_order_no: str, product_code: st
         with transaction.atomic():
             order = CollectionOrder.objects.create(
                 merchant=merchant, mch_order_no=mch_order_no, product=route.product,
-                settlement=route.product.settlement, channel=route.channel, currency_id=currency, amount=amount,
+                settlement=route.product.settlement, channel=route.channel, route_reason=route.reason,
+                currency_id=currency, amount=amount,
                 fee=fee, subject=subject, return_url=return_url, attach=attach, expire_seconds=expire_seconds,
                 expire_at=timezone.now() + timedelta(seconds=expire_seconds),
             )

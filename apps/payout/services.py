@@ -17,9 +17,7 @@ from apps.callbacks.models import CallbackEvent
 from apps.callbacks.enqueue import callback_enqueue, payout_reversed_payload, payout_terminal_payload
 from apps.channels.registry import payout_adapter
 from apps.channels.routing import Route, order_route
-from apps.channels.selectors import bank_code_active
 from apps.common import audit
-from apps.common.errors import DomainError, ErrorCode
 from apps.common.orders import order_create_or_replay, replay_or_conflict
 from apps.common.retry import retry_conflicts
 from apps.ledger import services as ledger
@@ -81,10 +79,7 @@ def payout_create(*, merchant: Merchant, mch_order_no: str, product_code: str, a
 
     def create() -> Payout:
         route = order_route(merchant_id=merchant.pk, kind=Product.Kind.PAYOUT, currency=currency,
-                            product_code=product_code, amount=amount)
-        if bank_code_active(currency=currency, code=bank_code) is None:
-            raise DomainError(ErrorCode.UNKNOWN_BANK_CODE,
-                              f"bank_code {bank_code} is not in the {currency} bank code table.")
+                            product_code=product_code, amount=amount, bank_code=bank_code)  # 2006 checked there
         return _payout_insert(merchant=merchant, route=route, mch_order_no=mch_order_no, amount=amount,
                               payee_name=payee_name, payee_account=payee_account, bank_code=bank_code, attach=attach)
 
@@ -127,7 +122,8 @@ def _payout_insert(*, merchant: Merchant, route: Route, mch_order_no: str, amoun
     fee = route.product.fee_for(amount)
     approvals_required = 2 if amount >= merchant_currency.payout_dual_approval_threshold else 1
     payout = Payout(merchant=merchant, mch_order_no=mch_order_no, product=route.product, currency=currency,
-                    channel=route.channel, amount=amount, fee=fee, payee_name=payee_name, payee_account=payee_account,
+                    channel=route.channel, route_reason=route.reason, amount=amount, fee=fee,
+                    payee_name=payee_name, payee_account=payee_account,
                     bank_code=bank_code, attach=attach, review_required=bool(reasons), risk_reasons=reasons,
                     approvals_required=approvals_required,
                     status=Payout.Status.FROZEN if reasons else Payout.Status.APPROVED)
