@@ -15,7 +15,6 @@ from django.utils import timezone
 
 from apps.callbacks.models import CallbackEvent
 from apps.callbacks.enqueue import callback_enqueue, payout_reversed_payload, payout_terminal_payload
-from apps.channels.registry import payout_adapter
 from apps.channels.routing import Route, order_route
 from apps.common import audit
 from apps.common.orders import order_create_or_replay, replay_or_conflict
@@ -276,16 +275,16 @@ def payout_submit_dispatch(*, payout_id: int) -> None:
 
 
 def payout_submit(*, payout_id: int) -> Payout:
-    """APPROVED → PROCESSING (committed), then hand the order to its channel adapter, outside any transaction."""
+    """APPROVED → PROCESSING (committed), then hand the order to its channel adapter, outside any transaction
+    (apps.payout.failover: another channel when this one definitely did not take it)."""
     payout, send = _payout_mark_processing(payout_id=payout_id)
     if not send:
         return payout
-    reference = payout_adapter(payout.channel).start_disbursement(payout=payout)
-    # Only this column: a concurrent channel result may already have moved the status.
-    Payout.objects.filter(pk=payout.pk, upstream_reference="").update(upstream_reference=reference)
-    payout.upstream_reference = reference
-    logger.info("payout %s submitted to %s as %s", payout, payout.channel.code, reference)
-    return payout
+    from apps.payout.failover import payout_send
+
+    # The mark just set submitted_at on a first submission; a re-submission's is older than RESUBMIT_AFTER.
+    first = payout.submitted_at > timezone.now() - RESUBMIT_AFTER
+    return payout_send(payout=payout, first=first)  # the channel, or the next one (docs/channels.md, "Failover")
 
 
 @retry_conflicts

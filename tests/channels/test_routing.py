@@ -64,6 +64,7 @@ def test_when_every_channel_is_open_the_order_waits_on_the_best_one(client, fund
 
 def test_a_half_open_channel_takes_a_few_probe_orders_then_the_next_channel_takes_the_rest(client, funded, settings):
     settings.CHANNEL_BREAKER_PROBES = 2
+    settings.CHANNEL_BREAKER_PROBE_SLICE_SECONDS = 10**6  # the four creates fall in one probe slice
     backup = second_channel("SANDBOX_PHP_PAYOUT_B")
     main = Channel.objects.get(code=PHP_PAYOUT)
     open_circuit(main, seconds_ago=settings.CHANNEL_BREAKER_COOLDOWN_SECONDS + 1)
