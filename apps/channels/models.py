@@ -55,6 +55,8 @@ class Channel(models.Model):
 
         if self.min_amount is not None and self.max_amount is not None and self.min_amount > self.max_amount:
             raise ValidationError({"max_amount": "The maximum is below the minimum."})
+        if self.bank_codes in (None, ""):
+            self.bank_codes = []
         if not isinstance(self.bank_codes, list) or not all(isinstance(c, str) for c in self.bank_codes):
             raise ValidationError({"bank_codes": 'A JSON list of bank codes, e.g. ["GCASH", "BDO"].'})
         if self.bank_codes and self.direction != self.Direction.PAYOUT:
