@@ -230,3 +230,44 @@ def test_a_payin_whose_channel_refuses_connections_opens_on_the_next_one_and_is_
     assert result["changed"] == "paid"
     order.refresh_from_db()
     assert order.status == CollectionOrder.Status.SUCCESS and order.upstream_reference == invoice["id"]
+
+
+def test_outages_slowness_and_recovery_at_both_upstreams_pay_every_payout_exactly_once(upstreams, shop, settings):
+    """Rounds of scripted weather at both upstreams (refused connections, 503s, answers lost after the upstream
+    acted, recovery), new payouts each round, the sweeper's re-submissions long enough after each submission that
+    lookups are allowed; then both recover. Every payout ends with exactly one disbursement, on the channel it
+    records, and is paid once; the merchant's money adds up and the ledger holds."""
+    a, b = upstreams
+    settings.CHANNEL_BREAKER_COOLDOWN_SECONDS = 0  # open circuits half-open at once: probes every round
+    weather = [("up", "up"), ("down", "up"), ("slow", "up"), ("5xx", "slow"), ("down", "5xx"), ("up", "down"),
+               ("slow", "slow"), ("up", "up")]
+    for round_, (at_a, at_b) in enumerate(weather):
+        a.gate.set(at_a)
+        b.gate.set(at_b)
+        for i in range(3):
+            submit(payout_new(shop, amount=10_000 + 100 * round_ + i))
+        for payout in Payout.objects.filter(status=Payout.Status.PROCESSING, upstream_reference=""):
+            backdate(payout, seconds=settings.CHANNEL_FAILOVER_LOOKUP_AFTER_SECONDS + 1)
+            submit(payout)
+    a.gate.set("up")
+    b.gate.set("up")
+    for _ in range(4):  # recovery: the sweeper's re-submissions bind or send what is left
+        for payout in Payout.objects.filter(status=Payout.Status.PROCESSING, upstream_reference=""):
+            backdate(payout, seconds=settings.CHANNEL_FAILOVER_LOOKUP_AFTER_SECONDS + 1)
+            submit(payout)
+
+    payouts = list(Payout.objects.select_related("channel").filter(merchant=shop.merchant))
+    assert len(payouts) == 3 * len(weather)
+    moved = 0
+    for payout in payouts:
+        assert payout.status == Payout.Status.PROCESSING and payout.upstream_reference, payout.route_reason
+        [(code, disbursement)] = once_across(upstreams, payout)  # one disbursement across both upstreams
+        assert (code, disbursement["id"]) == (payout.channel.code, payout.upstream_reference)
+        moved += payout.route_reason.startswith("failover")
+        up = a if payout.channel == a.payout else b
+        up.emulator.settle_payout(payout.upstream_reference, "SUCCEEDED")
+    assert moved  # the weather did move some
+    settings.CHANNEL_RECONCILE_PAYOUT_AFTER_SECONDS = 0
+    assert len(channels_reconcile()["payouts"]["succeeded"]) == len(payouts)
+    assert balances(shop) == {"available": FUNDS - sum(p.amount + PHP_FEE for p in payouts), "settling": 0,
+                              "frozen": 0}
