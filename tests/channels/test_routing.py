@@ -124,3 +124,15 @@ def test_the_route_reads_no_channel_row_while_nothing_changes(client, funded):
     # outside a request each cached lookup reads the one-row generation only (a request reads it once)
     assert queries.captured_queries and all("common_referencegeneration" in q["sql"] for q in queries.captured_queries)
     assert route.reason == "priority 100"
+
+
+def test_a_circuit_opened_by_another_process_is_seen_by_the_next_create(client, funded):
+    """The breaker's row feeds the cached candidates: its write bumps the reference generation (the trigger)."""
+    backup = second_channel("SANDBOX_PHP_PAYOUT_B")
+    assert create_ok(client, funded).channel.code == PHP_PAYOUT  # warms the cache
+    main = Channel.objects.get(code=PHP_PAYOUT)
+    ChannelHealth.objects.create(channel=main)
+    ChannelHealth.objects.filter(channel=main).update(state=ChannelHealth.State.OPEN, opened_at=timezone.now())
+    assert create_ok(client, funded).channel == backup
+    ChannelHealth.objects.filter(channel=main).update(state=ChannelHealth.State.CLOSED, opened_at=None)
+    assert create_ok(client, funded).channel == main
