@@ -105,12 +105,28 @@ class Bench:
         self.private_key = signing.generate_private_key()
         public_pem = signing.public_key_to_pem(self.private_key.public_key())
         (self.workdir / "merchant_public.pem").write_text(public_pem)
+        if not self.args.one_channel:
+            self.second_channels()
         self.merchants = []
         for i in range(self.args.merchants):
             created = merchant_create(name=f"Bench {i}", public_key_pem=public_pem, currencies=["PHP"])
             balance_adjust(merchant_no=created.merchant.merchant_no, currency="PHP", amount=10**13,
                            reason="bench top-up")
             self.merchants.append((created.merchant.merchant_no, created.app.app_id))
+
+    @staticmethod
+    def second_channels() -> None:
+        """Two channels per PHP direction (docs/channels.md, "Routing"), so every create row includes the route's
+        choice: payouts between two of the same priority by weight, one of which serves only some bank codes;
+        pay-ins with a second, lower-priority channel behind the first."""
+        from apps.channels.models import Channel
+
+        Channel.objects.get_or_create(code="SANDBOX_PHP_PAYOUT_B", defaults={
+            "name": "Sandbox PHP payouts B", "adapter": "sandbox", "direction": "payout", "currency_id": "PHP",
+            "priority": 100, "weight": 100, "bank_codes": ["BDO", "BPI", "GCASH"]})
+        Channel.objects.get_or_create(code="SANDBOX_PHP_PAYIN_B", defaults={
+            "name": "Sandbox PHP pay-ins B", "adapter": "sandbox", "direction": "payin", "currency_id": "PHP",
+            "priority": 200})
 
     def start_server(self, env: dict | None = None) -> None:
         cmd = [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
@@ -397,6 +413,8 @@ def main() -> None:
     parser.add_argument("--callback-events", type=int, default=2000)
     parser.add_argument("--skip-callbacks", action="store_true")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--one-channel", action="store_true",
+                        help="one channel per PHP direction, as before routing (docs/channels.md, 'Routing')")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed (make bench installs it with apt)")

@@ -7,6 +7,7 @@ from django.contrib import admin
 
 from apps.channels.models import BankCode, Channel
 from apps.channels.registry import payin_adapters, payout_adapters
+from apps.channels.selectors import channel_health_label, channel_volume_today
 from apps.common.admin import ProposeChangeAdminMixin
 from apps.common.models import StaffRequest
 
@@ -24,7 +25,8 @@ class ChannelForm(forms.ModelForm):
 
     class Meta:
         model = Channel
-        fields = ["code", "name", "adapter", "direction", "currency", "is_active", "priority", "api_base_url"]
+        fields = ["code", "name", "adapter", "direction", "currency", "is_active", "is_draining", "priority", "weight",
+                  "min_amount", "max_amount", "bank_codes", "api_base_url"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -33,6 +35,11 @@ class ChannelForm(forms.ModelForm):
             choices=[(name, name) for name in names],
             help_text="The registered adapter; a live deployment takes only real upstreams, a sandbox one only the "
                       "sandbox (docs/channels.md).")
+        self.fields["weight"].required = False  # empty: the default share (100)
+
+    def clean_weight(self):
+        weight = self.cleaned_data.get("weight")
+        return 100 if weight is None else weight
 
     def clean(self):
         # The typed credentials go onto the channel before the model's own clean() (run next, by _post_clean), so
@@ -51,10 +58,30 @@ class ChannelForm(forms.ModelForm):
 class ChannelAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
     form = ChannelForm
     staff_request_kind = StaffRequest.Kind.CHANNEL_SETTING
-    list_display = ["code", "adapter", "direction", "currency", "is_active", "priority", "credentials"]
-    list_filter = ["adapter", "direction", "currency", "is_active"]
+    list_display = ["code", "adapter", "direction", "currency", "is_active", "is_draining", "priority", "weight",
+                    "circuit", "orders_today", "success_rate_today", "credentials"]
+    list_filter = ["adapter", "direction", "currency", "is_active", "is_draining"]
     search_fields = ["code", "name"]
-    readonly_fields = ["credentials", "webhook_path"]
+    readonly_fields = ["circuit", "orders_today", "success_rate_today", "credentials", "webhook_path"]
+
+    # Health and volume (docs/channels.md, "Health"): read-only; draining is a field of the form, so asking for it
+    # is a staff request like any other change of the channel.
+    @admin.display(description="Health")
+    def circuit(self, obj: Channel) -> str:
+        return channel_health_label(obj) if obj.pk else "-"
+
+    @admin.display(description="Orders today")
+    def orders_today(self, obj: Channel) -> str:
+        return str(channel_volume_today(obj)["orders"]) if obj.pk else "-"
+
+    @admin.display(description="Success rate today")
+    def success_rate_today(self, obj: Channel) -> str:
+        if not obj.pk:
+            return "-"
+        volume = channel_volume_today(obj)
+        if not volume["finished"]:
+            return "-"
+        return f"{100 * volume['succeeded'] // volume['finished']}% ({volume['succeeded']} of {volume['finished']})"
 
     @admin.display(description="Credentials")
     def credentials(self, obj: Channel) -> str:

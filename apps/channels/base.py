@@ -17,11 +17,22 @@ from datetime import datetime
 
 class UpstreamUnavailable(RuntimeError):
     """The upstream did not answer (timeout, connection refused, 5xx): nothing is known; retry with the same
-    idempotency key, reconciliation resolves what stays open."""
+    idempotency key, reconciliation resolves what stays open. Ambiguous: the request may have been taken (an answer
+    lost), so a payout that met it never moves to another channel on its strength (docs/channels.md, "Failover").
+    Counts as a failure of the channel's health (apps.channels.health)."""
+
+
+class UpstreamDeclined(UpstreamUnavailable):
+    """The upstream definitely did not take *this request*: it never left (connection refused, connect timeout), or
+    the upstream refused it as a whole before doing anything (401/403 our key, 429 rate limit). Still retried like
+    UpstreamUnavailable (every caller that catches that catches this); the failover may move the order to another
+    channel when every attempt at this channel was declined (docs/channels.md, "Failover"). Raise it only when
+    certain: when in doubt, UpstreamUnavailable."""
 
 
 class UpstreamRejected(RuntimeError):
-    """The upstream answered with a definite refusal (4xx)."""
+    """The upstream answered with a definite refusal (4xx) of this order (e.g. the payee's account): the upstream
+    itself works, so this counts as a success for the channel's health."""
 
     def __init__(self, message: str, *, status: int = 0, error_code: str = ""):
         super().__init__(message)
@@ -91,6 +102,13 @@ class PayoutAdapter(ABC):
         `platform_order_no` is the upstream idempotency key: payout_submit re-sends a PROCESSING payout whose
         submission was never acknowledged, so the same order submitted twice (or concurrently) must be one
         disbursement upstream, and the second call returns the same upstream reference."""
+
+    def disbursement_lookup(self, *, payout) -> PayoutState:
+        """Ask the upstream for any disbursement under our idempotency key / reference (platform_order_no), whatever
+        its amount: outcome 'missing' only when the upstream answered and holds none, which lets the failover move
+        a payout whose submission was ambiguous to another channel (docs/channels.md, "Failover"). Raises
+        UpstreamUnavailable when it cannot tell. Default: cannot tell (the payout then waits for this channel)."""
+        raise UpstreamUnavailable(f"{self.name}: no lookup by idempotency key")
 
     def payout_state(self, *, payout) -> PayoutState:
         """The upstream's current view of the disbursement: a real upstream's for reconciliation and webhooks; the

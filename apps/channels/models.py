@@ -20,6 +20,18 @@ class Channel(models.Model):
     currency = models.ForeignKey(Currency, on_delete=models.PROTECT, related_name="channels")
     is_active = models.BooleanField(default=True)
     priority = models.PositiveSmallIntegerField(default=100, help_text="Lower is tried first.")
+    # Routing (docs/channels.md, "Routing"): what the channel serves besides its currency and direction. Money
+    # settings like the rest of the row: changed through a staff request (four eyes).
+    weight = models.PositiveSmallIntegerField(
+        default=100, help_text="Among healthy channels of the same priority, new orders are shared by weight.")
+    min_amount = models.BigIntegerField(null=True, blank=True,
+                                        help_text="Smallest amount (minor units) it serves; empty: no minimum.")
+    max_amount = models.BigIntegerField(null=True, blank=True,
+                                        help_text="Largest amount (minor units) it serves; empty: no maximum.")
+    bank_codes = models.JSONField(default=list, blank=True,
+                                  help_text='Payouts: the bank codes it serves, e.g. ["GCASH", "BDO"]; empty: all.')
+    is_draining = models.BooleanField(
+        default=False, help_text="Drained: takes no new orders (orders already on it finish there).")
     # Upstream credentials (docs/channels.md), set in the admin, Fernet-encrypted at rest (apps.common.crypto) and
     # never shown again in clear. Empty for the sandbox.
     api_base_url = models.URLField(blank=True, help_text="Upstream API root; empty: the adapter's default.")
@@ -56,6 +68,15 @@ class Channel(models.Model):
                                                      for name in self.UPSTREAM_CONFIGURATION)):
             channel_upstream_check(channel=self)
 
+        if self.min_amount is not None and self.max_amount is not None and self.min_amount > self.max_amount:
+            raise ValidationError({"max_amount": "The maximum is below the minimum."})
+        if self.bank_codes in (None, ""):
+            self.bank_codes = []
+        if not isinstance(self.bank_codes, list) or not all(isinstance(c, str) for c in self.bank_codes):
+            raise ValidationError({"bank_codes": 'A JSON list of bank codes, e.g. ["GCASH", "BDO"].'})
+        if self.bank_codes and self.direction != self.Direction.PAYOUT:
+            raise ValidationError({"bank_codes": "Only a payout channel serves bank codes."})
+
     def _adapter_check(self) -> None:
         from apps.channels.services import channel_adapter_check
 
@@ -84,6 +105,38 @@ class Channel(models.Model):
             self.secret_key_encrypted = encrypt(secret_key.encode()) if secret_key else ""
         if callback_token is not None:
             self.callback_token_encrypted = encrypt(callback_token.encode()) if callback_token else ""
+
+
+    def serves(self, *, amount: int, bank_code: str | None = None) -> bool:
+        """Whether the channel takes an order of this amount (and, for a payout, this bank code)."""
+        if self.min_amount is not None and amount < self.min_amount:
+            return False
+        if self.max_amount is not None and amount > self.max_amount:
+            return False
+        return not (bank_code is not None and self.bank_codes and bank_code not in self.bank_codes)
+
+
+class ChannelHealth(models.Model):
+    """A channel's circuit breaker state, shared by every process (docs/channels.md, "Health"). Written only on a
+    transition (closed -> open, open -> open again after a failed probe, open -> closed), never per order: the
+    failure and success counts live in the cache (Redis). Half-open is not stored: an open circuit whose cool-down
+    has passed admits a few probes. It feeds the route's reference cache, hence the generation trigger."""
+
+    class State(models.TextChoices):
+        CLOSED = "closed", "Closed (healthy)"
+        OPEN = "open", "Open (failing)"
+
+    channel = models.OneToOneField(Channel, on_delete=models.CASCADE, primary_key=True, related_name="health")
+    state = models.CharField(max_length=8, choices=State.choices, default=State.CLOSED)
+    opened_at = models.DateTimeField(null=True, blank=True)
+    reason = models.CharField(max_length=255, blank=True, help_text="What opened the circuit last.")
+    changed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "channel health"
+
+    def __str__(self) -> str:
+        return f"{self.channel_id} {self.state}"
 
 
 def _decrypt(token: str) -> str:

@@ -47,16 +47,31 @@ def upstream_adapter_names(direction: Channel.Direction) -> list[str]:
     return [name for name, cls in registered.items() if adapter_allowed(cls) and not getattr(cls, "is_sandbox", False)]
 
 
+def route_candidates(*, currency: str, direction: Channel.Direction) -> tuple:
+    """Every channel that may take new orders of that currency and direction (active, not drained, an adapter this
+    deployment may use; a live deployment never falls back to a sandbox channel), best priority first, each with
+    its breaker state (apps.channels.health.Candidate). Cached reference data (apps.common.refcache): the channel
+    and channel health tables bump the generation, so no create reads them while nothing changes."""
+    from apps.channels.health import Candidate
+    from apps.channels.models import ChannelHealth
+
+    def load() -> tuple:
+        channels = list(Channel.objects.filter(currency_id=currency, direction=direction, is_active=True,
+                                               is_draining=False, adapter__in=allowed_adapter_names(direction))
+                        .order_by("priority", "code"))
+        opened = {h.channel_id: h for h in ChannelHealth.objects.filter(
+            channel__in=channels, state=ChannelHealth.State.OPEN)} if channels else {}
+        return tuple(Candidate(channel, opened[channel.pk].opened_at, opened[channel.pk].reason)
+                     if channel.pk in opened else Candidate(channel) for channel in channels)
+
+    return refcache_get(("route_candidates", platform_environment(), currency, str(direction)), load)
+
+
 def serving_channel(*, currency: str, direction: Channel.Direction) -> Channel | None:
-    """The active channel of highest priority for that currency and direction among the adapters this deployment
-    may use; None means code 1001 (a live deployment never falls back to a sandbox channel). Cached reference data
-    (apps.common.refcache)."""
-    return refcache_get(("serving_channel", platform_environment(), currency, str(direction)), lambda: (
-        Channel.objects.filter(currency_id=currency, direction=direction, is_active=True,
-                               adapter__in=allowed_adapter_names(direction))
-        .order_by("priority", "code")
-        .first()
-    ))
+    """The active, undrained channel of highest priority for that currency and direction, whatever its health; None
+    means code 1001."""
+    candidates = route_candidates(currency=currency, direction=direction)
+    return candidates[0].channel if candidates else None
 
 
 def _adapter(registered: dict, channel: Channel):

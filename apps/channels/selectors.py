@@ -31,3 +31,41 @@ def sandbox_payouts_returned(*, created_from: datetime, created_before: datetime
     return (SandboxDisbursement.objects.filter(outcome=OUTCOME_PAID_THEN_RETURNED, created_at__gte=created_from,
                                                created_at__lt=created_before)
             .values("platform_order_no"))
+
+
+def channel_health_label(channel) -> str:
+    """closed / open since ... (why) / half-open (probing) since ..., as every process sees it."""
+    from django.utils import timezone
+
+    from apps.channels.health import HALF_OPEN, OPEN, breaker_state, channel_health_read
+
+    opened_at, reason = channel_health_read(channel.pk)
+    state = breaker_state(opened_at, timezone.now())
+    if state == OPEN:
+        return f"open since {timezone.localtime(opened_at):%H:%M:%S} ({reason})"
+    if state == HALF_OPEN:
+        return f"half-open, probing since {timezone.localtime(opened_at):%H:%M:%S} ({reason})"
+    return "closed (healthy)"
+
+
+def channel_volume_today(channel) -> dict[str, int]:
+    """The channel's orders created today (SETTLEMENT_TIME_ZONE), how many of them finished (payouts: SUCCESS or
+    FAILED; pay-ins: SUCCESS or EXPIRED) and succeeded. Through the reverse relations: channels imports no domain."""
+    from datetime import datetime, time
+    from zoneinfo import ZoneInfo
+
+    from django.conf import settings
+    from django.db.models import Count, Q
+    from django.utils import timezone
+
+    from apps.channels.models import Channel
+
+    zone = ZoneInfo(settings.SETTLEMENT_TIME_ZONE)
+    start = datetime.combine(timezone.now().astimezone(zone).date(), time.min, tzinfo=zone)
+    if channel.direction == Channel.Direction.PAYOUT:
+        orders, finished = channel.payouts, ("SUCCESS", "FAILED")
+    else:
+        orders, finished = channel.collection_orders, ("SUCCESS", "EXPIRED")
+    return orders.filter(created_at__gte=start).aggregate(
+        orders=Count("pk"), finished=Count("pk", filter=Q(status__in=finished)),
+        succeeded=Count("pk", filter=Q(status="SUCCESS")))

@@ -28,6 +28,7 @@ from datetime import datetime
 from decimal import Decimal
 
 import requests
+import urllib3
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils import timezone
@@ -39,6 +40,7 @@ from apps.channels.base import (
     PaymentStart,
     PayoutAdapter,
     PayoutState,
+    UpstreamDeclined,
     UpstreamRejected,
     UpstreamUnavailable,
 )
@@ -108,10 +110,15 @@ class XenditClient:
                 headers={"Content-Type": "application/json", "Accept": "application/json", **(headers or {})},
                 allow_redirects=False)
         except requests.RequestException as exc:
+            if _never_sent(exc):  # the connection was never made: nothing reached Xendit
+                raise UpstreamDeclined(f"xendit {method} {path}: {type(exc).__name__}") from None
             raise UpstreamUnavailable(f"xendit {method} {path}: {type(exc).__name__}") from None
-        if response.status_code >= 500 or response.status_code in (401, 403, 408, 429):
-            # A 401/403 is our configuration (a wrong or revoked key), a 408/429 (RATE_LIMIT_EXCEEDED) a moment's
-            # refusal of the request: none refuses the order, so it is retried later, never failed.
+        if response.status_code in (401, 403, 429):
+            # A 401/403 is our configuration (a wrong or revoked key), a 429 (RATE_LIMIT_EXCEEDED) a moment's refusal
+            # of the request: none refuses the order (retried later, never failed), and Xendit did nothing with it.
+            raise UpstreamDeclined(f"xendit {method} {path}: HTTP {response.status_code}")
+        if response.status_code >= 500 or response.status_code == 408:
+            # Ambiguous: the request may have been processed before the error (or the timeout) was answered.
             raise UpstreamUnavailable(f"xendit {method} {path}: HTTP {response.status_code}")
         try:
             body = json.loads(response.content, parse_float=Decimal) if response.content else {}
@@ -122,6 +129,15 @@ class XenditClient:
             raise UpstreamRejected(f"xendit {method} {path}: HTTP {response.status_code} {code}",
                                    status=response.status_code, error_code=code)
         return body
+
+
+def _never_sent(exc: requests.RequestException) -> bool:
+    """Whether the request certainly never reached the server: the TCP connection was refused or timed out (urllib3's
+    NewConnectionError is a ConnectTimeoutError). A reset or read timeout after sending is not."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    return isinstance(exc, requests.ConnectionError) and isinstance(reason, urllib3.exceptions.ConnectTimeoutError)
 
 
 def _parse_time(value) -> datetime | None:
@@ -243,24 +259,33 @@ class XenditPayoutAdapter(PayoutAdapter):
             created = client.call("POST", "/v2/payouts", payload=payload,
                                   headers={"Idempotency-key": payout.platform_order_no})
         except UpstreamRejected as exc:
-            if exc.status == 409 or exc.error_code == "DUPLICATE_ERROR":
-                found = self._candidates(payout)
-                if len(found) == 1:
-                    return found[0].reference
-                if not found:  # Xendit's list may lag its create: asked again at the next re-submission
-                    raise UpstreamUnavailable(f"payout {payout}: duplicate at Xendit but not found by reference_id")
-                raise self._unbound(payout, found, "duplicate at Xendit") from None
-            # A refusal of a re-submission does not prove the first submission never arrived (its answer may have
-            # been lost): fail the order only when Xendit has no payout that may be ours, else the money would
-            # leave twice; and take none of them for ours, since no key proves which one it is.
-            found = self._candidates(payout)
-            if found:
-                raise self._unbound(payout, found, f"re-submission refused ({exc.error_code or exc.status})") from None
-            logger.warning("payout %s refused by xendit: %s", payout, exc.error_code or exc)
-            payout_handlers().result(platform_order_no=payout.platform_order_no, outcome="failed",
-                                     fail_reason=f"refused upstream: {exc.error_code or exc.status}")
-            return ""  # nothing was disbursed; the order is FAILED
+            try:
+                return self._refused(payout, exc)
+            except UpstreamDeclined as lookup:
+                # The lookup after the refusal was declined; that says nothing of whether our payout exists.
+                raise UpstreamUnavailable(str(lookup)) from None
         return str(created["id"])
+
+    def _refused(self, payout, exc: UpstreamRejected) -> str:
+        """Xendit refused the POST: a 409 (the key was used) binds the one disbursement of ours, any other refusal
+        fails the payout only when Xendit holds no payout that may be ours."""
+        if exc.status == 409 or exc.error_code == "DUPLICATE_ERROR":
+            found = self._candidates(payout)
+            if len(found) == 1:
+                return found[0].reference
+            if not found:  # Xendit's list may lag its create: asked again at the next re-submission
+                raise UpstreamUnavailable(f"payout {payout}: duplicate at Xendit but not found by reference_id")
+            raise self._unbound(payout, found, "duplicate at Xendit") from None
+        # A refusal of a re-submission does not prove the first submission never arrived (its answer may have
+        # been lost): fail the order only when Xendit has no payout that may be ours, else the money would
+        # leave twice; and take none of them for ours, since no key proves which one it is.
+        found = self._candidates(payout)
+        if found:
+            raise self._unbound(payout, found, f"re-submission refused ({exc.error_code or exc.status})") from None
+        logger.warning("payout %s refused by xendit: %s", payout, exc.error_code or exc)
+        payout_handlers().result(platform_order_no=payout.platform_order_no, outcome="failed",
+                                 fail_reason=f"refused upstream: {exc.error_code or exc.status}")
+        return ""  # nothing was disbursed; the order is FAILED
 
     @staticmethod
     def configuration_check(*, channel: Channel) -> None:
@@ -312,6 +337,19 @@ class XenditPayoutAdapter(PayoutAdapter):
             if (state.amount, state.currency) == (payout.amount, payout.currency_id):
                 states.append(state)
         return states
+
+    def disbursement_lookup(self, *, payout) -> PayoutState:
+        """Any disbursement listed under our reference_id, whatever its amount ('missing' only when none is)."""
+        answer = XenditClient(payout.channel).call("GET", "/v2/payouts",
+                                                   params={"reference_id": payout.platform_order_no})
+        found = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(found, list):
+            raise UpstreamUnavailable("xendit GET /v2/payouts: no data list in the answer")
+        if not found:
+            return PayoutState(outcome="missing")
+        obj = found[0] if isinstance(found[0], dict) else {}
+        return PayoutState(outcome="pending", reference=str(obj.get("id", "")),
+                           upstream_status=str(obj.get("status", "")))
 
     def payout_state(self, *, payout) -> PayoutState:
         """The state of the disbursement bound to the order (its upstream_reference); 'missing' before that is

@@ -19,8 +19,8 @@ class CollectionOrderAdmin(admin.ModelAdmin):
     list_select_related = ("merchant", "currency")
     ordering = ("-id",)
     fields = ("platform_order_no", "mch_order_no", "merchant", "status", "product", "settlement", "channel",
-              "currency", "amount", "fee", "net_amount", "subject", "attach", "return_url", "expire_seconds",
-              "expire_at", "paid_at", "settled_at", "upstream_reference", "created_at", "updated_at")
+              "route_reason", "currency", "amount", "fee", "net_amount", "subject", "attach", "return_url",
+              "expire_seconds", "expire_at", "paid_at", "settled_at", "upstream_reference", "created_at", "updated_at")
     readonly_fields = fields  # every field: state and money change only through the services
 
     @admin.display(description="amount", ordering="amount")

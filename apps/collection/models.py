@@ -43,6 +43,8 @@ class CollectionOrder(models.Model):
     # Copied from the product at create time: later product edits never change an existing order's money.
     settlement = models.CharField(max_length=2, choices=Product.Settlement.choices)
     channel = models.ForeignKey(Channel, on_delete=models.PROTECT, related_name="collection_orders")
+    # Why the route chose the channel ("priority 1", "failover: XENDIT_A circuit open"; docs/channels.md).
+    route_reason = models.CharField(max_length=255, blank=True)
     currency = models.ForeignKey(Currency, on_delete=models.PROTECT, db_index=False)
     amount = models.BigIntegerField(help_text="Minor units.")
     fee = models.BigIntegerField(help_text="Minor units; product fee computed at create time.")

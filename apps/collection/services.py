@@ -19,7 +19,7 @@ from apps.callbacks.models import CallbackEvent
 from apps.callbacks.enqueue import callback_enqueue, collection_success_payload
 from apps.channels.base import UpstreamRejected, UpstreamUnavailable
 from apps.channels.environment import SANDBOX, ChannelNotAllowed, platform_environment
-from apps.channels.registry import payin_adapter, payin_adapters
+from apps.channels.registry import payin_adapters
 from apps.channels.routing import order_route
 from apps.collection.models import DEFAULT_EXPIRE_SECONDS, CollectionOrder
 from apps.collection.selectors import (
@@ -71,7 +71,8 @@ def collection_create(*, merchant: Merchant, mch_order_no: str, product_code: st
         with transaction.atomic():
             order = CollectionOrder.objects.create(
                 merchant=merchant, mch_order_no=mch_order_no, product=route.product,
-                settlement=route.product.settlement, channel=route.channel, currency_id=currency, amount=amount,
+                settlement=route.product.settlement, channel=route.channel, route_reason=route.reason,
+                currency_id=currency, amount=amount,
                 fee=fee, subject=subject, return_url=return_url, attach=attach, expire_seconds=expire_seconds,
                 expire_at=timezone.now() + timedelta(seconds=expire_seconds),
             )
@@ -108,8 +109,10 @@ def collection_upstream_open(*, platform_order_no: str) -> str | None:
              .filter(platform_order_no=platform_order_no).first())
     if order is None or not order.is_payable():
         return None
-    try:
-        return payin_adapter(order.channel).start_payment(order=order).upstream_reference
+    from apps.collection.failover import collection_payment_start
+
+    try:  # on its channel, or the next one while none is open yet (docs/channels.md, "Failover")
+        return collection_payment_start(order=order)[1].upstream_reference
     except (ChannelNotAllowed, UpstreamUnavailable, UpstreamRejected) as exc:
         logger.warning("pay-in %s: upstream payment not opened: %s", order, exc)
         return None

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_http_methods
 from apps.channels.base import UpstreamRejected, UpstreamUnavailable
 from apps.channels.environment import SANDBOX, ChannelNotAllowed, platform_environment
 from apps.channels.registry import payin_adapter
+from apps.collection.failover import collection_payment_start
 from apps.collection.models import CollectionOrder
 from apps.collection.presentation import format_duration
 from apps.currencies.formatting import format_minor
@@ -77,8 +78,8 @@ def _page_for(request, order: CollectionOrder, *, failed: bool = False, status: 
     if not order.is_payable():
         return render(request, "collection/expired.html", _context(order), status=status)
     try:
+        order, start = collection_payment_start(order=order)  # the next channel while none is open yet
         adapter = payin_adapter(order.channel)
-        start = adapter.start_payment(order=order)
     except (ChannelNotAllowed, UpstreamUnavailable, UpstreamRejected) as exc:
         # No payment can be opened now (upstream down, or a channel this deployment may not use): say so, move nothing.
         logger.warning("pay page of %s: no upstream payment: %s", order, exc)

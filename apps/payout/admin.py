@@ -70,7 +70,8 @@ class PayoutDisplayMixin:
     # link answering 403 helps nobody. Times say UTC, like the audit trail.
     detail_fields = ["platform_order_no", "mch_order_no", "merchant_text", "status", "review_required",
                      "approvals_display", "risk_reasons_display", "amount_display", "fee_display", "currency_text",
-                     "product_text", "channel_text", "payee_name", "payee", "bank_code", "attach", "created_utc",
+                     "product_text", "channel_text", "route_reason", "payee_name", "payee", "bank_code", "attach",
+                     "created_utc",
                      "age", "reviewed_by_text", "reviewed_utc", "review_reason", "upstream_reference", "submitted_utc",
                      "finished_utc", "fail_reason", "reversed_utc", "reversal_amount_display", "fee_refund_display",
                      "decision_history"]

@@ -45,7 +45,12 @@ class Payout(models.Model):
     product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="payouts")
     currency = models.ForeignKey(Currency, on_delete=models.PROTECT, related_name="payouts", db_index=False)
     channel = models.ForeignKey(Channel, on_delete=models.PROTECT, related_name="payouts",
-                                help_text="The payout channel that served the currency when the order was created.")
+                                help_text="The payout channel the order is (or was last) submitted to.")
+    # Why the route chose the channel ("priority 1", "failover: XENDIT_A refused: HTTP 503"; docs/channels.md).
+    route_reason = models.CharField(max_length=255, blank=True)
+    # Set when the current channel definitely did not take the disbursement (a definite refusal, or a lookup by our
+    # idempotency key that found nothing): only then may the payout move to another channel (docs/channels.md).
+    channel_declined_at = models.DateTimeField(null=True, blank=True)
     amount = models.BigIntegerField(help_text="Minor units.")
     fee = models.BigIntegerField(help_text="Minor units; frozen together with the amount.")
     payee_name = models.CharField(max_length=128)

@@ -15,11 +15,8 @@ from django.utils import timezone
 
 from apps.callbacks.models import CallbackEvent
 from apps.callbacks.enqueue import callback_enqueue, payout_reversed_payload, payout_terminal_payload
-from apps.channels.registry import payout_adapter
 from apps.channels.routing import Route, order_route
-from apps.channels.selectors import bank_code_active
 from apps.common import audit
-from apps.common.errors import DomainError, ErrorCode
 from apps.common.orders import order_create_or_replay, replay_or_conflict
 from apps.common.retry import retry_conflicts
 from apps.ledger import services as ledger
@@ -81,10 +78,7 @@ def payout_create(*, merchant: Merchant, mch_order_no: str, product_code: str, a
 
     def create() -> Payout:
         route = order_route(merchant_id=merchant.pk, kind=Product.Kind.PAYOUT, currency=currency,
-                            product_code=product_code, amount=amount)
-        if bank_code_active(currency=currency, code=bank_code) is None:
-            raise DomainError(ErrorCode.UNKNOWN_BANK_CODE,
-                              f"bank_code {bank_code} is not in the {currency} bank code table.")
+                            product_code=product_code, amount=amount, bank_code=bank_code)  # 2006 checked there
         return _payout_insert(merchant=merchant, route=route, mch_order_no=mch_order_no, amount=amount,
                               payee_name=payee_name, payee_account=payee_account, bank_code=bank_code, attach=attach)
 
@@ -130,7 +124,8 @@ def _payout_insert(*, merchant: Merchant, route: Route, mch_order_no: str, amoun
     fee = route.product.fee_for(amount)
     approvals_required = 2 if amount >= merchant_currency.payout_dual_approval_threshold else 1
     payout = Payout(merchant=merchant, mch_order_no=mch_order_no, product=route.product, currency=currency,
-                    channel=route.channel, amount=amount, fee=fee, payee_name=payee_name, payee_account=payee_account,
+                    channel=route.channel, route_reason=route.reason, amount=amount, fee=fee,
+                    payee_name=payee_name, payee_account=payee_account,
                     bank_code=bank_code, attach=attach, review_required=bool(reasons), risk_reasons=reasons,
                     approvals_required=approvals_required,
                     status=Payout.Status.FROZEN if reasons else Payout.Status.APPROVED)
@@ -282,16 +277,16 @@ def payout_submit_dispatch(*, payout_id: int) -> None:
 
 
 def payout_submit(*, payout_id: int) -> Payout:
-    """APPROVED → PROCESSING (committed), then hand the order to its channel adapter, outside any transaction."""
+    """APPROVED → PROCESSING (committed), then hand the order to its channel adapter, outside any transaction
+    (apps.payout.failover: another channel when this one definitely did not take it)."""
     payout, send = _payout_mark_processing(payout_id=payout_id)
     if not send:
         return payout
-    reference = payout_adapter(payout.channel).start_disbursement(payout=payout)
-    # Only this column: a concurrent channel result may already have moved the status.
-    Payout.objects.filter(pk=payout.pk, upstream_reference="").update(upstream_reference=reference)
-    payout.upstream_reference = reference
-    logger.info("payout %s submitted to %s as %s", payout, payout.channel.code, reference)
-    return payout
+    from apps.payout.failover import payout_send
+
+    # The mark just set submitted_at on a first submission; a re-submission's is older than RESUBMIT_AFTER.
+    first = payout.submitted_at > timezone.now() - RESUBMIT_AFTER
+    return payout_send(payout=payout, first=first)  # the channel, or the next one (docs/channels.md, "Failover")
 
 
 @retry_conflicts

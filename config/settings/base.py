@@ -265,6 +265,19 @@ CHANNEL_HTTP_TIMEOUT_SECONDS = env.float("CHANNEL_HTTP_TIMEOUT_SECONDS", default
 # passed less than CHANNEL_RECONCILE_PAYIN_WINDOW_SECONDS ago.
 CHANNEL_RECONCILE_PAYOUT_AFTER_SECONDS = env.int("CHANNEL_RECONCILE_PAYOUT_AFTER_SECONDS", default=900)
 CHANNEL_RECONCILE_PAYIN_WINDOW_SECONDS = env.int("CHANNEL_RECONCILE_PAYIN_WINDOW_SECONDS", default=3 * 86400)
+# Per-channel circuit breaker (apps/channels/health.py, docs/channels.md "Health"): it opens after this many failed
+# upstream calls in one window when they are at least this share of the window's calls, stays open for the cool-down,
+# then lets a few new orders per probe slice through and closes after that many successes.
+CHANNEL_BREAKER_FAILURES = env.int("CHANNEL_BREAKER_FAILURES", default=5)
+CHANNEL_BREAKER_FAILURE_RATIO = env.float("CHANNEL_BREAKER_FAILURE_RATIO", default=0.5)
+CHANNEL_BREAKER_WINDOW_SECONDS = env.int("CHANNEL_BREAKER_WINDOW_SECONDS", default=60)
+CHANNEL_BREAKER_COOLDOWN_SECONDS = env.int("CHANNEL_BREAKER_COOLDOWN_SECONDS", default=30)
+CHANNEL_BREAKER_PROBES = env.int("CHANNEL_BREAKER_PROBES", default=2)
+CHANNEL_BREAKER_PROBE_SLICE_SECONDS = env.int("CHANNEL_BREAKER_PROBE_SLICE_SECONDS", default=10)
+CHANNEL_BREAKER_CLOSE_AFTER = env.int("CHANNEL_BREAKER_CLOSE_AFTER", default=3)
+# A payout whose submission was ambiguous (a timeout, a 5xx) moves to another channel only after the first channel,
+# asked by our idempotency key at least this long after the submission, has nothing (docs/channels.md, "Failover").
+CHANNEL_FAILOVER_LOOKUP_AFTER_SECONDS = env.int("CHANNEL_FAILOVER_LOOKUP_AFTER_SECONDS", default=300)
 
 # Contract §7: sandbox channel timings.
 SANDBOX_PAYOUT_SETTLE_SECONDS = env.float("SANDBOX_PAYOUT_SETTLE_SECONDS", default=1.0)

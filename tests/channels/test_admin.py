@@ -31,7 +31,8 @@ def xendit(xendit_emulator, live):
 
 def form_data(**overrides) -> dict:
     data = {"code": "XENDIT_PHP_PAYOUT", "name": "Xendit PHP payouts", "adapter": "xendit", "direction": "payout",
-            "currency": "PHP", "is_active": "on", "priority": "10", "api_base_url": "", "secret_key": SECRET,
+            "currency": "PHP", "is_active": "on", "priority": "10", "weight": "100", "bank_codes": "[]",
+            "api_base_url": "", "secret_key": SECRET,
             "callback_token": TOKEN, "change_reason": "new upstream account, ticket 42"}
     data.update(overrides)
     return data
@@ -128,3 +129,29 @@ def test_live_operator_can_deactivate_a_leftover_sandbox_channel_but_not_activat
     assert response.status_code == 200 and "adapter" in response.context["adminform"].form.errors
     channel.refresh_from_db()
     assert channel.is_active is False
+
+
+def test_operators_see_each_channels_health_and_todays_volume(admin_client, client, bootstrapped, rsa_keys):
+    from django.utils import timezone
+
+    from apps.channels.models import ChannelHealth
+    from apps.payout.models import Payout
+    from tests.conftest import make_merchant
+    from tests.payout.conftest import create_ok, fund
+
+    shop = make_merchant(rsa_keys[2], name="Volume Shop")
+    fund(shop, 10_000_000)
+    payouts = [create_ok(client, shop, payee_account=f"091700000{i}") for i in range(4)]
+    Payout.objects.filter(pk__in=[p.pk for p in payouts[:3]]).update(status=Payout.Status.SUCCESS)
+    Payout.objects.filter(pk=payouts[3].pk).update(status=Payout.Status.FAILED)
+    channel = Channel.objects.get(code="SANDBOX_PHP_PAYOUT")
+    ChannelHealth.objects.create(channel=channel, state=ChannelHealth.State.OPEN, opened_at=timezone.now(),
+                                 reason="5 failures in 60 s, last: HTTP 503")
+    listing = admin_client.get("/admin/channels/channel/?q=SANDBOX_PHP").content.decode()
+    assert "open since" in listing and "5 failures in 60 s, last: HTTP 503" in listing
+    assert "75% (3 of 4)" in listing
+    page = admin_client.get(f"/admin/channels/channel/{channel.pk}/change/").content.decode()
+    assert "Orders today" in page and "is_draining" in page
+    ChannelHealth.objects.filter(channel=channel).update(
+        opened_at=timezone.now() - timezone.timedelta(seconds=3600))
+    assert "half-open, probing since" in admin_client.get("/admin/channels/channel/?q=SANDBOX_PHP").content.decode()

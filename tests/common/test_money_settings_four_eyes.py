@@ -3,6 +3,7 @@ alone, a superuser too, only asks for the change; the requester cannot approve i
 cannot; a second person with the setting's role approves it and only then does it take effect, audited with both
 names. Secrets never appear in clear on the request pages or in the audit trail."""
 
+import json
 from dataclasses import dataclass
 from typing import Callable
 
@@ -56,6 +57,7 @@ def world(bootstrapped, merchant, settings, xendit):
 def channel_form(channel, **overrides) -> dict:
     data = {"code": channel.code, "name": channel.name, "adapter": channel.adapter, "direction": channel.direction,
             "currency": channel.currency_id, "is_active": "on", "priority": str(channel.priority),
+            "weight": str(channel.weight), "bank_codes": json.dumps(channel.bank_codes),
             "api_base_url": channel.api_base_url, "secret_key": "", "callback_token": "",
             "change_reason": "ticket 4711"}
     data.update(overrides)
@@ -110,6 +112,12 @@ CASES = [
     Case("channel activation", StaffRequest.Kind.CHANNEL_SETTING, "channels.change_channel",
          lambda w: f"/admin/channels/channel/{w['channel'].pk}/change/",
          lambda w: channel_form(w["channel"], is_active=None), lambda w: _channel(w).is_active, False),
+    Case("draining a channel", StaffRequest.Kind.CHANNEL_SETTING, "channels.change_channel",
+         lambda w: f"/admin/channels/channel/{w['channel'].pk}/change/",
+         lambda w: channel_form(w["channel"], is_draining="on"), lambda w: _channel(w).is_draining, True),
+    Case("which amounts a channel serves", StaffRequest.Kind.CHANNEL_SETTING, "channels.change_channel",
+         lambda w: f"/admin/channels/channel/{w['channel'].pk}/change/",
+         lambda w: channel_form(w["channel"], max_amount="100000"), lambda w: _channel(w).max_amount, 100_000),
     Case("a new channel", StaffRequest.Kind.CHANNEL_SETTING, "channels.change_channel",
          lambda w: "/admin/channels/channel/add/",
          lambda w: channel_form(w["channel"], code="XENDIT_PHP_PAYOUT", direction="payout", priority="1",
