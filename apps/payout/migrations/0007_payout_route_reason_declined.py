@@ -7,8 +7,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('channels', '0005_routing_and_health'),
-        ('payout', '0005_payout_hold_set_after_claim'),
+        ('channels', '0006_routing_and_health'),
+        ('payout', '0006_deny_list_reference_generation'),
     ]
 
     operations = [

@@ -11,7 +11,7 @@ from apps.common.refcache import reference_table_trigger
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('channels', '0004_stranded_order_indexes'),
+        ('channels', '0005_upstream_submission_lease'),
     ]
 
     operations = [
