@@ -9,6 +9,7 @@ import json
 
 from django.contrib import admin, messages
 from django.utils.html import format_html
+from django.utils.translation import ngettext
 
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
 from apps.callbacks.resend import RESENDABLE, callback_resend
@@ -115,11 +116,14 @@ class CallbackEventAdmin(admin.ModelAdmin):
         events = callback_resend(event_ids=ids, actor=request.user)
         skipped = len(ids) - len(events)
         if events:
-            self.message_user(request, f"{len(events)} callback(s) queued for one more attempt.", messages.SUCCESS)
+            self.message_user(request, ngettext("%(n)d callback queued for one more attempt.",
+                                                "%(n)d callbacks queued for one more attempt.", len(events))
+                              % {"n": len(events)}, messages.SUCCESS)
         if skipped:
             allowed = " or ".join(str(status.label).lower() for status in RESENDABLE)
-            self.message_user(request, f"{skipped} callback(s) skipped: only {allowed} events can be re-sent "
-                                       "(pending ones are already being retried).", messages.WARNING)
+            self.message_user(request, ngettext("%(n)d callback skipped", "%(n)d callbacks skipped", skipped)
+                              % {"n": skipped} + f": only {allowed} events can be re-sent (pending ones are already "
+                                                 "being retried).", messages.WARNING)
 
 
 @admin.register(CallbackAttempt)

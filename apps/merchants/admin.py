@@ -6,6 +6,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect
 from django.utils.html import format_html
+from django.utils.translation import ngettext
 from django.urls import reverse
 
 from apps.common import audit, signing
@@ -180,9 +181,12 @@ class MerchantKeyAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected keys (requests signed with them get 1104)", permissions=["change"])
     def revoke_selected(self, request, queryset):
+        count = 0
         for key in queryset.select_related("merchant"):
             merchant_key_revoke(merchant_no=key.merchant.merchant_no, key_version=key.version, actor=request.user)
-        self.message_user(request, f"{queryset.count()} key version(s) revoked.", messages.SUCCESS)
+            count += 1
+        self.message_user(request, ngettext("%(n)d key version revoked.", "%(n)d key versions revoked.", count)
+                          % {"n": count}, messages.SUCCESS)
 
 
 @admin.register(Product)
