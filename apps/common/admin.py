@@ -415,10 +415,17 @@ class StaffRequestAdmin(admin.ModelAdmin):
                 self.message_user(request, f"Balance adjustment requested (request #{created.pk}): it takes effect "
                                            f"when a second person approves it.", messages.SUCCESS)
                 return redirect(reverse("admin:common_staffrequest_changelist"))
-        return render_action_form(self, request, form=form, title="Ask for a balance adjustment",
-                                  submit_label="Request adjustment",
-                                  intro="A credit (or debit) of a merchant's available balance, as a ledger posting. "
-                                        "It takes effect only when a second person approves it.")
+        context = {
+            **self.admin_site.each_context(request), "opts": self.model._meta, "form": form,
+            "title": "Ask for a balance adjustment", "submit_label": "Request adjustment",
+            "intro": "A credit (or debit) of a merchant's available balance, as a ledger posting. It takes effect "
+                     "only when a second person approves it.",
+            # The amount's live preview in major units (the template's script): each currency's scale and symbol,
+            # from the kind's owner (apps.ledger), since apps.common knows no other app.
+            "currencies": {},
+            **KINDS[StaffRequest.Kind.BALANCE_ADJUSTMENT].form_context(),
+        }
+        return TemplateResponse(request, "admin/common/staffrequest/adjustment_form.html", context)
 
     def _decide(self, request, queryset, *, approve: bool):
         form = StaffReasonForm(request.POST if "apply" in request.POST else None)

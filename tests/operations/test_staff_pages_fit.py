@@ -112,3 +112,58 @@ def test_every_changelist_fits_1280_px(realistic, superuser_page, live_server):
             too_wide[name] = overflow(page) + WIDTH
         screenshot(page, f"fit-{name.split(':')[1]}", full_page=False)
     assert not too_wide, f"changelists wider than {WIDTH} px: {too_wide}"
+
+
+def test_the_overview_the_decision_page_and_the_request_form_fit_1280_px(realistic, superuser_page, live_server):
+    ctx, (paid, frozen) = realistic
+    page = superuser_page
+    pages = {"overview": "/admin/common/operationsoverview/",
+             "decide": f"/admin/payout/payoutreviewqueue/{frozen.pk}/decide/",
+             "decide-reversible": f"/admin/payout/payoutreviewqueue/{paid.pk}/decide/",
+             "payout": f"/admin/payout/payout/{paid.pk}/change/",
+             "adjustment": "/admin/common/staffrequest/add/",
+             "index": "/admin/"}
+    too_wide = {}
+    for name, path in pages.items():
+        page.goto(live_server.url + path)
+        page.wait_for_load_state()
+        if overflow(page) > 0:
+            too_wide[name] = overflow(page) + WIDTH
+        screenshot(page, f"fit-page-{name}")
+    assert not too_wide, f"pages wider than {WIDTH} px: {too_wide}"
+
+
+def test_ask_for_a_balance_adjustment_with_a_live_preview_in_major_units(realistic, superuser_page, live_server):
+    ctx, _ = realistic
+    page = superuser_page
+    page.goto(live_server.url + "/admin/common/staffrequest/")
+    button = page.locator("#ask-adjustment")
+    label = button.text_content().strip()  # (the admin shows object tools in capitals)
+    button.click()
+    page.wait_for_selector("#id_amount")
+    assert label == "Ask for a balance adjustment" == page.locator("#content h1").inner_text().strip()
+    assert "Ask for a balance adjustment" in page.locator(".breadcrumbs").inner_text()
+
+    page.fill("#id_merchant_no", ctx.merchant_no)
+    page.fill("#id_currency", "php")
+    page.fill("#id_amount", "123456789")
+    preview = page.locator("#amount-preview")
+    assert preview.inner_text() == "Credit \u20b11,234,567.89 PHP to the merchant's available balance"
+    page.fill("#id_amount", "-5")
+    assert preview.inner_text().startswith("Debit \u20b10.05 PHP from")
+    page.fill("#id_currency", "KWD")
+    page.fill("#id_amount", "1250")
+    assert "1.250 KWD" in preview.inner_text()  # three decimals
+    page.fill("#id_currency", "JPY")
+    page.fill("#id_amount", "9007199254740991")  # the largest amount: exact, no floating point
+    assert "9,007,199,254,740,991 JPY" in preview.inner_text()
+    page.fill("#id_currency", "XXX")
+    assert "Type the currency code" in preview.inner_text()
+    page.fill("#id_currency", "PHP")
+    page.fill("#id_amount", "250000")
+    page.fill("#id_reason", "Refund of the duplicate settlement, ticket OPS-42")
+    screenshot(page, "staff-request-adjustment-preview")
+    page.click("input[type=submit]")
+    page.wait_for_selector("ul.messagelist")
+    request = StaffRequest.objects.latest("pk")
+    assert request.payload["amount"] == 250_000 and "\u20b12,500.00" in request.summary
