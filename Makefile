@@ -17,6 +17,13 @@ install: uv
 install-run: uv
 	uv sync --frozen --no-dev
 
+# The one place the port is set: `make run PORT=8001`. Every link the platform prints follows it: API_ROOT (pay_url,
+# create_staff's admin_url, the banner) is exported to every process, and written to var/api_root for manage.py in a
+# second terminal (config/settings/local.py). An API_ROOT of your own (a tunnel, a proxy) wins.
+PORT ?= 8000
+run serve: export PORT := $(PORT)
+run serve: export API_ROOT ?= http://127.0.0.1:$(PORT)
+
 # The running targets' `uv run` (here and in the Procfile under honcho) must not install the dev group again.
 run serve migrate bootstrap: export UV_NO_DEV = 1
 # Development settings, said explicitly: without DJANGO_SETTINGS_MODULE, manage.py, wsgi and celery take production
@@ -33,7 +40,7 @@ migrate: install-run
 bootstrap: migrate
 	uv run python manage.py bootstrap
 
-# Serves the platform with its Celery worker and beat on http://127.0.0.1:8000. No DATABASE_URL: an embedded
+# Serves the platform with its Celery worker and beat on http://127.0.0.1:$(PORT) (8000). No DATABASE_URL: an embedded
 # PostgreSQL in var/postgres (config/embedded_postgres.py), started first, stopped when this stops (Ctrl-C, SIGTERM);
 # `uv run python manage.py ...` in a second terminal reaches it. No REDIS_URL: a filesystem broker in var/broker.
 run: install-run
@@ -41,9 +48,12 @@ run: install-run
 
 # The part of `run` that needs the database; on its own only with DATABASE_URL or a running `make run`.
 # PROMETHEUS_MULTIPROC_DIR, emptied here: /metrics adds up the web's and the Celery worker's counters.
+# honcho -p: the web's $$PORT in the Procfile (honcho gives the worker and beat $$PORT+100 and +200; they serve nothing).
 serve: bootstrap
 	rm -rf var/prometheus && mkdir -p var/prometheus
-	PROMETHEUS_MULTIPROC_DIR=$(CURDIR)/var/prometheus uv run honcho start -f Procfile
+	echo "$$API_ROOT" > var/api_root
+	@echo "Payments platform on $$API_ROOT/ - admin $$API_ROOT/admin/ - API docs $$API_ROOT/openapi/v1/docs/ (Ctrl-C stops it)"
+	PROMETHEUS_MULTIPROC_DIR=$(CURDIR)/var/prometheus uv run honcho start -f Procfile -p $(PORT)
 
 # Debian's chromium drives the hosted-page and admin browser tests (playwright cannot download browsers here).
 browsers:

@@ -1,10 +1,11 @@
 """Celery application: tasks are discovered in every app's tasks.py."""
 
+import gc
 import logging
 import os
 
 from celery import Celery
-from celery.signals import setup_logging, task_postrun, task_prerun
+from celery.signals import setup_logging, task_postrun, task_prerun, worker_ready
 from django.db import close_old_connections
 from django_structlog.celery.steps import DjangoStructLogInitStep
 
@@ -19,6 +20,14 @@ app.autodiscover_tasks()
 # Logs: a task queued during a request logs that request's request_id (django-structlog's receivers carry it in the
 # task's headers); the worker formats its lines with Django's LOGGING (LOG_FORMAT), not Celery's own format.
 app.steps["worker"].add(DjangoStructLogInitStep)
+
+
+@worker_ready.connect
+def _freeze_the_start_up_heap(**kwargs) -> None:
+    """Moves what start-up allocated (Django, the apps, their imports: some 160,000 objects) out of the collector's
+    reach: the collections a worker runs while serving, and the final one when it stops, no longer walk it. A
+    worker stopping on Ctrl-C spent seconds in that final collection, past honcho's 5-second grace (issue 25)."""
+    gc.freeze()
 
 
 @setup_logging.connect

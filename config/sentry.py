@@ -4,13 +4,13 @@ No personal data (send_default_pii=False: no user, cookies or client IP) and no 
 merchant requests and payee accounts): only the exception, its stack and the request's method and route.
 """
 
-import sentry_sdk
-
 
 def sentry_init(*, dsn: str, environment: str = "", traces_sample_rate: float = 0.0) -> bool:
     """Initialise the Sentry SDK with the Django and Celery integrations; False (and nothing done) without a DSN."""
     if not dsn:
         return False
+    # Imported only with a DSN: sentry_sdk took about a second of every process's start-up (issue 25).
+    import sentry_sdk
     from sentry_sdk.integrations.celery import CeleryIntegration
     from sentry_sdk.integrations.django import DjangoIntegration
 

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from apps.common.api.exceptions import api_not_found
-from apps.common.api.views import ApiDocsView
+from apps.common.api.views import ApiDocsView, redoc_bundle
 from apps.common.staff_signin import code_step, enrol_step, password_step
 from config.metrics import metrics
 from config.views import healthz, home
@@ -15,6 +15,7 @@ api_v1 = [
     path("", include("apps.callbacks.api.urls")),
     path("schema/", include("apps.common.api.urls")),
     path("docs/", ApiDocsView.as_view(), name="openapi-docs"),  # GET only; before the catch-all below
+    path("docs/redoc.standalone.js", redoc_bundle, name="openapi-redoc-bundle"),
     # Contract §2: an unknown path under /openapi/v1/ is 1004 whatever the body.
     re_path(r"^.*$", api_not_found),
 ]

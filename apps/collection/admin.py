@@ -2,19 +2,27 @@ from django.contrib import admin
 
 from apps.collection.models import CollectionOrder
 from apps.collection.sweep import STRANDED
+from django.utils.html import format_html
+
+from apps.common.admin import order_no_cell
+from apps.common.formatting import utc_short
 from apps.common.stranded import stranded_list_filter
-from apps.currencies.formatting import format_minor
+from apps.currencies.formatting import format_minor, money
 
 
 @admin.register(CollectionOrder)
 class CollectionOrderAdmin(admin.ModelAdmin):
     """Read-only view of pay-ins: money only moves through apps.collection.services."""
 
-    list_display = ("platform_order_no", "mch_order_no", "merchant", "status", "amount_display", "fee", "currency",
-                    "settlement", "created_at", "paid_at", "settled_at")
-    list_filter = ("status", "merchant", "currency", "settlement", ("created_at", admin.DateFieldListFilter),
+    # Fits 1280 px with the filter column (issue 25): amount and status first after the order, long numbers and
+    # names shortened with the whole value in the tooltip; fee, net, paid and settled times on the order's page.
+    list_display = ("order_short", "amount_display", "status", "merchant_no", "mch_order_short", "settlement_short",
+                    "created_utc")
+    list_display_links = ("order_short",)
+    # No merchant filter: a list of every merchant in the filter column; search by merchant number instead.
+    list_filter = ("status", "currency", "settlement", ("created_at", admin.DateFieldListFilter),
                    ("paid_at", admin.DateFieldListFilter), stranded_list_filter(STRANDED))
-    search_fields = ("=platform_order_no", "=mch_order_no")
+    search_fields = ("=platform_order_no", "=mch_order_no", "=merchant__merchant_no")
     date_hierarchy = "created_at"
     list_select_related = ("merchant", "currency")
     ordering = ("-id",)
@@ -25,7 +33,31 @@ class CollectionOrderAdmin(admin.ModelAdmin):
 
     @admin.display(description="amount", ordering="amount")
     def amount_display(self, obj: CollectionOrder) -> str:
-        return format_minor(obj.amount, obj.currency)
+        return money(obj.amount, obj.currency)
+
+    @admin.display(description="pay-in", ordering="id")
+    def order_short(self, obj: CollectionOrder) -> str:
+        return order_no_cell(obj.platform_order_no)
+
+    @admin.display(description="merchant order", ordering="mch_order_no")
+    def mch_order_short(self, obj: CollectionOrder) -> str:
+        return order_no_cell(obj.mch_order_no, head=6)
+
+    @admin.display(description="merchant", ordering="merchant__merchant_no")
+    def merchant_no(self, obj: CollectionOrder) -> str:
+        return format_html("<span title='{}'>{}</span>", obj.merchant.name, obj.merchant.merchant_no)
+
+    @admin.display(description="created (UTC)", ordering="created_at")
+    def created_utc(self, obj: CollectionOrder) -> str:
+        return utc_short(obj.created_at)
+
+    @admin.display(description="paid (UTC)", ordering="paid_at")
+    def paid_utc(self, obj: CollectionOrder) -> str:
+        return utc_short(obj.paid_at)
+
+    @admin.display(description="settles", ordering="settlement")
+    def settlement_short(self, obj: CollectionOrder) -> str:
+        return format_html("<span title='{}'>{}</span>", obj.get_settlement_display(), obj.settlement)
 
     @admin.display(description="net (amount − fee)")
     def net_amount(self, obj: CollectionOrder) -> int:

@@ -10,7 +10,7 @@ from django.db.models import Q
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.html import format_html_join
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django_otp.plugins.otp_static.models import StaticDevice
 from django_otp.plugins.otp_totp.models import TOTPDevice
@@ -24,6 +24,22 @@ from apps.common.models import AuditLog, StaffRequest
 from apps.common.setting_changes import setting_change
 from apps.common.staff_requests import (KINDS, StaffRequestRefused, staff_request_approve, staff_request_create,
                                         staff_request_reject)
+
+
+def order_no_cell(number: str, *, head: int = 10, tail: int = 6) -> str:
+    """A platform or merchant order number in a list column (fits 1280 px, issue 25): its head and tail, the whole
+    number in the tooltip (and on the order's page)."""
+    if len(number) <= head + tail + 2:
+        return number
+    return format_html("<span title='{}'>{}\u2026{}</span>", number, number[:head], number[-tail:])
+
+
+def cut_cell(value, *, em: int = 12) -> str:
+    """A long text in a list column: one line, cut with an ellipsis at `em`, the whole text in the tooltip."""
+    text = str(value or "")
+    if not text:
+        return "-"
+    return format_html("<span class='cut' style='max-width:{}em' title='{}'>{}</span>", em, text, text)
 
 
 class ReadOnlyAdminMixin:
@@ -399,10 +415,17 @@ class StaffRequestAdmin(admin.ModelAdmin):
                 self.message_user(request, f"Balance adjustment requested (request #{created.pk}): it takes effect "
                                            f"when a second person approves it.", messages.SUCCESS)
                 return redirect(reverse("admin:common_staffrequest_changelist"))
-        return render_action_form(self, request, form=form, title="Ask for a balance adjustment",
-                                  submit_label="Request adjustment",
-                                  intro="A credit (or debit) of a merchant's available balance, as a ledger posting. "
-                                        "It takes effect only when a second person approves it.")
+        context = {
+            **self.admin_site.each_context(request), "opts": self.model._meta, "form": form,
+            "title": "Ask for a balance adjustment", "submit_label": "Request adjustment",
+            "intro": "A credit (or debit) of a merchant's available balance, as a ledger posting. It takes effect "
+                     "only when a second person approves it.",
+            # The amount's live preview in major units (the template's script): each currency's scale and symbol,
+            # from the kind's owner (apps.ledger), since apps.common knows no other app.
+            "currencies": {},
+            **KINDS[StaffRequest.Kind.BALANCE_ADJUSTMENT].form_context(),
+        }
+        return TemplateResponse(request, "admin/common/staffrequest/adjustment_form.html", context)
 
     def _decide(self, request, queryset, *, approve: bool):
         form = StaffReasonForm(request.POST if "apply" in request.POST else None)

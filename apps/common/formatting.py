@@ -9,6 +9,12 @@ def utc(value) -> str:
     return formats.date_format(timezone.localtime(value), "DATETIME_FORMAT") if value else "-"
 
 
+def utc_short(value) -> str:
+    """A time in a list column (SHORT_DATETIME_FORMAT: "2026-11-25 14:49 UTC"): the minute is enough to tell rows
+    apart at a glance, and the column is 40 px narrower (issue 25); the object's page shows the seconds."""
+    return formats.date_format(timezone.localtime(value), "SHORT_DATETIME_FORMAT") if value else "-"
+
+
 def short_age(value) -> str:
     """'3d 4h', '5h 12m', '7m': fits a narrow column, unlike timesince's '3 days, 4 hours'."""
     seconds = max(0, int((timezone.now() - value).total_seconds()))

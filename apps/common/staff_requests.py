@@ -41,6 +41,9 @@ class StaffRequestKind:
     # Why this person may neither ask for nor decide this request ("" when nothing stands in the way), e.g.
     # "administers merchant M100001": a merchant's own administrator never handles its money or keys.
     conflict: Callable[[dict, Any], str]
+    # What the kind's request form needs from its domain (e.g. each currency's scale and symbol for the balance
+    # adjustment's live amount preview); {} when it needs nothing.
+    form_context: Callable[[], dict] = lambda: {}
 
 
 KINDS: dict[str, StaffRequestKind] = {}

@@ -2,7 +2,8 @@
 
 from django.contrib import admin
 
-from apps.common.admin import ReadOnlyAdminMixin
+from apps.common.admin import ReadOnlyAdminMixin, cut_cell
+from apps.common.formatting import utc_short
 from apps.ledger.models import Entry, Hold, LedgerAccount, Posting, Statement
 from apps.ledger.selectors import account_balance
 
@@ -48,10 +49,28 @@ class EntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 @admin.register(Hold)
 class HoldAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["id", "cause", "merchant", "currency", "amount", "status", "created_at", "resolved_at"]
+    # Fits 1280 px (issue 25): the cause cut (whole in its tooltip), the merchant by number, times to the minute.
+    list_display = ["id", "amount", "currency", "status", "cause_short", "merchant_no", "created_short",
+                    "resolved_short"]
     list_filter = ["status", "currency"]
     search_fields = ["cause", "merchant__merchant_no"]
     list_select_related = ["merchant"]
+
+    @admin.display(description="cause", ordering="cause")
+    def cause_short(self, hold: Hold) -> str:
+        return cut_cell(hold.cause, em=16)
+
+    @admin.display(description="merchant", ordering="merchant__merchant_no")
+    def merchant_no(self, hold: Hold) -> str:
+        return hold.merchant.merchant_no
+
+    @admin.display(description="created (UTC)", ordering="created_at")
+    def created_short(self, hold: Hold) -> str:
+        return utc_short(hold.created_at)
+
+    @admin.display(description="resolved (UTC)", ordering="resolved_at")
+    def resolved_short(self, hold: Hold) -> str:
+        return utc_short(hold.resolved_at)
 
 
 @admin.register(Statement)

@@ -36,5 +36,11 @@ def _conflict(payload: dict, user) -> str:
     return merchant_administrator_conflict(merchant_no=payload["merchant_no"], user=user)
 
 
+def _form_context() -> dict:
+    """Each currency's scale and symbol, for the request form's live preview of the amount in major units."""
+    return {"currencies": {c.code: {"code": c.code, "symbol": c.symbol, "minor_unit": c.minor_unit}
+                           for c in Currency.objects.order_by("code")}}
+
+
 staff_request_kind_register(StaffRequest.Kind.BALANCE_ADJUSTMENT, StaffRequestKind(
-    permission=ADJUST_PERMISSION, describe=_describe, apply=_apply, conflict=_conflict))
+    permission=ADJUST_PERMISSION, describe=_describe, apply=_apply, conflict=_conflict, form_context=_form_context))

@@ -5,6 +5,8 @@ material is never shown."""
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect
+from django.utils.html import format_html
+from django.utils.translation import ngettext
 from django.urls import reverse
 
 from apps.common import audit, signing
@@ -179,16 +181,24 @@ class MerchantKeyAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected keys (requests signed with them get 1104)", permissions=["change"])
     def revoke_selected(self, request, queryset):
+        count = 0
         for key in queryset.select_related("merchant"):
             merchant_key_revoke(merchant_no=key.merchant.merchant_no, key_version=key.version, actor=request.user)
-        self.message_user(request, f"{queryset.count()} key version(s) revoked.", messages.SUCCESS)
+            count += 1
+        self.message_user(request, ngettext("%(n)d key version revoked.", "%(n)d key versions revoked.", count)
+                          % {"n": count}, messages.SUCCESS)
 
 
 @admin.register(Product)
 class ProductAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
     staff_request_kind = StaffRequest.Kind.PRODUCT_SETTING  # four eyes on fees and limits: saving asks
-    list_display = ["code", "kind", "currency", "settlement", "fee_fixed", "fee_rate_bps", "min_amount", "max_amount",
-                    "is_active"]
+    # Fits 1280 px (issue 25): the settlement as its code (D0, D1), its words in the tooltip and on the page.
+    list_display = ["code", "kind", "currency", "settlement_short", "fee_fixed", "fee_rate_bps", "min_amount",
+                    "max_amount", "is_active"]
+
+    @admin.display(description="settles", ordering="settlement")
+    def settlement_short(self, obj: Product) -> str:
+        return format_html("<span title='{}'>{}</span>", obj.get_settlement_display(), obj.settlement)
     list_filter = ["kind", "currency", "settlement", "is_active"]
     search_fields = ["code"]
 

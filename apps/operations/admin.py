@@ -2,6 +2,7 @@
 content type and its view permission (held by the "Payout operations" group) predate this app, and the page keeps
 its URL, /admin/common/operationsoverview/ (docs/back-office.md)."""
 
+from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.template.response import TemplateResponse
@@ -52,7 +53,11 @@ class OperationsOverviewAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         context = {
             **self.admin_site.each_context(request), "opts": self.model._meta, "title": "Operations overview",
             "now": utc(overview.now), "day_start": utc(overview.day_start),
+            "zone": settings.SETTLEMENT_TIME_ZONE,
             "payins": rows(overview.payins), "payouts": rows(overview.payouts),
+            "reversals": [{"currency": code, "count": f["count"], "amount": money(f["amount"], currencies[code]),
+                           "fee_refund": money(f["fee_refund"], currencies[code])}
+                          for code, f in sorted(overview.reversals.items())],
             "review_count": overview.review_count,
             "review_oldest": short_age(overview.review_oldest) if overview.review_oldest else "-",
             "review_oldest_at": utc(overview.review_oldest),

@@ -2,6 +2,8 @@
 
 from datetime import datetime
 
+from django.utils.translation import ngettext
+
 
 def hourly_chart_svg(hourly: list[tuple[datetime, int, int]], *, width: int = 720, height: int = 160) -> str:
     """The last 24 h as an inline SVG bar chart (pay-ins and payouts per hour), drawn on the server: no script,
@@ -19,8 +21,8 @@ def hourly_chart_svg(hourly: list[tuple[datetime, int, int]], *, width: int = 72
              f'<text x="{pad_left - 4}" y="{pad_top + plot_h}" text-anchor="end" font-size="10" fill="#666">0</text>']
     for index, (hour, payins, payouts) in enumerate(hourly):
         x = pad_left + index * slot
-        for offset, value, colour, label in ((0, payins, "#417690", "pay-ins"), (bar + 1, payouts, "#c0823a",
-                                                                                  "payouts")):
+        for offset, value, colour, label in ((0, payins, "#417690", ngettext("pay-in", "pay-ins", payins)),
+                                             (bar + 1, payouts, "#c0823a", ngettext("payout", "payouts", payouts))):
             h = round(plot_h * value / peak, 1)
             parts.append(f'<rect x="{x + offset:.1f}" y="{pad_top + plot_h - h:.1f}" width="{bar:.1f}" '
                          f'height="{h}" fill="{colour}"><title>{hour:%H}:00 UTC: {value} {label}</title></rect>')

@@ -18,6 +18,7 @@ from apps.callbacks.selectors import callbacks_due_and_dead
 from apps.collection import sweep as collection_sweep
 from apps.collection.models import CollectionOrder
 from apps.collection.selectors import settlement_pending_by_currency
+from apps.collection.services import settlement_cutoff
 from apps.common.models import Heartbeat
 from apps.common.stranded import StrandedCount, stranded_count
 from apps.payout import sweep as payout_sweep
@@ -32,7 +33,8 @@ class Overview:
     now: datetime
     day_start: datetime
     payins: dict[str, dict[str, int]]  # currency -> count, amount, paid, paid_amount
-    payouts: dict[str, dict[str, int]]  # currency -> count, amount, paid, paid_amount
+    payouts: dict[str, dict[str, int]]  # currency -> count, amount, paid, paid_amount (paid: not reversed)
+    reversals: dict[str, dict[str, int]]  # currency -> count, amount, fee_refund: payouts reversed today
     review_count: int
     review_oldest: datetime | None
     callbacks_due: int
@@ -50,12 +52,35 @@ def stranded_orders(*, now: datetime | None = None) -> list[StrandedCount]:
     return [stranded_count(kind, now=now) for kind in payout_sweep.STRANDED + collection_sweep.STRANDED]
 
 
-def _today_by_currency(queryset, *, since: datetime, success: str) -> dict[str, dict[str, int]]:
+def _today_by_currency(queryset, *, since: datetime, paid: Q) -> dict[str, dict[str, int]]:
     rows = (queryset.order_by().filter(created_at__gte=since).values("currency_id")
-            .annotate(n=Count("*"), total=Sum("amount"), paid=Count("created_at", filter=Q(status=success)),
-                      paid_total=Sum("amount", filter=Q(status=success))))
+            .annotate(n=Count("*"), total=Sum("amount"), paid=Count("created_at", filter=paid),
+                      paid_total=Sum("amount", filter=paid)))
     return {row["currency_id"]: {"count": row["n"], "amount": row["total"] or 0, "paid": row["paid"],
                                  "paid_amount": row["paid_total"] or 0} for row in rows.order_by("currency_id")}
+
+
+def _reversed_today(*, since: datetime) -> dict[str, dict[str, int]]:
+    """Payouts reversed since the day's start (whenever they were paid), per currency: through the partial index
+    payout_reversed_at_idx, which holds reversed payouts only."""
+    rows = (Payout.objects.order_by().filter(reversed_at__gte=since).values("currency_id")
+            .annotate(n=Count("*"), total=Sum("reversal_amount"), fees=Sum("fee_refund")))
+    return {row["currency_id"]: {"count": row["n"], "amount": row["total"] or 0, "fee_refund": row["fees"] or 0}
+            for row in rows.order_by("currency_id")}
+
+
+def _payouts_today(*, since: datetime) -> dict[str, dict[str, int]]:
+    """Today's payouts; a reversed payout stays SUCCESS (contract) but its money came back, so it is not counted as
+    paid out. The sums stay index-only on payout_created_cover_idx; the reversed ones among them are subtracted,
+    read through the small partial payout_reversed_at_idx."""
+    figures = _today_by_currency(Payout.objects, since=since, paid=Q(status=Payout.Status.SUCCESS))
+    reversed_rows = (Payout.objects.order_by().filter(reversed_at__isnull=False, created_at__gte=since)
+                     .values("currency_id").annotate(n=Count("*"), total=Sum("amount")))
+    for row in reversed_rows:
+        figure = figures[row["currency_id"]]
+        figure["paid"] -= row["n"]
+        figure["paid_amount"] -= row["total"] or 0
+    return figures
 
 
 def _hourly(queryset, *, since: datetime) -> dict[datetime, int]:
@@ -66,7 +91,9 @@ def _hourly(queryset, *, since: datetime) -> dict[datetime, int]:
 
 def operations_overview(*, now: datetime | None = None) -> Overview:
     now = now or timezone.now()
-    day_start = now.replace(hour=0, minute=0, second=0, microsecond=0)  # UTC, like every time in the admin
+    # "Today" is the settlement day (SETTLEMENT_TIME_ZONE, Asia/Manila), the day of D1 release and of the merchant's
+    # statements, so the overview's "today" and a statement's day count the same orders (issue 25).
+    day_start = settlement_cutoff(now)
     queue = Payout.objects.order_by().filter(status=Payout.Status.FROZEN).aggregate(n=Count("*"),
                                                                                     oldest=Min("created_at"))
     due, dead = callbacks_due_and_dead(now=now)
@@ -77,8 +104,10 @@ def operations_overview(*, now: datetime | None = None) -> Overview:
     hours = [first_hour + timedelta(hours=i) for i in range(24)]
     return Overview(
         now=now, day_start=day_start,
-        payins=_today_by_currency(CollectionOrder.objects, since=day_start, success=CollectionOrder.Status.SUCCESS),
-        payouts=_today_by_currency(Payout.objects, since=day_start, success=Payout.Status.SUCCESS),
+        payins=_today_by_currency(CollectionOrder.objects, since=day_start,
+                                  paid=Q(status=CollectionOrder.Status.SUCCESS)),
+        payouts=_payouts_today(since=day_start),
+        reversals=_reversed_today(since=day_start),
         review_count=queue["n"], review_oldest=queue["oldest"], callbacks_due=due, callbacks_dead=dead,
         settling=settlement_pending_by_currency(),
         heartbeats=[(label, beats.get(name)) for name, label in SWEEPERS.items()],

@@ -10,13 +10,14 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.core.validators import MaxValueValidator
+from django.db.models import Q
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import path, reverse
 
-from apps.common.admin import ProposeChangeAdminMixin
-from apps.common.formatting import short_age, utc
+from apps.common.admin import ProposeChangeAdminMixin, cut_cell, order_no_cell
+from apps.common.formatting import short_age, utc, utc_short
 from apps.common.models import StaffRequest
 from apps.common.retry import ServiceBusy
 from apps.common.staff_requests import StaffRequestRefused, staff_request_create
@@ -62,6 +63,36 @@ class ReverseForm(forms.Form):
             self.fields[name].widget.attrs["max"] = bound
 
 
+def payout_status_label(payout: Payout) -> str:
+    """The status as staff read it: a reversed payout stays SUCCESS (contract), but is never shown as a plain
+    "Success" (issue 25)."""
+    label = payout.get_status_display()
+    if payout.reversed_at is not None:
+        partly = payout.reversal_amount is not None and payout.reversal_amount < payout.amount
+        return f"{label}, {'partly ' if partly else ''}reversed"
+    return label
+
+
+def payout_reviewed_by_label(payout: Payout) -> str:
+    """Who decided: the reviewer's name, or for a decision made from the CLI (no staff user, contract §8) the
+    operator's label its decision row carries ("cli:rosa"), never "-" for a decided payout (issue 25)."""
+    if payout.reviewed_by_id:
+        return payout.reviewed_by.get_username()
+    if payout.reviewed_at is None:
+        return "-"
+    last = payout.approvals.order_by("-created_at", "-id").values_list("actor_label", flat=True).first()
+    return last or "-"
+
+
+def next_in_queue(payout: Payout, reviewer) -> Payout | None:
+    """The next payout a reviewer works on after this one: the queue's order (oldest first), skipping the ones this
+    reviewer has already decided (a payout waiting for its second approval by someone else)."""
+    queue = (Payout.objects.filter(status=Payout.Status.FROZEN).exclude(pk=payout.pk)
+             .exclude(approvals__reviewer=reviewer).order_by("created_at", "id"))
+    later = queue.filter(Q(created_at__gt=payout.created_at) | Q(created_at=payout.created_at, id__gt=payout.pk))
+    return later.first() or queue.first()
+
+
 class PayoutDisplayMixin:
     """Columns and detail fields shared by the queue and the all-orders page; nothing here shows a full account."""
 
@@ -75,6 +106,8 @@ class PayoutDisplayMixin:
                      "age", "reviewed_by_text", "reviewed_utc", "review_reason", "upstream_reference", "submitted_utc",
                      "finished_utc", "fail_reason", "reversed_utc", "reversal_amount_display", "fee_refund_display",
                      "decision_history"]
+    # The status as staff read it ("Success, reversed"), on every payout page.
+    detail_fields = [("status_text" if name == "status" else name) for name in detail_fields]
 
     def get_fields(self, request, obj=None):
         return self.detail_fields
@@ -85,6 +118,34 @@ class PayoutDisplayMixin:
     @admin.display(description="amount", ordering="amount")
     def amount_display(self, obj: Payout) -> str:
         return money(obj.amount, obj.currency)
+
+    @admin.display(description="status", ordering="status")
+    def status_text(self, obj: Payout) -> str:
+        return payout_status_label(obj)
+
+    @admin.display(description="payout", ordering="created_at")
+    def order_short(self, obj: Payout) -> str:
+        return order_no_cell(obj.platform_order_no)
+
+    @admin.display(description="merchant order", ordering="mch_order_no")
+    def mch_order_short(self, obj: Payout) -> str:
+        return order_no_cell(obj.mch_order_no, head=6)
+
+    @admin.display(description="merchant", ordering="merchant__merchant_no")
+    def merchant_no(self, obj: Payout) -> str:
+        return format_html("<span title='{}'>{}</span>", obj.merchant.name, obj.merchant.merchant_no)
+
+    @admin.display(description="created (UTC)", ordering="created_at")
+    def created_short(self, obj: Payout) -> str:
+        return utc_short(obj.created_at)
+
+    @admin.display(description="payee", ordering="bank_code")
+    def payee_and_bank(self, obj: Payout) -> str:
+        return f"{obj.masked_payee_account} {obj.bank_code}"
+
+    @admin.display(description="payee name")
+    def payee_name_short(self, obj: Payout) -> str:
+        return cut_cell(obj.payee_name, em=10)
 
     @admin.display(description="fee", ordering="fee")
     def fee_display(self, obj: Payout) -> str:
@@ -108,7 +169,7 @@ class PayoutDisplayMixin:
 
     @admin.display(description="reviewed by")
     def reviewed_by_text(self, obj: Payout) -> str:
-        return obj.reviewed_by.get_username() if obj.reviewed_by_id else "-"
+        return payout_reviewed_by_label(obj)
 
     @admin.display(description="approvals")
     def approvals_display(self, obj: Payout) -> str:
@@ -191,7 +252,7 @@ class PayoutDisplayMixin:
 def _row(payout: Payout) -> dict:
     return {"order": payout.platform_order_no, "merchant": payout.merchant.merchant_no
             if "merchant" in payout._state.fields_cache else payout.merchant_id,
-            "amount": money(payout.amount, payout.currency), "status": payout.get_status_display(),
+            "amount": money(payout.amount, payout.currency), "status": payout_status_label(payout),
             "payee": payout.masked_payee_account, "bank": payout.bank_code, "created": utc(payout.created_at)}
 
 
@@ -223,6 +284,7 @@ def _action_page(model_admin, request, queryset, *, action: str, title: str, int
         "submit_label": submit_label,
         "action": action,
         "payouts": [{"payout": payout, "amount": money(payout.amount, payout.currency),
+                     "status": payout_status_label(payout),
                      "fee": money(payout.fee, payout.currency),
                      "approvals": f"{payout.approvals.filter(decision='APPROVE').count()}/{payout.approvals_required}"}
                     for payout in queryset.select_related("merchant", "currency")],
@@ -248,15 +310,6 @@ class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
 
     class Media:
         css = {"all": ["payout/review.css"]}
-
-    @admin.display(description="payout", ordering="created_at")
-    def order_short(self, obj: Payout) -> str:
-        return format_html("<span title='{}'>{}…{}</span>", obj.platform_order_no, obj.platform_order_no[:10],
-                           obj.platform_order_no[-6:])
-
-    @admin.display(description="merchant", ordering="merchant__merchant_no")
-    def merchant_no(self, obj: Payout) -> str:
-        return format_html("<span title='{}'>{}</span>", obj.merchant.name, obj.merchant.merchant_no)
 
     @admin.display(description="payee")
     def payee_short(self, obj: Payout) -> str:
@@ -295,6 +348,8 @@ class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
                 return redirect(reverse("admin:payout_payoutreviewqueue_decide", args=[payout.pk]))
         balance = merchant_balances(merchant_id=payout.merchant_id, currency=payout.currency_id)
         approvals = list(payout.approvals.select_related("reviewer"))
+        mine = next((a for a in approvals if a.reviewer_id == request.user.pk), None)
+        following = next_in_queue(payout, request.user)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
@@ -314,7 +369,15 @@ class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
             "trail": [{"when": utc(r.created_at), "who": r.actor_label, "what": r.action, "why": r.reason or "-",
                        "change": _change_summary(r.new, payout.currency)} for r in payout_decisions(payout)],
             "form": form,
-            "can_decide": payout.status == Payout.Status.FROZEN,
+            "status": payout_status_label(payout),
+            "reviewed_by": payout_reviewed_by_label(payout),
+            # A reviewer who decided has nothing left to press (the service would refuse a second decision).
+            "can_decide": payout.status == Payout.Status.FROZEN and mine is None,
+            "my_decision": mine,
+            "my_decision_at": utc(mine.created_at) if mine else "",
+            "next_payout": following,
+            "next_url": reverse("admin:payout_payoutreviewqueue_decide", args=[following.pk]) if following else "",
+            "next_amount": money(following.amount, following.currency) if following else "",
             "is_nav_sidebar_enabled": False,
         }
         return TemplateResponse(request, "admin/payout/decide.html", context)
@@ -395,8 +458,12 @@ class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
 class PayoutAdmin(PayoutDisplayMixin, admin.ModelAdmin):
     """Every payout, read-only; operations may reverse a SUCCESS one."""
 
-    list_display = ["platform_order_no", "mch_order_no", "merchant", "amount_display", "fee_display", "status",
-                    "review_required", "payee", "bank_code", "created_at", "finished_at", "reversed_at"]
+    # Fits 1280 px with the filter column (issue 25): amount and status first after the order, long values cut
+    # with the whole value in the tooltip; fee, review, finish and reversal times are on the payout's page (a
+    # reversal shows in the status: "Success, reversed").
+    list_display = ["order_short", "amount_display", "status_text", "merchant_no", "mch_order_short",
+                    "payee_and_bank", "created_short"]
+    list_display_links = ["order_short"]
     list_filter = ["status", "review_required", "currency", ("reversed_at", admin.EmptyFieldListFilter),
                    stranded_list_filter(STRANDED)]
     search_fields = ["platform_order_no", "mch_order_no", "merchant__merchant_no"]

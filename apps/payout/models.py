@@ -106,6 +106,9 @@ class Payout(models.Model):
                          name="payout_created_cover_idx"),
             # The decision page: this payee account's earlier payouts across every merchant.
             models.Index(fields=["payee_account", "created_at"], name="payout_payee_history_idx"),
+            # The operations overview's reversals today: reversed payouts only (few), by reversal time.
+            models.Index(fields=["reversed_at"], condition=Q(reversed_at__isnull=False),
+                         name="payout_reversed_at_idx"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["platform_order_no"], name="payout_platform_order_no_unique"),

@@ -141,6 +141,9 @@ else:
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
         "store_processed": False,
+        # A worker sees a stop signal only between two polls of the folder (kombu's default: one a second, within
+        # a 2-second drain): a fifth of a second keeps a Ctrl-C within honcho's grace period (issue 25).
+        "polling_interval": 0.2,
     }
 
 CELERY_TASK_ACKS_LATE = True

@@ -10,6 +10,15 @@ from config.embedded_postgres import database_url
 if not os.environ.get("DATABASE_URL"):
     os.environ["DATABASE_URL"] = database_url()
 
+# No API_ROOT: the address `make run` serves on (`make run PORT=8001` writes http://127.0.0.1:8001 to var/api_root),
+# so that every link a process prints (pay_url, create_staff's admin_url) follows the port, in a second terminal
+# too. Before anything was served: the default, http://127.0.0.1:8000.
+API_ROOT_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "var",
+                             "api_root")
+if not os.environ.get("API_ROOT") and os.path.exists(API_ROOT_FILE):
+    with open(API_ROOT_FILE, encoding="utf-8") as served:
+        os.environ["API_ROOT"] = served.read().strip() or "http://127.0.0.1:8000"
+
 from .base import *  # noqa: E402, F403
 from .base import env  # noqa: E402
 

@@ -185,3 +185,52 @@ def test_make_run_starts_again_after_the_server_was_killed_too_and_its_pid_reuse
         other.kill()
         other.wait(timeout=10)
     assert "removing the postmaster.pid of a server that is gone" in log.read_text()
+
+
+# --- issue 25: the port in one place; Ctrl-C stops the worker within honcho's grace ----------------------------
+
+
+def test_make_serve_port_sets_every_link_and_ctrl_c_stops_the_worker_within_its_grace(run_dir, django_db_setup):
+    """`make serve PORT=N` (what `make run PORT=N` runs once its database is up), on the suite's migrated database:
+    the web answers on N, the banner and a second terminal's create_staff print links on N, and a Ctrl-C stops the
+    Celery worker by itself (warm shutdown) before honcho's 5-second grace ends: no SIGKILL."""
+    port, log = _free_port(), run_dir / "serve.log"
+    database = settings.DATABASES["default"]
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE", "API_ROOT", "PORT"}}
+    env["DATABASE_URL"] = (f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}")
+    (Path(settings.BASE_DIR) / "var" / "broker" / "queue").mkdir(parents=True, exist_ok=True)
+    (Path(settings.BASE_DIR) / "var" / "broker" / "processed").mkdir(parents=True, exist_ok=True)
+    # -o: the database is the suite's, already migrated; nothing to install or migrate (install-run would take the
+    # test tools out of .venv under the running suite).
+    with log.open("w") as out:
+        runner = subprocess.Popen(["make", "--no-print-directory", "-o", "install-run", "-o", "bootstrap", "serve",
+                                   f"PORT={port}"], cwd=settings.BASE_DIR, env=env, stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until(lambda: runner.poll() is None and "celery@" in log.read_text() and " ready" in log.read_text()
+                   and _home(port), timeout=150, interval=0.5, what="the web on the port and the worker to be ready")
+        second_terminal = subprocess.run(
+            _manage("create_staff", f"newcomer{port}", "--role", "risk-reviewer", "--password-stdin"),
+            cwd=settings.BASE_DIR, env={**env, "DJANGO_SETTINGS_MODULE": "config.settings.local"},
+            input="a-long-enough-password-42\n", capture_output=True, text=True, timeout=90)
+        os.killpg(runner.pid, signal.SIGINT)  # Ctrl-C: the whole foreground group
+        runner.wait(timeout=30)
+    finally:
+        _stop_what_this_test_started(runner, run_dir / "no-embedded-server")
+    text = log.read_text()
+    assert f"Payments platform on http://127.0.0.1:{port}/ - admin http://127.0.0.1:{port}/admin/" in text
+    assert f"Starting development server at http://127.0.0.1:{port}/" in text
+    assert second_terminal.returncode == 0, second_terminal.stderr[-2000:]
+    assert json.loads(second_terminal.stdout)["admin_url"] == f"http://127.0.0.1:{port}/admin/"
+    assert "Warm shutdown" in text, text[-3000:]
+    assert "sending SIGKILL" not in text, text[-3000:]
+    assert "worker.1 stopped" in text
+
+
+def _home(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False

@@ -15,7 +15,7 @@ from apps.common.models import Heartbeat
 from apps.operations.charts import hourly_chart_svg
 from apps.operations.selectors import operations_overview
 from apps.payout.models import Payout
-from tests.payout.conftest import PHP_THRESHOLD, fund, new_payout, staff_user
+from tests.payout.conftest import PHP_THRESHOLD, adapter_calls, fund, new_payout, staff_user  # noqa: F401
 from tests.support.staff import add_authenticator, admin_login, browser_sign_in
 
 URL = "/admin/common/operationsoverview/"
@@ -23,8 +23,9 @@ URL = "/admin/common/operationsoverview/"
 
 @pytest.fixture(autouse=True)
 def _midday_utc():
-    """The overview counts "today" as the UTC day, and the scripted data backdates orders by up to three hours: run
-    at 00:16 UTC, a payout of "today" fell on yesterday (seen in CI). The clock stands at today's 12:00 UTC, ticking."""
+    """The overview counts "today" as the settlement day (Asia/Manila, UTC+8), and the scripted data backdates orders
+    by up to three hours: run just after the day's start, a payout of "today" fell on yesterday (seen in CI). The
+    clock stands at today's 12:00 UTC (20:00 in Manila, the day started 12 hours before), ticking."""
     with time_machine.travel(datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0), tick=True):
         yield
 
@@ -183,3 +184,55 @@ def test_overview_in_the_browser(live_server, merchant, monkeypatch):
             assert page.locator("#ops-stranded a").count() == 2  # a superuser: both kinds linked
             assert page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth") <= 0
             screenshot(page, f"operations-overview-{width}")
+
+
+# --- issue 25: the settlement day, reversals, plurals ----------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_today_is_the_manila_day_of_settlement_and_statements(merchant):
+    """At 01:00 in Manila (17:00 UTC) the day began at 16:00 UTC: a payout of 15:30 UTC (23:30 in Manila) belongs to
+    yesterday's statement and is not "today", though it is the same UTC day."""
+    from apps.ledger.statements import day_bounds, statement_today
+
+    fund(merchant, 10_000_000)
+    now = datetime(2026, 11, 26, 17, 0, tzinfo=UTC)
+    with time_machine.travel(now, tick=False):
+        yesterday_in_manila = new_payout(merchant, amount=11_100)
+        today = new_payout(merchant, amount=22_200)
+        Payout.objects.filter(pk=yesterday_in_manila.pk).update(created_at=datetime(2026, 11, 26, 15, 30, tzinfo=UTC))
+        Payout.objects.filter(pk=today.pk).update(created_at=datetime(2026, 11, 26, 16, 30, tzinfo=UTC))
+        overview = operations_overview(now=now)
+    assert overview.day_start == day_bounds(statement_today(now))[0] == datetime(2026, 11, 26, 16, 0, tzinfo=UTC)
+    assert overview.payouts["PHP"]["count"] == 1 and overview.payouts["PHP"]["amount"] == 22_200
+
+
+@pytest.mark.django_db
+def test_a_reversed_payout_is_not_counted_as_paid_and_shows_among_reversals(client, merchant, adapter_calls):
+    from apps.payout.services import payout_reverse
+    from tests.payout.conftest import payout_in
+
+    fund(merchant, 10_000_000)
+    kept = payout_in(merchant, "SUCCESS", amount=30_000)
+    returned = payout_in(merchant, "SUCCESS", amount=45_000)
+    payout_reverse(payout_id=returned.pk, reversal_amount=45_000, fee_refund=returned.fee, reason="bank return")
+    overview = operations_overview()
+    assert overview.payouts["PHP"]["count"] == 2
+    assert (overview.payouts["PHP"]["paid"], overview.payouts["PHP"]["paid_amount"]) == (1, kept.amount)
+    assert overview.reversals == {"PHP": {"count": 1, "amount": 45_000, "fee_refund": returned.fee}}
+
+    admin_login(client, staff_user("otto", "Payout operations"))
+    html = client.get(URL).content.decode()
+    tile = html.split('id="ops-reversals"')[1].split("</div>")[0]
+    assert "\u20b1450.00 PHP" in tile and ">1<" in tile
+
+
+@pytest.mark.django_db
+def test_counts_are_pluralized(client, merchant):
+    fund(merchant, 10_000_000)
+    new_payout(merchant, amount=PHP_THRESHOLD)  # one payout, in review
+    admin_login(client, staff_user("otto", "Payout operations"))
+    html = client.get(URL).content.decode()
+    assert "payouts waiting" not in html and "payout waiting for a reviewer" in html
+    assert "1 payouts" not in html and "1 payout<" in html  # the chart's legend
+    assert ": 1 payout</title>" in html and ": 0 pay-ins</title>" in html  # the chart's bars

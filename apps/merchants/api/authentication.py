@@ -5,11 +5,8 @@ import time
 from functools import lru_cache
 from dataclasses import dataclass
 
-import redis
 from django.conf import settings
 from django.core.cache import cache
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 from rest_framework.authentication import BaseAuthentication
 
 from apps.common import signing
@@ -91,6 +88,12 @@ return 2
 
 @lru_cache(maxsize=1)
 def _admit_script(location: str):
+    # Imported here: redis-py (with its asyncio client) took 1.5-2 s of every process's start-up, manage.py commands
+    # included, for the web's first signed request only (issue 25, docs/performance.md "Start-up").
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
     client = redis.Redis.from_url(location, **settings.REDIS_CLIENT_OPTIONS, retry=Retry(NoBackoff(), 0))
     return client.register_script(_ADMIT)
 
