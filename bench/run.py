@@ -345,7 +345,7 @@ class Bench:
                   f"({result['delivered']}/{result['events']} delivered)", file=sys.stderr)
         return result
 
-    def measure_callbacks(self, *, events: int, timeout: float, concurrency: int = 16) -> dict:
+    def measure_callbacks(self, *, events: int, timeout: float, concurrency: int = 16, backlog: int = 0) -> dict:
         """Callback delivery throughput of one worker process (bench/callback_throughput.py) on an empty broker."""
         import redis
 
@@ -358,7 +358,7 @@ class Bench:
         # wake sent after the flush had the measured worker submit thousands of payouts beside the callbacks.
         self.stop_server()
         redis.Redis.from_url(self.args.redis).flushdb()
-        return measure(env=self.env, events=events, timeout=timeout, concurrency=concurrency)
+        return measure(env=self.env, events=events, timeout=timeout, concurrency=concurrency, backlog=backlog)
 
     # ---- report ------------------------------------------------------------------------------------
     def report(self, callbacks: dict | None) -> None:
