@@ -15,6 +15,7 @@ with one INSERT … SELECT generate_series as tests/callbacks/test_backlog_plan.
 """
 
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -35,7 +36,8 @@ def _enqueue(events: int, url: str) -> None:
 
     key = signing.generate_private_key()
     # A worker serves many merchants; each merchant is also capped by the bulkhead (4 in flight).
-    merchants = [merchant_create(name=f"Bench callbacks {n}", public_key_pem=signing.public_key_to_pem(key.public_key()),
+    run = secrets.token_hex(3)  # a second measurement in the same database creates merchants of its own
+    merchants = [merchant_create(name=f"Bench callbacks {run} {n}", public_key_pem=signing.public_key_to_pem(key.public_key()),
                                  currencies=["PHP"], collection_callback_url=url).merchant for n in range(MERCHANTS)]
     stamp = int(time.time())
     batch = 200
