@@ -119,7 +119,9 @@ def measure(*, env: dict, events: int, timeout: float, concurrency: int = 16, ba
         worker = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "threads", "--concurrency",
              str(concurrency), "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+            # BENCH_WORKER_LOG=<file>: the worker's own log (start-up errors, failed tasks).
+            stderr=open(os.environ["BENCH_WORKER_LOG"], "ab") if os.environ.get("BENCH_WORKER_LOG") else subprocess.DEVNULL,
         )
         deadline = time.time() + timeout
         while not receiver.requests and time.time() < deadline and worker.poll() is None:
