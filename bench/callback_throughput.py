@@ -90,7 +90,9 @@ def _cpu_seconds(pid: int) -> float:
 
 def _database_backends() -> list[int]:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        # Client backends only: an autovacuum worker (the backlog's INSERT wakes one) is not a delivery's cost.
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                       " AND backend_type = 'client backend'")
         return [row[0] for row in cursor.fetchall()]
 
 
