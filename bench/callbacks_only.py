@@ -1,6 +1,6 @@
 """Only the callback part of make bench: a fresh database, bootstrap, then bench/callback_throughput.measure().
 
-    uv run python bench/callbacks_only.py [--events 2000] [--database payments_bench]
+    uv run python bench/callbacks_only.py [--events 2000] [--backlog 100000] [--database payments_bench]
 
 Same settings and environment as bench/run.py (its Bench: config.settings.bench, Redis broker, CONN_MAX_AGE),
 without the merchants and the gunicorn/wrk part.
@@ -23,12 +23,14 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--timeout", type=float, default=120)
+    parser.add_argument("--backlog", type=int, default=0, help="pending events of a dead merchant, written first")
     args = parser.parse_args()
 
     bench = Bench(args)
     try:
         bench.setup_database()
-        result = bench.measure_callbacks(events=args.events, timeout=args.timeout, concurrency=args.concurrency)
+        result = bench.measure_callbacks(events=args.events, timeout=args.timeout, concurrency=args.concurrency,
+                                       backlog=args.backlog)
     finally:
         bench.stop()
     print(json.dumps(result))

@@ -1,6 +1,11 @@
 """Profile one signed endpoint in-process: the real WSGI handler, one thread, no network, no load generator.
 
     uv run python bench/profile_endpoint.py pay/create --requests 500 [--cprofile 30]
+    uv run python bench/profile_endpoint.py callback --requests 2000 [--cprofile 30]
+
+`callback` profiles one callback delivery (`callback_deliver`: claim, POST, record) instead of a request: the
+events are enqueued first (no task queued), the receiver is a keep-alive HTTP/1.1 server in a process of its own
+(its CPU is not counted), and the PostgreSQL backend's CPU per delivery is read from /proc beside the process's.
 
 Endpoints: the signed API (balance, pay/create, pay/query, payout/create, the reference view) and `pay-in`, the
 hosted page's sandbox Pay (POST /pay/<token>: the order paid, the credit posted, the callback enqueued).
@@ -35,6 +40,7 @@ SCENARIOS = {
         "currency": "PHP", "subject": "bench"}),
     "pay/query": ("/openapi/v1/pay/query", None),  # the orders are created first
     "pay-in": ("/pay/", None),  # the hosted page's Pay of pre-created orders
+    "callback": (None, None),
     "payout/create": ("/openapi/v1/payout/create", lambda run, i: {
         "mch_order_no": f"po{run}{i}", "product_code": "PHP_PAYOUT", "amount": 10000, "currency": "PHP",
         "payee_name": "Juan Dela Cruz", "payee_account": f"{300000 + i}", "bank_code": "BDO"}),
@@ -85,6 +91,8 @@ def main() -> None:
     Path(os.environ["BENCH_REFERENCE_PUBLIC_KEY"]).write_text(signing.public_key_to_pem(private_key.public_key()))
     balance_adjust(merchant_no=merchant_no, currency="PHP", amount=10**13, reason="profile top-up")
 
+    if args.endpoint == "callback":
+        return profile_callbacks(args, created.merchant)
     path, business = SCENARIOS[args.endpoint]
     run = secrets.token_hex(3)
 
@@ -173,6 +181,89 @@ def main() -> None:
           f"{cpu / len(timed) * 1000:.2f} ms CPU per request{' (under cProfile)' if profiler else ''}, "
           f"{len(statements)} SQL statements per request"
           + (f", PostgreSQL backend {server / len(timed) * 1000:.2f} ms CPU per request" if server is not None else ""))
+    for sql in statements:
+        print("   ", sql[:160])
+    if profiler:
+        if os.environ.get("PROFILE_DUMP"):
+            profiler.dump_stats(os.environ["PROFILE_DUMP"])
+        pstats.Stats(profiler).sort_stats(os.environ.get("PROFILE_SORT", "cumulative")).print_stats(args.cprofile)
+
+
+RECEIVER = """
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200); self.send_header("Content-Length", "7"); self.end_headers(); self.wfile.write(b"success")
+    def log_message(self, *args):
+        pass
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def profile_callbacks(args, merchant) -> None:
+    """One thread delivering enqueued events one after another (bulkhead and lease as in a worker)."""
+    import subprocess
+
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from apps.callbacks import tasks
+    from apps.callbacks.deliver import callback_deliver
+    from apps.callbacks.enqueue import callback_enqueue
+    from apps.callbacks.models import CallbackEvent
+
+    receiver = subprocess.Popen([sys.executable, "-c", RECEIVER], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(receiver.stdout.readline())
+        merchant.collection_callback_url = f"http://127.0.0.1:{port}/callback"
+        merchant.save(update_fields=["collection_callback_url"])
+        tasks.deliver_callback.delay = lambda event_id: None  # the loop below is the worker
+        ids = []
+        with transaction.atomic():
+            for i in range(args.requests + 20):
+                no = f"CBP{i:07d}"
+                ids.append(callback_enqueue(merchant=merchant, type=CallbackEvent.Type.COLLECTION_SUCCESS,
+                                            platform_order_no=no,
+                                            payload={"platform_order_no": no, "mch_order_no": f"m{i}", "amount": 1,
+                                                     "currency": "PHP", "status": "SUCCESS", "paid_at": 1,
+                                                     "attach": ""}).pk)
+        for event_id in ids[:10]:  # warm-up: imports, connections, caches
+            callback_deliver(event_id=event_id)
+        with CaptureQueriesContext(connection) as queries:
+            callback_deliver(event_id=ids[10])
+        statements = [q["sql"] for q in queries.captured_queries]
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            backend = cursor.fetchone()[0]
+        timed = ids[20:]
+        clock = time.process_time if os.environ.get("PROFILE_CLOCK") == "cpu" else time.perf_counter
+        profiler = cProfile.Profile(clock) if args.cprofile else None
+        wall, cpu, pg = time.perf_counter(), time.process_time(), _cpu_seconds(backend)
+        if profiler:
+            profiler.enable()
+        for event_id in timed:
+            callback_deliver(event_id=event_id)
+        if profiler:
+            profiler.disable()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        pg = _cpu_seconds(backend) - pg
+        delivered = CallbackEvent.objects.filter(pk__in=timed, status=CallbackEvent.Status.DELIVERED).count()
+    finally:
+        receiver.terminate()
+        receiver.wait()
+    print(f"callback: {len(timed)} deliveries ({delivered} delivered), {wall / len(timed) * 1000:.2f} ms wall, "
+          f"{cpu / len(timed) * 1000:.2f} ms CPU and {pg / len(timed) * 1000:.2f} ms PostgreSQL CPU per delivery"
+          f"{' (under cProfile)' if profiler else ''}, {len(statements)} SQL statements per delivery")
     for sql in statements:
         print("   ", sql[:160])
     if profiler:

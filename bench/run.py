@@ -355,13 +355,20 @@ class Bench:
         except ImportError:
             return None
 
-        result = self.measure_callbacks(events=self.args.callback_events, timeout=120)
-        if result:
-            print(f"  {'callback delivery (1 worker)':<42} {result['events_per_s']:8.1f} events/s "
-                  f"({result['delivered']}/{result['events']} delivered)", file=sys.stderr)
-        return result
+        results = {}
+        for name, backlog in (("empty backlog", 0), (f"{self.args.callback_backlog:,} dead events pending",
+                                                     self.args.callback_backlog)):
+            if name != "empty backlog" and not backlog:
+                continue
+            result = results[name] = self.measure_callbacks(events=self.args.callback_events, timeout=120,
+                                                            backlog=backlog)
+            print(f"  {'callback delivery (1 worker, ' + name + ')':<42} {result['events_per_s']:8.1f} events/s "
+                  f"({result['delivered']}/{result['events']} delivered, worker "
+                  f"{result.get('worker_cpu_ms_per_event', 0):.2f} ms CPU/event, PostgreSQL "
+                  f"{result.get('postgres_cpu_ms_per_event', 0):.2f} ms CPU/event)", file=sys.stderr)
+        return results
 
-    def measure_callbacks(self, *, events: int, timeout: float, concurrency: int = 16) -> dict:
+    def measure_callbacks(self, *, events: int, timeout: float, concurrency: int = 16, backlog: int = 0) -> dict:
         """Callback delivery throughput of one worker process (bench/callback_throughput.py) on an empty broker."""
         import redis
 
@@ -374,10 +381,12 @@ class Bench:
         # wake sent after the flush had the measured worker submit thousands of payouts beside the callbacks.
         self.stop_server()
         redis.Redis.from_url(self.args.redis).flushdb()
-        return measure(env=self.env, events=events, timeout=timeout, concurrency=concurrency)
+        return measure(env=self.env, events=events, timeout=timeout, concurrency=concurrency, backlog=backlog)
 
     # ---- report ------------------------------------------------------------------------------------
     def report(self, callbacks: dict | None) -> None:
+        """The table; callback rows in events/s, with their ratio to the reference view's req/s (floor 0.3) and the
+        backlog row's ratio to the empty one (floor 0.9: within 10 %)."""
         ceiling = self.results[0]["rps"]
         print()
         print(f"make bench  {time.strftime('%Y-%m-%d %H:%M %Z')}  concurrency {self.args.connections}, "
@@ -390,9 +399,18 @@ class Bench:
             flag = f" (bodies wrapped: raise {r['short_of_bodies']})" if r["short_of_bodies"] else ""
             print(f"| {r['name']} | {r['rps']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['errors']} | "
                   f"{r['rps'] / ceiling:.2f}{flag} |")
-        if callbacks:
-            print(f"| callback delivery, 1 worker | {callbacks['events_per_s']:.1f} events/s | | | "
-                  f"{callbacks['events'] - callbacks['delivered']} undelivered | |")
+        for name, result in (callbacks or {}).items():
+            print(f"| callback delivery, 1 worker, {name} | {result['events_per_s']:.1f} events/s | | | "
+                  f"{result['events'] - result['delivered']} undelivered | {result['events_per_s'] / ceiling:.2f} |")
+        rates = [r["events_per_s"] for r in (callbacks or {}).values()]
+        if len(rates) == 2 and rates[0]:
+            print(f"callback delivery with the backlog / without: {rates[1] / rates[0]:.2f} (floor 0.90); "
+                  f"without the backlog / reference: {rates[0] / ceiling:.2f} (floor 0.30)")
+        for name, result in (callbacks or {}).items():
+            if "worker_cpu_ms_per_event" in result:
+                print(f"callback delivery, {name}: worker {result['worker_cpu_ms_per_event']:.2f} ms CPU/event, "
+                      f"PostgreSQL {result['postgres_cpu_ms_per_event']:.2f} ms CPU/event, "
+                      f"{result['tcp_connections']} TCP connections for {result['delivered']} deliveries")
 
 
 def main() -> None:
@@ -411,6 +429,8 @@ def main() -> None:
     parser.add_argument("--payin-orders", type=int, default=5000, help="orders created (and paid) per pay-in row")
     parser.add_argument("--bodies", type=int, default=15000)
     parser.add_argument("--callback-events", type=int, default=2000)
+    parser.add_argument("--callback-backlog", type=int, default=100_000,
+                        help="pending events of a dead merchant in the second callback row (0: no such row)")
     parser.add_argument("--skip-callbacks", action="store_true")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--one-channel", action="store_true",

@@ -19,6 +19,8 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F, Func, Subquery
+from django.db.models.lookups import LessThan
 from django.utils import timezone
 
 from apps.callbacks.enqueue import callback_dispatch, callback_url_for
@@ -26,7 +28,7 @@ from apps.callbacks.metrics import attempt_counted
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
 from apps.callbacks.transport import PostResult, post_callback
 from apps.common import signing
-from apps.merchants.models import Merchant
+from apps.common.refcache import generation_subquery, refcache_scope
 from apps.merchants.selectors import platform_key_current, platform_private_key
 
 logger = logging.getLogger(__name__)
@@ -88,48 +90,51 @@ def callback_body_sign(*, payload: dict, now: datetime) -> tuple[dict, int]:
     return body, key.version
 
 
-def _lock_merchant(merchant_id: int) -> None:
-    # NO KEY UPDATE: serialises this merchant's claims and records, and still lets orders and events that reference
-    # the merchant be inserted meanwhile (a foreign key check takes KEY SHARE).
-    Merchant.objects.select_for_update(no_key=True).values_list("pk").get(pk=merchant_id)
+def _locked_events():
+    """Events with their merchant, both locked in one statement, merchant first (the order of `of`, kept by
+    PostgreSQL): the merchant's row serialises its claims and records (the bulkhead), the event's row its attempt.
+    NO KEY UPDATE: orders and events that reference the merchant, and attempt rows that reference the event, can
+    still be inserted meanwhile (a foreign key check takes KEY SHARE). A racing worker that waited for either lock
+    gets the rows as the winner left them, and the filters are checked again on them (READ COMMITTED's recheck)."""
+    return CallbackEvent.objects.select_related("merchant").select_for_update(of=("merchant", "self"), no_key=True)
 
 
 @transaction.atomic(durable=True)
 def callback_attempt_claim(*, event_id: int) -> Claim | None:
     """Lease a due, unleased PENDING event and write its attempt row with the exact body to be sent. None when it is
-    not due, done, leased, or refused by the merchant's bulkhead (then it waits for a slot, `dispatched_at` unset)."""
+    not due, done, leased, or refused by the merchant's bulkhead (then it waits for a slot, `dispatched_at` unset).
+    Three statements: the locks (with the reference generation), the lease, the attempt row."""
     now = timezone.now()
-    merchant = (Merchant.objects.select_for_update(of=("self",), no_key=True)  # merchant first: see _lock_merchant
-                .filter(callback_events__pk=event_id, callback_events__status=CallbackEvent.Status.PENDING,
-                        callback_events__next_attempt_at__lte=now, callback_events__locked_until__isnull=True)
-                .first())
-    if merchant is None:
-        return None
-    # Read again, locked: a worker racing for the same event waited for the merchant and now finds it leased.
-    event = (CallbackEvent.objects.select_for_update()
+    # The reference generation is read in the same statement: the platform key is then served from the reference
+    # cache for that generation without a statement of its own (apps.common.refcache, staleness rule).
+    event = (_locked_events().annotate(reference_generation=generation_subquery())
              .filter(pk=event_id, status=CallbackEvent.Status.PENDING, next_attempt_at__lte=now,
-                     locked_until__isnull=True)
-             .first())
+                     locked_until__isnull=True).first())
     if event is None:
         return None
-    in_flight = CallbackEvent.objects.filter(merchant=merchant, locked_until__gt=now).count()
-    if in_flight >= settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT:
-        event.dispatched_at = None  # waiting: the next record of this merchant, or the sweeper, queues it
-        event.save(update_fields=["dispatched_at"])
-        return None
+    merchant = event.merchant
     # The merchant's URL at attempt time, not the one at enqueue: a URL set or fixed later is used from now on.
-    event.url = callback_url_for(merchant=merchant, type=event.type)
-    body, key_version = callback_body_sign(payload=event.payload, now=now)
+    url = callback_url_for(merchant=merchant, type=event.type)
+    number = event.attempts_count + 1
+    # The bulkhead and the lease in one statement, which starts after the merchant's lock was granted, so its count
+    # sees every lease of this merchant committed before (a count in the locking statement would not: its snapshot
+    # is taken before it waits for the lock).
+    leases = (CallbackEvent.objects.filter(merchant_id=merchant.pk, locked_until__gt=now).order_by()
+              .annotate(n=Func(F("pk"), function="COUNT")).values("n"))
+    leased = (CallbackEvent.objects.filter(pk=event.pk)
+              .filter(LessThan(Subquery(leases), settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT))
+              .update(url=url, attempts_count=number, locked_until=now + timedelta(seconds=lease_seconds()),
+                      dispatched_at=None, resend_requested=False))
+    if not leased:
+        # Waiting: the next record of this merchant, or the sweeper, queues it.
+        CallbackEvent.objects.filter(pk=event.pk).update(dispatched_at=None)
+        return None
+    with refcache_scope(generation=event.reference_generation):
+        body, key_version = callback_body_sign(payload=event.payload, now=now)
     manual = event.resend_requested
-    delivered_before = event.delivered_at is not None
-    event.attempts_count += 1
-    event.locked_until = now + timedelta(seconds=lease_seconds())
-    event.dispatched_at = None
-    event.resend_requested = False
-    event.save(update_fields=["url", "attempts_count", "locked_until", "dispatched_at", "resend_requested"])
-    attempt = CallbackAttempt.objects.create(event=event, number=event.attempts_count, manual=manual, started_at=now,
-                                             url=event.url, key_version=key_version, request_body=body)
-    return Claim(event.pk, attempt.pk, attempt.number, merchant.pk, event.url, body, manual, delivered_before)
+    attempt = CallbackAttempt.objects.create(event_id=event.pk, number=number, manual=manual, started_at=now,
+                                             url=url, key_version=key_version, request_body=body)
+    return Claim(event.pk, attempt.pk, number, merchant.pk, url, body, manual, event.delivered_at is not None)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -145,8 +150,7 @@ def callback_attempt_record(*, claim: Claim, result: PostResult) -> CallbackEven
     """Store the outcome of a claimed attempt on its row and on the event: delivered, the next attempt counted from
     now (the end of this one), or dead; then hand the freed bulkhead slot to the merchant's next waiting event."""
     now = timezone.now()
-    _lock_merchant(claim.merchant_id)
-    event = CallbackEvent.objects.select_for_update().get(pk=claim.event_id)
+    event = _locked_events().get(pk=claim.event_id)
     error = storable(result.error)
     CallbackAttempt.objects.filter(pk=claim.attempt_id).update(
         finished_at=now, duration_ms=result.duration_ms, http_status=result.http_status,

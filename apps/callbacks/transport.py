@@ -7,7 +7,14 @@
   certificate check keep the hostname, so DNS rebinding between check and connect cannot reach an internal address.
 - No Session: a Session is what follows redirects and reads proxies and netrc from the environment (a proxy would
   bypass the address check); the adapter alone does neither.
-- CALLBACK_TIMEOUT_SECONDS bounds the whole attempt (_Watchdog); the reply is read up to MAX_REPLY_BYTES.
+- Connections are kept alive and reused: one adapter per worker process, whose pools are keyed by the hostname (the
+  Host header, and for TLS the SNI) AND the checked address. Every attempt resolves and checks the host again, so a
+  changed DNS answer gets a pool (and a connection) of its own, and a host now resolving to a non-public address is
+  refused before any pooled connection is looked at. A reply longer than MAX_REPLY_BYTES, or cut, closes its
+  connection instead of returning it. A kept connection the merchant's server closed is noticed by urllib3 when it is
+  taken from its pool (and a new one opened).
+- CALLBACK_TIMEOUT_SECONDS bounds the whole attempt (_Watchdog), on a new or a reused connection; the reply is read
+  up to MAX_REPLY_BYTES.
 - Every error is a sentence an operator can act on (it is stored on the attempt and shown in the admin).
 """
 
@@ -31,6 +38,10 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 # Enough to see "success" and to keep an excerpt; a larger reply is not "success" anyway.
 MAX_REPLY_BYTES = 8192
+# Kept connections per worker process: pools for this many (hostname, address) pairs, the least recently used closed
+# beyond; in each, up to a worker's thread count (Procfile: 16) idle connections. Bounded: file descriptors.
+POOLS_KEPT = 32
+CONNECTIONS_PER_POOL = 16
 HEADERS = {"Content-Type": "application/json; charset=utf-8", "User-Agent": "payments-callback/1"}
 
 
@@ -113,6 +124,9 @@ class PinnedAddressAdapter(HTTPAdapter):
         request.headers["Host"] = (f"[{hostname}]" if ":" in hostname else hostname) + (f":{port}" if port else "")
         if scheme == "https":
             pool_kwargs["server_hostname"] = pool_kwargs["assert_hostname"] = hostname
+        # The pool's default headers are part of urllib3's pool key: a pool, and its kept connections, per hostname
+        # too, never shared by two hostnames that resolve to one address (requests sends its own headers anyway).
+        pool_kwargs["headers"] = {"Host": request.headers["Host"]}
         address = checked_address(hostname, port or (443 if scheme == "https" else 80))
         host_params["host"] = f"[{address}]" if ":" in address else address
         return host_params, pool_kwargs
@@ -121,11 +135,12 @@ class PinnedAddressAdapter(HTTPAdapter):
 # --------------------------------------------------------------------------------------- the deadline
 
 class _Attempt:
-    __slots__ = ("deadline", "sockets", "expired")
+    __slots__ = ("deadline", "sockets", "watched", "expired")
 
     def __init__(self, deadline: float):
         self.deadline = deadline
         self.sockets: list[socket.socket] = []  # duplicates of the attempt's sockets, ours to shut down and close
+        self.watched: set[int] = set()  # file descriptors of the sockets duplicated (open for the whole attempt)
         self.expired = False
 
 
@@ -159,13 +174,15 @@ class _Watchdog:
                 sock.close()
 
     def watch(self, sock: socket.socket) -> None:
-        """Put a socket just opened by this thread's attempt under its deadline."""
+        """Put a socket this thread's attempt just opened, or took from a pool, under the attempt's deadline."""
         attempt = getattr(self._current, "attempt", None)
-        if attempt is None:
+        if attempt is None or sock.fileno() in attempt.watched:
             return
-        # A duplicate: TLS takes the original socket object over (and closes it), and a closed duplicate can never
-        # name another connection's file descriptor; shutting it down ends the connection behind both.
-        shadow = sock.dup()
+        attempt.watched.add(sock.fileno())
+        # A duplicate of the file descriptor (of a TLS socket too): TLS takes the original socket object over (and
+        # closes it), a pooled connection outlives the attempt, and a closed duplicate can never name another
+        # connection's file descriptor; shutting it down ends the connection behind both.
+        shadow = socket.fromfd(sock.fileno(), sock.family, sock.type)
         with self._cond:
             attempt.sockets.append(shadow)
             if attempt.expired:
@@ -195,18 +212,27 @@ _watchdog = _Watchdog()
 os.register_at_fork(after_in_child=lambda: globals().update(_watchdog=_Watchdog()))  # no thread survives a fork
 
 
-class _WatchedHTTPConnection(HTTPConnection):
+class _Watched:
+    """A connection whose socket is under the deadline of the attempt using it: from its creation (connect and TLS
+    handshake included), and again each time an attempt reuses it."""
+
     def _new_conn(self) -> socket.socket:
         sock = super()._new_conn()
         _watchdog.watch(sock)
         return sock
 
+    def request(self, *args, **kwargs):
+        if self.sock is not None:  # a kept connection taken from the pool
+            _watchdog.watch(self.sock)
+        return super().request(*args, **kwargs)
 
-class _WatchedHTTPSConnection(HTTPSConnection):
-    def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()
-        _watchdog.watch(sock)
-        return sock
+
+class _WatchedHTTPConnection(_Watched, HTTPConnection):
+    pass
+
+
+class _WatchedHTTPSConnection(_Watched, HTTPSConnection):
+    pass
 
 
 class _HTTPPool(HTTPConnectionPool):
@@ -218,6 +244,34 @@ class _HTTPSPool(HTTPSConnectionPool):
 
 
 # ------------------------------------------------------------------------------------------- the POST
+
+_adapter: PinnedAddressAdapter | None = None
+_adapter_lock = threading.Lock()
+
+
+def _shared_adapter() -> PinnedAddressAdapter:
+    """The worker process's adapter: its pools keep connections alive between attempts (thread-safe, as urllib3's
+    pools are)."""
+    global _adapter
+    if _adapter is None:
+        with _adapter_lock:
+            if _adapter is None:
+                _adapter = PinnedAddressAdapter(pool_connections=POOLS_KEPT, pool_maxsize=CONNECTIONS_PER_POOL)
+    return _adapter
+
+
+def close_connections() -> None:
+    """Close every kept connection (tests; a process that stops delivering)."""
+    global _adapter
+    with _adapter_lock:
+        adapter, _adapter = _adapter, None
+    if adapter is not None:
+        adapter.close()
+
+
+# A forked child (a prefork pool) must not share its parent's sockets: it opens its own.
+os.register_at_fork(after_in_child=lambda: globals().update(_adapter=None, _adapter_lock=threading.Lock()))
+
 
 def post_callback(url: str, body: dict) -> PostResult:
     """POST body as JSON; never follows redirects; settings.CALLBACK_TIMEOUT_SECONDS bounds the whole attempt.
@@ -240,17 +294,15 @@ def _post(url: str, body: dict, timeout: float) -> tuple[int | None, str, str]:
     check_url(url)
     data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     request = requests.Request("POST", url, data=data, headers=HEADERS).prepare()
-    adapter = PinnedAddressAdapter()
+    response = _shared_adapter().send(request, stream=True, timeout=(timeout, timeout), verify=True, proxies={})
     try:
-        response = adapter.send(request, stream=True, timeout=(timeout, timeout), verify=True, proxies={})
-        try:
-            raw = response.raw.read(MAX_REPLY_BYTES, decode_content=True) or b""
-        except Exception:  # noqa: BLE001 - a reply cut off or stalled mid-body is a failed attempt
-            return response.status_code, "", f"HTTP {response.status_code}, but reading the reply failed"
-        finally:
-            response.close()
+        raw = response.raw.read(MAX_REPLY_BYTES, decode_content=True) or b""
+    except Exception:  # noqa: BLE001 - a reply cut off or stalled mid-body is a failed attempt
+        return response.status_code, "", f"HTTP {response.status_code}, but reading the reply failed"
     finally:
-        adapter.close()
+        # A reply read to its end has already gone back to its pool (urllib3 releases it); one left unread (longer
+        # than MAX_REPLY_BYTES, or cut) closes its connection here.
+        response.close()
     reply = decode_reply(raw, response.headers.get("Content-Type"))
     status = response.status_code
     if 300 <= status < 400:

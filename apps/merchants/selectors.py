@@ -41,7 +41,9 @@ def public_key_object(pem: str) -> rsa.RSAPublicKey:
 
 
 def platform_key_current() -> PlatformKey | None:
-    return PlatformKey.objects.filter(is_current=True).first()
+    """The platform's current signing key (cached reference data: a rotation is seen by the next request, task scope
+    or callback attempt, apps.common.refcache)."""
+    return refcache_get(("platform_key_current",), lambda: PlatformKey.objects.filter(is_current=True).first())
 
 
 @lru_cache(maxsize=64)

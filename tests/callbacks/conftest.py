@@ -103,3 +103,13 @@ class Clock:
 @pytest.fixture
 def clock(time_machine) -> Clock:
     return Clock(time_machine)
+
+
+@pytest.fixture(autouse=True)
+def _no_kept_connections():
+    """Each test starts without the connections an earlier test's attempts kept alive (apps.callbacks.transport)."""
+    from apps.callbacks import transport
+
+    transport.close_connections()
+    yield
+    transport.close_connections()

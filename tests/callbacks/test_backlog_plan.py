@@ -89,14 +89,18 @@ def test_a_dead_merchants_backlog_does_not_enter_a_healthy_merchants_claim_or_ha
     assert recorded is not None and recorded.status == CallbackEvent.Status.DELIVERED
     assert dispatched == [waiting.pk]  # the freed slot went to the healthy merchant's waiting event
 
-    selects = [(sql, params) for sql, params in statements
-               if sql.lstrip().upper().startswith("SELECT") and CallbackEvent._meta.db_table in sql]
-    hand_off = [(sql, params) for sql, params in selects if '"dispatched_at" IS NULL' in sql]
+    # Every statement that reads or writes events: the locks, the lease with the bulkhead's count, the outcome, the
+    # hand-off's read and its conditional UPDATE.
+    touching = [(sql, params) for sql, params in statements
+                if sql.lstrip().upper().startswith(("SELECT", "UPDATE")) and CallbackEvent._meta.db_table in sql]
+    assert len(touching) == 6, [sql[:80] for sql, _ in touching]
+    hand_off = [(sql, params) for sql, params in touching
+                if sql.lstrip().upper().startswith("SELECT") and '"dispatched_at" IS NULL' in sql]
     assert len(hand_off) == 1
     with transaction.atomic():  # EXPLAIN ANALYZE runs the statements (their row locks too): undone at the end
         # As when the hand-off ran: the healthy merchant's event waiting, to be found.
         CallbackEvent.objects.filter(pk=waiting.pk).update(dispatched_at=None)
-        for sql, params in selects:
+        for sql, params in touching:
             plan = _explain(sql, params)
             assert _rows_touched(plan) <= ROWS_BOUND, (sql, plan)
             assert "callback_event_due" not in _indexes(plan), (sql, plan)

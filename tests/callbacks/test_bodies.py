@@ -117,3 +117,25 @@ def test_after_platform_key_rotation_attempts_carry_the_new_version(hooked_merch
     assert merchant_verifies(first, keys[1]) and not merchant_verifies(first, keys[2])
     assert merchant_verifies(second, keys[2]) and not merchant_verifies(second, keys[1])
     assert list(event.attempts.values_list("key_version", flat=True)) == [1, 2]
+
+
+def test_a_rotation_written_without_the_service_is_seen_by_the_next_attempt(hooked_merchant, callback_receiver,
+                                                                            enqueue, clock):
+    # The platform key is cached reference data (apps.common.refcache): a write by any means (a queryset update, as
+    # raw SQL or another process would do, which sends no Django signal) bumps the generation the next claim reads.
+    from apps.common import crypto, signing
+    from apps.merchants.models import PlatformKey
+
+    callback_receiver.script(Reply(500))
+    event = enqueue(hooked_merchant)
+    callback_deliver(event_id=event.pk)
+    private_key = signing.generate_private_key()
+    PlatformKey.objects.filter(is_current=True).update(is_current=False)
+    PlatformKey.objects.bulk_create([PlatformKey(
+        version=7, public_key_pem=signing.public_key_to_pem(private_key.public_key()),
+        private_key_encrypted=crypto.encrypt(signing.private_key_to_pem(private_key)), is_current=True)])
+    clock.advance(16)
+    callback_deliver(event_id=event.pk)
+    first, second = (r.body for r in callback_receiver.requests)
+    assert first["key_version"] == 1 and second["key_version"] == 7
+    assert merchant_verifies(second, published_platform_keys()[7])

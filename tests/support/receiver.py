@@ -29,8 +29,12 @@ class Received:
 
 
 class CallbackReceiver:
-    def __init__(self):
+    """`keep_alive=True` answers in HTTP/1.1 and keeps the connection open between requests, as most merchants'
+    servers do; `connections` counts the TCP connections accepted."""
+
+    def __init__(self, *, keep_alive: bool = False, host: str = "127.0.0.1", port: int = 0):
         self.requests: list[Received] = []
+        self.connections = 0
         self._script: list[Reply] = []
         self.default = Reply()
         self._lock = threading.Lock()
@@ -38,6 +42,13 @@ class CallbackReceiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
+            def setup(self):
+                super().setup()
+                with receiver._lock:
+                    receiver.connections += 1
+
             def do_POST(self):  # noqa: N802
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 try:
@@ -64,13 +75,14 @@ class CallbackReceiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((host, port), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/callback"
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}/callback"
 
     def script(self, *replies: Reply) -> None:
         with self._lock:
