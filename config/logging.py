@@ -5,7 +5,6 @@ context bound in contextvars: `request_id` in a request (RequestMiddleware) and 
 request (django-structlog's Celery receivers copy it into the task's headers and bind it again in the worker).
 """
 
-import logging
 import re
 
 import structlog

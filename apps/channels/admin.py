@@ -58,11 +58,25 @@ class ChannelForm(forms.ModelForm):
 class ChannelAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
     form = ChannelForm
     staff_request_kind = StaffRequest.Kind.CHANNEL_SETTING
-    list_display = ["code", "adapter", "direction", "currency", "is_active", "is_draining", "priority", "weight",
-                    "circuit", "orders_today", "success_rate_today", "credentials"]
+    # Fits 1280 px (tests/operations/test_staff_pages_fit.py): direction and currency in one column, the active and
+    # draining flags as one state, weight beside priority; credentials on the channel's own page only.
+    list_display = ["code", "adapter", "serves", "state", "route_priority", "circuit", "orders_today",
+                    "success_rate_today"]
     list_filter = ["adapter", "direction", "currency", "is_active", "is_draining"]
     search_fields = ["code", "name"]
     readonly_fields = ["circuit", "orders_today", "success_rate_today", "credentials", "webhook_path"]
+
+    @admin.display(description="Serves", ordering="currency")
+    def serves(self, obj: Channel) -> str:
+        return f"{obj.get_direction_display()} {obj.currency_id}"
+
+    @admin.display(description="State", ordering="-is_active")
+    def state(self, obj: Channel) -> str:
+        return "inactive" if not obj.is_active else "draining" if obj.is_draining else "active"
+
+    @admin.display(description="Priority (weight)", ordering="priority")
+    def route_priority(self, obj: Channel) -> str:
+        return f"{obj.priority} ({obj.weight})"
 
     # Health and volume (docs/channels.md, "Health"): read-only; draining is a field of the form, so asking for it
     # is a staff request like any other change of the channel.
@@ -74,7 +88,7 @@ class ChannelAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
     def orders_today(self, obj: Channel) -> str:
         return str(channel_volume_today(obj)["orders"]) if obj.pk else "-"
 
-    @admin.display(description="Success rate today")
+    @admin.display(description="Success today")
     def success_rate_today(self, obj: Channel) -> str:
         if not obj.pk:
             return "-"

@@ -51,6 +51,14 @@ class Channel(models.Model):
         if self.api_base_url and not settings.CHANNEL_API_BASE_URL_OVERRIDE:
             raise ValidationError({"api_base_url": "This deployment talks only to the upstream's own API root "
                                                    "(CHANNEL_API_BASE_URL_OVERRIDE is off); leave it empty."})
+        if self.min_amount is not None and self.max_amount is not None and self.min_amount > self.max_amount:
+            raise ValidationError({"max_amount": "The maximum is below the minimum."})
+        if self.bank_codes in (None, ""):
+            self.bank_codes = []
+        if not isinstance(self.bank_codes, list) or not all(isinstance(c, str) for c in self.bank_codes):
+            raise ValidationError({"bank_codes": 'A JSON list of bank codes, e.g. ["GCASH", "BDO"].'})
+        if self.bank_codes and self.direction != self.Direction.PAYOUT:
+            raise ValidationError({"bank_codes": "Only a payout channel serves bank codes."})
         self._adapter_check()
         self._upstream_check()
 
@@ -67,15 +75,6 @@ class Channel(models.Model):
         if self.is_active and (stored is None or any(getattr(stored, name) != getattr(self, name)
                                                      for name in self.UPSTREAM_CONFIGURATION)):
             channel_upstream_check(channel=self)
-
-        if self.min_amount is not None and self.max_amount is not None and self.min_amount > self.max_amount:
-            raise ValidationError({"max_amount": "The maximum is below the minimum."})
-        if self.bank_codes in (None, ""):
-            self.bank_codes = []
-        if not isinstance(self.bank_codes, list) or not all(isinstance(c, str) for c in self.bank_codes):
-            raise ValidationError({"bank_codes": 'A JSON list of bank codes, e.g. ["GCASH", "BDO"].'})
-        if self.bank_codes and self.direction != self.Direction.PAYOUT:
-            raise ValidationError({"bank_codes": "Only a payout channel serves bank codes."})
 
     def _adapter_check(self) -> None:
         from apps.channels.services import channel_adapter_check

@@ -7,7 +7,7 @@ from django.utils.html import format_html
 from apps.common.admin import order_no_cell
 from apps.common.formatting import utc_short
 from apps.common.stranded import stranded_list_filter
-from apps.currencies.formatting import format_minor, money
+from apps.currencies.formatting import money
 
 
 @admin.register(CollectionOrder)

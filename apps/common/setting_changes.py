@@ -13,7 +13,6 @@ import hashlib
 import json
 from collections.abc import Callable
 
-from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models

@@ -1,4 +1,3 @@
-from datetime import date
 
 from django import forms
 from django.contrib.auth import password_validation

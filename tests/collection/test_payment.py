@@ -10,7 +10,7 @@ from apps.collection.models import CollectionOrder
 from apps.collection.services import collection_expire, collection_notify_paid
 from apps.common.errors import DomainError
 from apps.ledger import selectors
-from apps.ledger.models import AccountKind, LedgerAccount, Posting
+from apps.ledger.models import AccountKind, Posting
 from tests.collection.conftest import balances, create_ok
 
 pytestmark = pytest.mark.django_db

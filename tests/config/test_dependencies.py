@@ -62,6 +62,22 @@ ALLOWED: dict[str, dict[str, str]] = {
         "collection": "above the domains: the operations overview reads today's pay-ins and pending settlement",
         "payout": "above the domains: the operations overview reads today's payouts and the review queue",
     },
+    "merchant_payouts": {  # a merchant's own payouts by hand (docs/portal.md); above payout, below the portal
+        "common": DOWN + "; the second factor asked again (step_up), the retry policy",
+        "channels": DOWN + "; a row is checked as payout/create checks it: the route and the bank code",
+        "merchants": REFERENCE + "; a batch belongs to a merchant and its people",
+        "payout": "each row goes through payout_create exactly as an API call (its serializer's field rules)",
+    },
+    "portal": {  # the merchant's own back office (docs/portal.md); at the top, as operations: no app imports it
+        "common": DOWN + "; the staff sign-in's second factor, audit",
+        "currencies": REFERENCE,
+        "merchants": REFERENCE + "; merchant users, keys and callback URLs",
+        "ledger": "the home page's balances and the statements",
+        "callbacks": "an order's callbacks with every attempt, the re-send, the test callback",
+        "collection": "the merchant's pay-ins",
+        "payout": "the merchant's payouts",
+        "merchant_payouts": "payouts by hand: the pages of the batches",
+    },
 }
 
 

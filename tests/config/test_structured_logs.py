@@ -12,7 +12,6 @@ import pytest
 from apps.payout.models import Payout
 from config.logging import formatter
 from tests.payout.conftest import fund, payout_params
-from tests.helpers import signed_post
 
 CREATE = "/openapi/v1/payout/create"
 

@@ -6,7 +6,7 @@ import json
 import pytest
 from django.core.management import call_command
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Sum
+from django.db.models import F
 
 from apps.ledger.models import AccountKind, Entry, Hold, LedgerAccount, Posting
 from apps.ledger.selectors import account_balance, ledger_verify, merchant_balances

@@ -13,7 +13,6 @@ from apps.callbacks.models import CallbackAttempt, CallbackEvent
 from apps.collection.services import collection_create, collection_notify_paid
 from apps.common.models import StaffRequest
 from apps.common.staff_requests import staff_request_create
-from apps.payout.models import Payout
 from tests.conftest import make_merchant
 from tests.helpers import screenshot
 from tests.payout.conftest import PHP_THRESHOLD, adapter_calls, fund, new_payout, payout_in, staff_user  # noqa: F401

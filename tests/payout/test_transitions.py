@@ -5,7 +5,7 @@ import pytest
 from apps.callbacks.models import CallbackEvent
 from apps.common.models import AuditLog
 from apps.ledger import selectors
-from apps.ledger.models import AccountKind, Hold, LedgerAccount
+from apps.ledger.models import AccountKind, Hold
 from apps.payout import services
 from apps.payout.models import Payout
 from tests.payout.conftest import (FUNDED, PHP_FEE, PHP_THRESHOLD, balances, money_snapshot, new_payout, payout_in,

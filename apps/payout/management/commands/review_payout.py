@@ -1,7 +1,7 @@
 from apps.common.management.json_command import JsonCommand
 from apps.payout.models import Payout
 from apps.payout.selectors import payout_query_data
-from apps.payout.services import PayoutActionRefused, PayoutNotFound, payout_approve, payout_reject
+from apps.payout.services import PayoutNotFound, payout_approve, payout_reject
 
 
 class Command(JsonCommand):
