@@ -91,6 +91,9 @@ class CollectionOrder(models.Model):
             # Orders still open, by expiry: the expiry task's scan and the stranded-order counts (apps/collection/
             # sweep.py), which read only the CREATED rows, however many orders are finished.
             models.Index(fields=["expire_at"], condition=Q(status="CREATED"), name="collection_open_by_expiry"),
+            # One merchant's orders newest first (the merchant portal's list, keyset on (created_at, id), its CSV and
+            # today's figures): a page reads a page of entries, however many orders this or another merchant has.
+            models.Index(fields=["merchant", "created_at", "id"], name="collection_by_merchant_created"),
         ]
 
     def __str__(self) -> str:

@@ -109,6 +109,9 @@ class Payout(models.Model):
             # The operations overview's reversals today: reversed payouts only (few), by reversal time.
             models.Index(fields=["reversed_at"], condition=Q(reversed_at__isnull=False),
                          name="payout_reversed_at_idx"),
+            # One merchant's payouts newest first (the merchant portal's list, keyset on (created_at, id), its CSV and
+            # today's figures): a page reads a page of entries, however many payouts this or another merchant has.
+            models.Index(fields=["merchant", "created_at", "id"], name="payout_by_merchant_created"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["platform_order_no"], name="payout_platform_order_no_unique"),

@@ -162,15 +162,20 @@ def decode_cursor(cursor: str) -> tuple[datetime, int] | None:
         return None
 
 
+def page_queryset(queryset: QuerySet, *, cursor: str = "") -> QuerySet:
+    """The rows after `cursor` (a bad cursor: from the start)."""
+    after = decode_cursor(cursor) if cursor else None
+    if after is None:
+        return queryset
+    moment, pk = after
+    return queryset.filter(Q(created_at__lt=moment) | Q(created_at=moment, pk__lt=pk))
+
+
 def page(queryset: QuerySet, *, cursor: str = "", size: int | None = None) -> tuple[list, str]:
     """One page of a list ordered newest first, after `cursor` (keyset: created_at, id; no OFFSET, so a page costs the
     same however deep), and the cursor of the next page ('' at the end)."""
     size = size or PAGE_SIZE
-    after = decode_cursor(cursor) if cursor else None
-    if after is not None:
-        moment, pk = after
-        queryset = queryset.filter(Q(created_at__lt=moment) | Q(created_at=moment, pk__lt=pk))
-    rows = list(queryset[:size + 1])
+    rows = list(page_queryset(queryset, cursor=cursor)[:size + 1])
     more = len(rows) > size
     rows = rows[:size]
     return rows, encode_cursor(rows[-1]) if more else ""
