@@ -270,3 +270,31 @@ def test_paymongo_classifies_its_failures_for_the_failover(both, shop):
         assert (found.outcome, found.reference) == ("pending", transfer["id"])
     finally:
         gate.stop()
+
+
+def test_a_reference_from_xendit_is_bound_with_xendits_channel_when_the_payout_moved_meanwhile(both, shop, monkeypatch,
+                                                                                           caplog, settings):
+    """The payout's race: Xendit takes the payout while another worker moved it to PayMongo. Xendit's reference is
+    bound with Xendit's channel, never to a payout that names PayMongo (reconciliation would ask PayMongo for it);
+    an operator is told; reconciliation asks Xendit and settles it."""
+    from apps.channels.xendit import XenditPayoutAdapter
+
+    real = XenditPayoutAdapter.start_disbursement
+
+    def taken_while_moved(self, *, payout):
+        reference = real(self, payout=payout)
+        Payout.objects.filter(pk=payout.pk).update(channel=both.p["payout"])  # the other worker's move
+        return reference
+
+    monkeypatch.setattr(XenditPayoutAdapter, "start_disbursement", taken_while_moved)
+    with caplog.at_level(logging.ERROR, logger="apps.payout.failover"):
+        payout = submit(payout_new(shop, amount=23_456, bank_code="BDO"))
+    [taken] = both.xendit.payouts_by_reference(payout.platform_order_no)
+    assert (payout.channel, payout.upstream_reference, payout.status) == (both.x["payout"], taken["id"],
+                                                                          Payout.Status.PROCESSING)
+    assert f"XENDIT_PHP_PAYOUT took it as {taken['id']} after it had moved" in caplog.text
+    assert both.paymongo.transfers_by_reference(payout.platform_order_no) == []
+    both.xendit.settle_payout(taken["id"], "SUCCEEDED")
+    settings.CHANNEL_RECONCILE_PAYOUT_AFTER_SECONDS = 0
+    assert channels_reconcile()["payouts"]["succeeded"] == [payout.platform_order_no]
+    assert balances(shop) == {"available": FUNDS - 23_456 - PHP_FEE, "settling": 0, "frozen": 0}
