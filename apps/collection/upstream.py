@@ -64,9 +64,9 @@ def collection_upstream_apply(*, state: PayinState, adapter: str) -> str | None:
 
 def _served_by(order: CollectionOrder, adapter: str) -> bool:
     """Whether the order is or was on a channel of that adapter: its channel now, the one its upstream payment was
-    recorded on (UpstreamPayin), or one the failover moved it away from (collection.failover in the audit log). A payment of ours at the channel it left (an invoice whose answer
-    was lost, opened before the move) is money the payer paid: recorded like any other (docs/channels.md, "Xendit
-    and PayMongo together"), never ignored."""
+    recorded on (UpstreamPayin), or one the failover moved it away from (collection.failover in the audit log). A
+    payment of ours at the channel it left (an invoice whose answer was lost, opened before the move) is money the
+    payer paid: recorded like any other (docs/channels.md, "Xendit and PayMongo together"), never ignored."""
     if order.channel.adapter == adapter:
         return True
     if UpstreamPayin.objects.filter(platform_order_no=order.platform_order_no, channel__adapter=adapter).exists():
