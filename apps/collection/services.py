@@ -19,7 +19,7 @@ from apps.callbacks.models import CallbackEvent
 from apps.callbacks.enqueue import callback_enqueue, collection_success_payload
 from apps.channels.base import UpstreamRejected, UpstreamUnavailable
 from apps.channels.environment import SANDBOX, ChannelNotAllowed, platform_environment
-from apps.channels.registry import payin_adapters
+from apps.channels.registry import payin_adapter, payin_adapters
 from apps.channels.routing import order_route
 from apps.collection.models import DEFAULT_EXPIRE_SECONDS, CollectionOrder
 from apps.collection.selectors import (
