@@ -86,8 +86,9 @@ class PayinAdapter(ABC):
         `platform_order_no` is the upstream idempotency key: every call for one order opens one upstream payment
         (or finds the one opened before) and returns the same upstream_reference."""
 
-    def payin_state(self, *, order, reference: str) -> PayinState:
-        """A real upstream's current view of the pay-in (reconciliation and webhooks). Sandbox: not asked."""
+    def payin_state(self, *, order, reference: str, channel=None) -> PayinState:
+        """A real upstream's current view of the pay-in (reconciliation and webhooks), asked of `channel` (the one the
+        payment was opened on: UpstreamPayin.channel), the order's own by default. Sandbox: not asked."""
         raise NotImplementedError
 
 

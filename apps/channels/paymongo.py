@@ -32,6 +32,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import requests
+import urllib3
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -43,6 +44,7 @@ from apps.channels.base import (
     PaymentStart,
     PayoutAdapter,
     PayoutState,
+    UpstreamDeclined,
     UpstreamRejected,
     UpstreamUnavailable,
 )
@@ -157,10 +159,16 @@ class PayMongoClient:
                 headers={"Content-Type": "application/json", "Accept": "application/json", **(headers or {})},
                 allow_redirects=False)
         except requests.RequestException as exc:
+            if _never_sent(exc):  # the connection was never made: nothing reached PayMongo
+                raise UpstreamDeclined(f"paymongo {method} {path}: {type(exc).__name__}") from None
             raise UpstreamUnavailable(f"paymongo {method} {path}: {type(exc).__name__}") from None
-        if response.status_code >= 500 or response.status_code in (401, 403, 408, 429):
-            # A 401/403 is our configuration (a wrong or revoked key), a 408/429 a moment's refusal of the request:
-            # none refuses the order, so it is retried later, never failed.
+        if response.status_code in (401, 403, 429):
+            # A 401/403 is our configuration (a wrong or revoked key), a 429 a moment's refusal of the request: none
+            # refuses the order (retried later, never failed), and PayMongo did nothing with it (docs/channels.md,
+            # "Failover": definitely not taken, as Xendit's).
+            raise UpstreamDeclined(f"paymongo {method} {path}: HTTP {response.status_code}")
+        if response.status_code >= 500 or response.status_code == 408:
+            # Ambiguous: the request may have been processed before the error (or the timeout) was answered.
             raise UpstreamUnavailable(f"paymongo {method} {path}: HTTP {response.status_code}")
         try:
             body = json.loads(response.content, parse_float=Decimal) if response.content else {}
@@ -173,6 +181,15 @@ class PayMongoClient:
         if not isinstance(body, dict):
             raise UpstreamUnavailable(f"paymongo {method} {path}: not a JSON object")
         return body
+
+
+def _never_sent(exc: requests.RequestException) -> bool:
+    """Whether the request certainly never reached the server: the TCP connection was refused or timed out (urllib3's
+    NewConnectionError is a ConnectTimeoutError). A reset or read timeout after sending is not (as Xendit's)."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    return isinstance(exc, requests.ConnectionError) and isinstance(reason, urllib3.exceptions.ConnectTimeoutError)
 
 
 def _error_code(body) -> str:
@@ -286,11 +303,11 @@ class PayMongoPayinAdapter(PayinAdapter):
                     logger.warning("pay-in %s: duplicate checkout session %s not expired (%s)", order, reference, exc)
         return PaymentStart(upstream_reference=opened.reference, redirect_url=opened.redirect_url)
 
-    def payin_state(self, *, order, reference: str) -> PayinState:
+    def payin_state(self, *, order, reference: str, channel=None) -> PayinState:
         """The session read back. A session still open after our order expired is expired upstream first (PayMongo
         sessions outlive our orders), so that no payer pays an expired order later; PayMongo refuses to expire one
         with a paid or ongoing payment, which is then read again and reported as it is."""
-        client = PayMongoClient(order.channel)
+        client = PayMongoClient(channel or order.channel)
         state = session_state(client.call("GET", f"{CHECKOUT_SESSIONS}/{reference}").get("data") or {})
         if state.outcome == "pending" and order.expire_at <= timezone.now():
             try:
@@ -353,11 +370,15 @@ class PayMongoPayoutAdapter(PayoutAdapter):
             answer = client.call("POST", "/v2/batch_transfers", payload={"data": {"attributes": {"transfers": [
                 transfer]}}}, headers={"Idempotency-Key": payout.platform_order_no})
         except UpstreamRejected as exc:
-            if exc.status == 404:  # Money Movement not enabled on the account: our configuration, not a refusal
-                raise UpstreamUnavailable(f"paymongo POST /v2/batch_transfers: HTTP 404 {exc.error_code}") from None
+            if exc.status == 404:  # Money Movement not enabled on the account: our configuration (refused as a whole)
+                raise UpstreamDeclined(f"paymongo POST /v2/batch_transfers: HTTP 404 {exc.error_code}") from None
             # A refusal of a re-submission proves nothing about the first submission (its answer may have been
             # lost): the order fails only when PayMongo lists no transfer of ours.
-            found = self._ours(payout, client, bic)
+            try:
+                found = self._ours(payout, client, bic)
+            except UpstreamDeclined as lookup:
+                # The lookup after the refusal was declined; that says nothing of whether a transfer of ours exists.
+                raise UpstreamUnavailable(str(lookup)) from None
             if found:
                 return found
             raise
@@ -417,6 +438,21 @@ class PayMongoPayoutAdapter(PayoutAdapter):
         account = usable[0]["source_account"]
         return {"number": str(account.get("number", "")), "name": str(account.get("name", "")),
                 "bic": str(account.get("bic", ""))}
+
+    def disbursement_lookup(self, *, payout) -> PayoutState:
+        """Any transfer listed under our reference_number, whatever its amount or account ('missing' only when PayMongo
+        answered and lists none): the failover's question (docs/channels.md, "Failover")."""
+        answer = PayMongoClient(payout.channel).call("GET", "/v2/transfers",
+                                                     params={"reference_number": payout.platform_order_no})
+        listed = answer.get("data")
+        if not isinstance(listed, list):
+            raise UpstreamUnavailable("paymongo GET /v2/transfers: no data list in the answer")
+        ours = [t for t in listed if isinstance(t, dict)
+                and str(_fields(t).get("reference_number", "")) == payout.platform_order_no]
+        if not ours:
+            return PayoutState(outcome="missing")
+        return PayoutState(outcome="pending", reference=str(ours[0].get("id", "")),
+                           upstream_status=str(_fields(ours[0]).get("status", "")).upper())
 
     def payout_state(self, *, payout) -> PayoutState:
         """The state of the transfer bound to the order (its upstream_reference); 'missing' before that is known."""

@@ -13,7 +13,7 @@ def bank_code_active(*, currency: str, code: str) -> BankCode | None:
 def upstream_payins_unfinished(*, adapters: list[str], opened_since: datetime) -> dict[str, UpstreamPayin]:
     """Pay-ins those adapters opened since then whose upstream status is not known final, by platform_order_no: the
     ones reconciliation still asks about."""
-    return {p.platform_order_no: p for p in upstream_payins_not_final().filter(
+    return {p.platform_order_no: p for p in upstream_payins_not_final().select_related("channel").filter(
         channel__adapter__in=adapters, created_at__gte=opened_since)}
 
 

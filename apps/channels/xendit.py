@@ -231,8 +231,8 @@ class XenditPayinAdapter(PayinAdapter):
                 return invoice
         return None
 
-    def payin_state(self, *, order, reference: str) -> PayinState:
-        invoice = XenditClient(order.channel).call("GET", f"/v2/invoices/{reference}")
+    def payin_state(self, *, order, reference: str, channel=None) -> PayinState:
+        invoice = XenditClient(channel or order.channel).call("GET", f"/v2/invoices/{reference}")
         return invoice_state(invoice, minor_unit=order.currency.minor_unit)
 
 

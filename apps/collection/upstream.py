@@ -12,13 +12,14 @@ from django.conf import settings
 from django.db import transaction
 
 from apps.channels.base import PayinState, UpstreamRejected, UpstreamUnavailable
-from apps.channels.models import Channel
+from apps.channels.models import Channel, UpstreamPayin
 from apps.channels.registry import payin_adapter, upstream_adapter_names
 from apps.channels.selectors import upstream_payins_unfinished
 from apps.channels.services import upstream_payin_status_record
 from apps.collection.models import CollectionOrder
 from apps.collection.services import collection_expire_locked, collection_paid_locked, lock_collection_order
 from apps.common.errors import DomainError
+from apps.common.models import AuditLog
 from apps.common.retry import retry_conflicts
 
 logger = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ def collection_upstream_apply(*, state: PayinState, adapter: str) -> str | None:
         order = lock_collection_order(platform_order_no=state.platform_order_no)
     except DomainError:
         order = None
-    if order is None or order.channel.adapter != adapter:
+    if order is None or not _served_by(order, adapter):
         # Not ours (another system on the same upstream account): acknowledged, ignored; Xendit need not retry.
         logger.warning("%s pay-in %r (upstream %s) is no order of ours; ignored", adapter, state.platform_order_no,
                        state.reference)
@@ -61,6 +62,20 @@ def collection_upstream_apply(*, state: PayinState, adapter: str) -> str | None:
     return None
 
 
+def _served_by(order: CollectionOrder, adapter: str) -> bool:
+    """Whether the order is or was on a channel of that adapter: its channel now, the one its upstream payment was
+    recorded on (UpstreamPayin), or one the failover moved it away from (collection.failover in the audit log). A
+    payment of ours at the channel it left (an invoice whose answer was lost, opened before the move) is money the
+    payer paid: recorded like any other (docs/channels.md, "Xendit and PayMongo together"), never ignored."""
+    if order.channel.adapter == adapter:
+        return True
+    if UpstreamPayin.objects.filter(platform_order_no=order.platform_order_no, channel__adapter=adapter).exists():
+        return True  # opened there while a failover moved the order (collection_payment_start's race)
+    left = AuditLog.objects.filter(action="collection.failover", object_type=order._meta.label_lower,
+                                   object_id=str(order.pk)).values_list("old__channel", flat=True)
+    return Channel.objects.filter(code__in=[code for code in left if code], adapter=adapter).exists()
+
+
 def collection_upstream_reconcile(*, now: datetime) -> tuple[dict, list[dict]]:
     """Ask the upstreams about pay-ins whose expiry passed less than CHANNEL_RECONCILE_PAYIN_WINDOW_SECONDS ago and
     whose upstream payment is not known final (CREATED or EXPIRED orders: a payment whose webhook was lost is
@@ -78,9 +93,12 @@ def collection_upstream_reconcile(*, now: datetime) -> tuple[dict, list[dict]]:
     for order in orders:
         result["checked"] += 1
         try:
-            state = payin_adapter(order.channel).payin_state(order=order,
-                                                             reference=opened[order.platform_order_no].reference)
-            change = collection_upstream_apply(state=state, adapter=order.channel.adapter)
+            # Asked of the channel the payment was opened on, which may not be the order's now (opened on A while
+            # a failover moved the order to B: collection_payment_start's race).
+            upstream = opened[order.platform_order_no]
+            state = payin_adapter(upstream.channel).payin_state(order=order, reference=upstream.reference,
+                                                                channel=upstream.channel)
+            change = collection_upstream_apply(state=state, adapter=upstream.channel.adapter)
         except (UpstreamUnavailable, UpstreamRejected) as exc:
             errors.append({"platform_order_no": order.platform_order_no, "error": str(exc)})
             continue

@@ -68,8 +68,21 @@ def payout_send(*, payout: Payout, first: bool) -> Payout:
             breaker_record(channel=channel, ok=False, reason=str(exc))
             raise
         breaker_record(channel=channel, ok=True)  # an answer, a refusal of the payee's account included
-        # Only this column: a concurrent channel result may already have moved the status.
-        Payout.objects.filter(pk=payout.pk, upstream_reference="").update(upstream_reference=reference)
+        # Only these columns: a concurrent channel result may already have moved the status. The reference is bound
+        # with the channel that answered it, so that reconciliation and webhooks ask the upstream that holds it: a
+        # concurrent worker may have moved the payout meanwhile (its move saw no reference yet); then the payout is
+        # the disbursement this channel took, put back on it, and an operator is told (the other worker's own
+        # submission, if it made one, finds the reference bound and binds nothing).
+        current_channel = Payout.objects.filter(pk=payout.pk).values_list("channel_id", flat=True).first()
+        bound = Payout.objects.filter(pk=payout.pk, upstream_reference="").update(upstream_reference=reference,
+                                                                                 channel=channel)
+        if bound and reference and current_channel != channel.pk:
+            logger.error("payout %s: %s took it as %s after it had moved to channel %s; bound to %s, the channel that "
+                         "holds it; an operator must check the other channel", payout, channel.code, reference,
+                         current_channel, channel.code)
+            audit.record(actor=None, actor_label="system", action="payout.failover", obj=payout,
+                         old={"channel_id": current_channel}, new={"channel": channel.code},
+                         reason=f"{channel.code} took it as {reference}")
         payout.upstream_reference = reference
         logger.info("payout %s submitted to %s as %s", payout, channel.code, reference)
         return payout
