@@ -27,15 +27,13 @@ import hmac
 import json
 import logging
 import time
-from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import requests
 import urllib3
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
 from django.utils import timezone
 
 from apps.channels.base import (
@@ -48,8 +46,9 @@ from apps.channels.base import (
     UpstreamRejected,
     UpstreamUnavailable,
 )
-from apps.channels.models import Channel, UpstreamPayin, UpstreamSubmissionLease
+from apps.channels.models import Channel, UpstreamPayin
 from apps.channels.registry import payin_handlers, payout_handlers, register_payin, register_payout
+from apps.channels.submission import one_submission_at_a_time
 
 logger = logging.getLogger(__name__)
 
@@ -81,44 +80,6 @@ RECEIVING_INSTITUTIONS = {
 # Transfer statuses as documented: pending (InstaPay: up to 20 minutes; PESONet: a day), succeeded, failed ("safe to
 # retry": for us the order fails and the merchant may send a new one).
 TRANSFER_OUTCOMES = {"pending": "pending", "succeeded": "paid", "failed": "failed"}
-
-
-@contextmanager
-def _one_submission_at_a_time(platform_order_no: str):
-    """A lease on the order number (UpstreamSubmissionLease) around "look the transfer up, then create it": two of our
-    workers submitting one payout at once (two re-submission tasks of a stale payout) cannot both find nothing and
-    both send, whether or not PayMongo honours the Idempotency-Key. The second waits for the first to finish, then
-    finds its transfer. Claimed and released in short transactions of their own: no HTTP call runs inside a
-    transaction, and nothing is held on a pooled connection (PgBouncer's transaction pooling). A lease whose holder
-    died expires after SUBMISSION_LEASE_CALLS HTTP timeouts; waiting longer than that answers UpstreamUnavailable."""
-    lease = timedelta(seconds=settings.CHANNEL_HTTP_TIMEOUT_SECONDS * SUBMISSION_LEASE_CALLS)
-    deadline = time.monotonic() + lease.total_seconds()
-    while True:
-        until = _lease_claim(platform_order_no, lease)
-        if until is not None:
-            break
-        if time.monotonic() > deadline:
-            raise UpstreamUnavailable(f"another submission of {platform_order_no} is still under way")
-        time.sleep(0.05)
-    try:
-        yield
-    finally:
-        UpstreamSubmissionLease.objects.filter(platform_order_no=platform_order_no, leased_until=until).update(
-            leased_until=timezone.now())
-
-
-def _lease_claim(platform_order_no: str, lease: timedelta) -> datetime | None:
-    """The lease's new expiry if this call took it (free, or its holder's time ran out), else None."""
-    now = timezone.now()
-    until = now + lease
-    with transaction.atomic():
-        _, created = UpstreamSubmissionLease.objects.get_or_create(platform_order_no=platform_order_no,
-                                                                   defaults={"leased_until": until})
-    if created:
-        return until
-    taken = UpstreamSubmissionLease.objects.filter(platform_order_no=platform_order_no,
-                                                   leased_until__lte=now).update(leased_until=until)
-    return until if taken else None
 
 
 def receiving_institution(bank_code: str) -> str | None:
@@ -352,7 +313,7 @@ class PayMongoPayoutAdapter(PayoutAdapter):
             raise UpstreamRejected(f"bank code {payout.bank_code} is no PayMongo receiving institution", status=400,
                                    error_code="receiving_institution_not_supported")
         client = PayMongoClient(payout.channel)
-        with _one_submission_at_a_time(payout.platform_order_no):
+        with one_submission_at_a_time(payout.platform_order_no, calls=SUBMISSION_LEASE_CALLS):
             found = self._ours(payout, client, bic)
             if found:
                 return found

@@ -24,6 +24,7 @@ from apps.channels.health import breaker_record, channel_sendable
 from apps.channels.models import Channel
 from apps.channels.registry import payout_adapter
 from apps.channels.routing import route_next
+from apps.channels.submission import one_submission_at_a_time
 from apps.common import audit
 from apps.common.retry import retry_conflicts
 from apps.payout.models import Payout
@@ -31,11 +32,31 @@ from apps.payout.models import Payout
 logger = logging.getLogger(__name__)
 
 
+# The lease of one whole send: up to MOVES turns, each a few HTTP calls (PayMongo: lookup, wallets, create).
+MOVES = 8
+SEND_LEASE_CALLS = 4 * MOVES
+
+
 def payout_send(*, payout: Payout, first: bool) -> Payout:
     """Hand a PROCESSING payout without an upstream reference to its channel's adapter, outside any transaction,
     failing over as the module says. `first`: nothing was sent for it yet (payout_submit's first submission).
-    Raises UpstreamUnavailable when it was not taken and stays where it is (the sweeper sends it again)."""
-    for _ in range(8):  # each turn moves the payout to another channel; a bound against a ping-pong
+    Raises UpstreamUnavailable when it was not taken and stays where it is (the sweeper sends it again).
+
+    One worker at a time sends a given payout (apps.channels.submission): two senders at once (a submission task
+    and the sweeper's re-submission) could otherwise each reach a different upstream, one clearing the "declined"
+    mark while its request is in flight and the other moving the payout on the strength of its own refusal. The
+    second sender does not wait: it raises UpstreamUnavailable and the sweeper sends the payout again later, when it
+    sees what the first did."""
+    with one_submission_at_a_time(f"send:{payout.platform_order_no}", calls=SEND_LEASE_CALLS, wait=False):
+        payout.refresh_from_db(fields=["status", "upstream_reference", "channel", "channel_declined_at",
+                                       "submitted_at", "route_reason"])
+        if payout.status != Payout.Status.PROCESSING or payout.upstream_reference:
+            return payout  # answered, or taken by the sender before us
+        return _payout_send_leased(payout=payout, first=first)
+
+
+def _payout_send_leased(*, payout: Payout, first: bool) -> Payout:
+    for _ in range(MOVES):  # each turn moves the payout to another channel; a bound against a ping-pong
         channel = payout.channel
         if not channel_sendable(channel):
             movable = first or payout.channel_declined_at is not None or _nothing_there(payout)

@@ -271,3 +271,34 @@ def test_outages_slowness_and_recovery_at_both_upstreams_pay_every_payout_exactl
     assert len(channels_reconcile()["payouts"]["succeeded"]) == len(payouts)
     assert balances(shop) == {"available": FUNDS - sum(p.amount + PHP_FEE for p in payouts), "settling": 0,
                               "frozen": 0}
+
+
+def test_a_second_sender_arriving_while_a_payout_is_in_flight_sends_nothing_anywhere(upstreams, shop, monkeypatch):
+    """Two senders of one payout at once (the submission task and the sweeper's re-submission) could each reach a
+    different upstream: one clearing the 'declined' mark while its request is in flight, the other moving the payout
+    on the strength of its own refusal. One sender at a time: the second arrives while the first is inside the
+    upstream call, sends nothing, and the payout is one disbursement."""
+    from apps.channels.base import UpstreamUnavailable
+    from apps.channels.xendit import XenditPayoutAdapter
+    from apps.payout.failover import payout_send
+
+    a, b = upstreams
+    payout = payout_new(shop, amount=12_000)
+    calls, second = [], []
+    original = XenditPayoutAdapter.start_disbursement
+
+    def in_flight(self, *, payout):
+        calls.append(payout.channel.code)
+        if len(calls) == 1:  # the second sender arrives now, with the first's request under way
+            try:
+                payout_send(payout=Payout.objects.select_related("channel").get(pk=payout.pk), first=False)
+            except UpstreamUnavailable as exc:
+                second.append(str(exc))
+        return original(self, payout=payout)
+
+    monkeypatch.setattr(XenditPayoutAdapter, "start_disbursement", in_flight)
+    payout = submit(payout)
+    assert second and "still under way" in second[0]
+    assert calls == ["XENDIT_A_PHP_PAYOUT"]  # the second sender called no upstream
+    [(code, disbursement)] = once_across(upstreams, payout)
+    assert code == payout.channel.code == "XENDIT_A_PHP_PAYOUT" and disbursement["id"] == payout.upstream_reference
