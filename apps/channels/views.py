@@ -23,26 +23,8 @@ logger = logging.getLogger(__name__)
 def xendit_webhook(request, channel_code: str):
     """POST /channels/xendit/<channel_code>/webhook: 200 once applied (or nothing to apply), 403 on a bad token,
     503 when Xendit's API could not be asked (Xendit retries; reconciliation resolves what stays open)."""
-    channel = Channel.objects.filter(code=channel_code, adapter=XENDIT).first()
-    if channel is None:
-        return JsonResponse({"error": "unknown channel"}, status=404)
-    try:
-        (payin_adapter if channel.direction == Channel.Direction.PAYIN else payout_adapter)(channel)
-        done = xendit_webhook_handle(channel=channel, token=request.headers.get("x-callback-token", ""),
-                                     body=request.body)
-    except WebhookRefused:
-        logger.warning("xendit webhook for %s refused: bad x-callback-token", channel_code)
-        return JsonResponse({"error": "forbidden"}, status=403)
-    except ChannelNotAllowed as exc:
-        return JsonResponse({"error": str(exc)}, status=404)
-    except UpstreamUnavailable as exc:
-        logger.warning("xendit webhook for %s: %s; left for the retry or reconciliation", channel_code, exc)
-        return JsonResponse({"error": "upstream unavailable"}, status=503)
-    except UpstreamRejected as exc:
-        logger.warning("xendit webhook for %s not applied: %s", channel_code, exc)
-        return JsonResponse({"error": str(exc)}, status=exc.status if 400 <= exc.status < 500 else 400)
-    logger.info("xendit webhook for %s: %s", channel_code, done)
-    return JsonResponse({"ok": True, **done})
+    return _webhook(channel_code, adapter=XENDIT, refused=WebhookRefused, handle=lambda channel: xendit_webhook_handle(
+        channel=channel, token=request.headers.get("x-callback-token", ""), body=request.body))
 
 
 @csrf_exempt
@@ -51,23 +33,30 @@ def paymongo_webhook(request, channel_code: str):
     """POST /channels/paymongo/<channel_code>/webhook: 200 once applied (or nothing to apply), 403 on a missing, wrong or
     stale Paymongo-Signature or an event of the other mode, 503 when PayMongo's API could not be asked (PayMongo
     retries; reconciliation resolves what stays open)."""
-    channel = Channel.objects.filter(code=channel_code, adapter=PAYMONGO).first()
+    return _webhook(channel_code, adapter=PAYMONGO, refused=PayMongoWebhookRefused,
+                    handle=lambda channel: paymongo_webhook_handle(
+                        channel=channel, signature=request.headers.get("Paymongo-Signature", ""), body=request.body))
+
+
+def _webhook(channel_code: str, *, adapter: str, refused: type[Exception], handle) -> JsonResponse:
+    """The answer to an upstream's webhook for one of its channels: 404 unknown channel (or one this deployment may
+    not use), 403 refused by the adapter's check, 503 the upstream could not be asked, 4xx the object is refused."""
+    channel = Channel.objects.filter(code=channel_code, adapter=adapter).first()
     if channel is None:
         return JsonResponse({"error": "unknown channel"}, status=404)
     try:
         (payin_adapter if channel.direction == Channel.Direction.PAYIN else payout_adapter)(channel)
-        done = paymongo_webhook_handle(channel=channel, signature=request.headers.get("Paymongo-Signature", ""),
-                                       body=request.body)
-    except PayMongoWebhookRefused as exc:
-        logger.warning("paymongo webhook for %s refused: %s", channel_code, exc)
+        done = handle(channel)
+    except refused as exc:
+        logger.warning("%s webhook for %s refused: %s", adapter, channel_code, exc or "bad credentials")
         return JsonResponse({"error": "forbidden"}, status=403)
     except ChannelNotAllowed as exc:
         return JsonResponse({"error": str(exc)}, status=404)
     except UpstreamUnavailable as exc:
-        logger.warning("paymongo webhook for %s: %s; left for the retry or reconciliation", channel_code, exc)
+        logger.warning("%s webhook for %s: %s; left for the retry or reconciliation", adapter, channel_code, exc)
         return JsonResponse({"error": "upstream unavailable"}, status=503)
     except UpstreamRejected as exc:
-        logger.warning("paymongo webhook for %s not applied: %s", channel_code, exc)
+        logger.warning("%s webhook for %s not applied: %s", adapter, channel_code, exc)
         return JsonResponse({"error": str(exc)}, status=exc.status if 400 <= exc.status < 500 else 400)
-    logger.info("paymongo webhook for %s: %s", channel_code, done)
+    logger.info("%s webhook for %s: %s", adapter, channel_code, done)
     return JsonResponse({"ok": True, **done})

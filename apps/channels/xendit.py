@@ -27,8 +27,6 @@ import logging
 from datetime import datetime
 from decimal import Decimal
 
-import requests
-import urllib3
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils import timezone
@@ -45,7 +43,13 @@ from apps.channels.base import (
     UpstreamUnavailable,
 )
 from apps.channels.models import BankCode, Channel, UpstreamPayin
-from apps.channels.registry import payin_handlers, payout_handlers, register_payin, register_payout
+from apps.channels.registry import (
+    payin_handlers,
+    payout_handlers,
+    register_payin,
+    register_payout,
+)
+from apps.channels.upstream_http import upstream_call
 
 logger = logging.getLogger(__name__)
 
@@ -102,42 +106,10 @@ class XenditClient:
 
     def call(self, method: str, path: str, *, payload: dict | None = None, params: dict | None = None,
              headers: dict | None = None):
-        try:
-            response = requests.request(
-                method, self.base_url + path, params=params, auth=self.auth,
-                timeout=settings.CHANNEL_HTTP_TIMEOUT_SECONDS,
-                data=_wire_json(payload) if payload is not None else None,
-                headers={"Content-Type": "application/json", "Accept": "application/json", **(headers or {})},
-                allow_redirects=False)
-        except requests.RequestException as exc:
-            if _never_sent(exc):  # the connection was never made: nothing reached Xendit
-                raise UpstreamDeclined(f"xendit {method} {path}: {type(exc).__name__}") from None
-            raise UpstreamUnavailable(f"xendit {method} {path}: {type(exc).__name__}") from None
-        if response.status_code in (401, 403, 429):
-            # A 401/403 is our configuration (a wrong or revoked key), a 429 (RATE_LIMIT_EXCEEDED) a moment's refusal
-            # of the request: none refuses the order (retried later, never failed), and Xendit did nothing with it.
-            raise UpstreamDeclined(f"xendit {method} {path}: HTTP {response.status_code}")
-        if response.status_code >= 500 or response.status_code == 408:
-            # Ambiguous: the request may have been processed before the error (or the timeout) was answered.
-            raise UpstreamUnavailable(f"xendit {method} {path}: HTTP {response.status_code}")
-        try:
-            body = json.loads(response.content, parse_float=Decimal) if response.content else {}
-        except ValueError:
-            raise UpstreamUnavailable(f"xendit {method} {path}: HTTP {response.status_code}, not JSON") from None
-        if response.status_code >= 400:
-            code = body.get("error_code", "") if isinstance(body, dict) else ""
-            raise UpstreamRejected(f"xendit {method} {path}: HTTP {response.status_code} {code}",
-                                   status=response.status_code, error_code=code)
+        body = upstream_call(upstream="xendit", method=method, base_url=self.base_url, path=path, auth=self.auth,
+                             data=_wire_json(payload) if payload is not None else None, params=params, headers=headers,
+                             error_code=lambda body: body.get("error_code", "") if isinstance(body, dict) else "")
         return body
-
-
-def _never_sent(exc: requests.RequestException) -> bool:
-    """Whether the request certainly never reached the server: the TCP connection was refused or timed out (urllib3's
-    NewConnectionError is a ConnectTimeoutError). A reset or read timeout after sending is not."""
-    if isinstance(exc, requests.ConnectTimeout):
-        return True
-    reason = getattr(exc.args[0], "reason", None) if exc.args else None
-    return isinstance(exc, requests.ConnectionError) and isinstance(reason, urllib3.exceptions.ConnectTimeoutError)
 
 
 def _parse_time(value) -> datetime | None:
