@@ -20,10 +20,11 @@ from apps.channels.models import UpstreamSubmissionLease
 
 @contextmanager
 def one_submission_at_a_time(key: str, *, calls: int, wait: bool = True):
-    """Hold the lease on `key` (an order number, or a prefixed one) for the block. The lease lasts `calls` HTTP
-    timeouts (CHANNEL_HTTP_TIMEOUT_SECONDS): the most the block's calls can take. A second worker waits for the
-    first to finish (then sees what it did), or with `wait=False` gives up at once; either way a lease it cannot
-    have raises UpstreamUnavailable, so the caller retries later as after any ambiguous failure."""
+    """Hold the lease on `key` (an order number, or a prefixed one) for the block, which receives `renew`: the lease
+    lasts `calls` HTTP timeouts (CHANNEL_HTTP_TIMEOUT_SECONDS) from its claim or its last renew(), so a block that
+    makes several rounds of calls renews it before each, and a holder that died frees it within one round. A second
+    worker waits for the first to finish (then sees what it did), or with `wait=False` gives up at once; either way a
+    lease it cannot have raises UpstreamUnavailable, so the caller retries later as after any ambiguous failure."""
     lease = timedelta(seconds=settings.CHANNEL_HTTP_TIMEOUT_SECONDS * calls)
     deadline = time.monotonic() + lease.total_seconds()
     while True:
@@ -33,10 +34,19 @@ def one_submission_at_a_time(key: str, *, calls: int, wait: bool = True):
         if not wait or time.monotonic() > deadline:
             raise UpstreamUnavailable(f"another submission of {key} is still under way")
         time.sleep(0.05)
+    held = [until]
+
+    def renew() -> None:
+        later = timezone.now() + lease
+        if not UpstreamSubmissionLease.objects.filter(platform_order_no=key, leased_until=held[0]).update(
+                leased_until=later):
+            raise UpstreamUnavailable(f"the lease on {key} ran out and was taken")
+        held[0] = later
+
     try:
-        yield
+        yield renew
     finally:
-        UpstreamSubmissionLease.objects.filter(platform_order_no=key, leased_until=until).update(
+        UpstreamSubmissionLease.objects.filter(platform_order_no=key, leased_until=held[0]).update(
             leased_until=timezone.now())
 
 

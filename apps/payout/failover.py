@@ -32,9 +32,10 @@ from apps.payout.models import Payout
 logger = logging.getLogger(__name__)
 
 
-# The lease of one whole send: up to MOVES turns, each a few HTTP calls (PayMongo: lookup, wallets, create).
+# Turns of a send (each a move to another channel), and the lease renewed before each: one turn's HTTP calls at most
+# (PayMongo: lookup, wallets, create, the lookup again), so a sender killed mid-send frees the payout within a minute.
 MOVES = 8
-SEND_LEASE_CALLS = 4 * MOVES
+SEND_LEASE_CALLS = 4
 
 
 def payout_send(*, payout: Payout, first: bool) -> Payout:
@@ -47,16 +48,18 @@ def payout_send(*, payout: Payout, first: bool) -> Payout:
     mark while its request is in flight and the other moving the payout on the strength of its own refusal. The
     second sender does not wait: it raises UpstreamUnavailable and the sweeper sends the payout again later, when it
     sees what the first did."""
-    with one_submission_at_a_time(f"send:{payout.platform_order_no}", calls=SEND_LEASE_CALLS, wait=False):
+    with one_submission_at_a_time(f"send:{payout.platform_order_no}", calls=SEND_LEASE_CALLS,
+                                  wait=False) as renew:
         payout.refresh_from_db(fields=["status", "upstream_reference", "channel", "channel_declined_at",
                                        "submitted_at", "route_reason"])
         if payout.status != Payout.Status.PROCESSING or payout.upstream_reference:
             return payout  # answered, or taken by the sender before us
-        return _payout_send_leased(payout=payout, first=first)
+        return _payout_send_leased(payout=payout, first=first, renew=renew)
 
 
-def _payout_send_leased(*, payout: Payout, first: bool) -> Payout:
-    for _ in range(MOVES):  # each turn moves the payout to another channel; a bound against a ping-pong
+def _payout_send_leased(*, payout: Payout, first: bool, renew) -> Payout:
+    for _ in range(MOVES):
+        renew()  # each turn moves the payout to another channel; a bound against a ping-pong
         channel = payout.channel
         if not channel_sendable(channel):
             movable = first or payout.channel_declined_at is not None or _nothing_there(payout)

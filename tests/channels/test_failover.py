@@ -302,3 +302,26 @@ def test_a_second_sender_arriving_while_a_payout_is_in_flight_sends_nothing_anyw
     assert calls == ["XENDIT_A_PHP_PAYOUT"]  # the second sender called no upstream
     [(code, disbursement)] = once_across(upstreams, payout)
     assert code == payout.channel.code == "XENDIT_A_PHP_PAYOUT" and disbursement["id"] == payout.upstream_reference
+
+
+def test_a_sender_killed_mid_send_frees_the_payout_within_one_rounds_lease(upstreams, shop, settings):
+    """A worker killed while sending leaves its lease behind; the next sender (the sweeper's) may send once the lease
+    of one round of calls has run out, not after the whole failover's worth (the soak left a payout PROCESSING for
+    eight minutes so)."""
+    import time
+
+    from apps.channels.submission import one_submission_at_a_time
+    from apps.payout.failover import SEND_LEASE_CALLS
+
+    payout = payout_new(shop, amount=13_000)
+    timeout = settings.CHANNEL_HTTP_TIMEOUT_SECONDS
+    settings.CHANNEL_HTTP_TIMEOUT_SECONDS = 0.05
+    dead = one_submission_at_a_time(f"send:{payout.platform_order_no}", calls=SEND_LEASE_CALLS, wait=False)
+    dead.__enter__()  # the killed sender: claimed, never released
+    settings.CHANNEL_HTTP_TIMEOUT_SECONDS = timeout
+    assert submit(payout).upstream_reference == ""  # its lease still runs: nothing sent
+    time.sleep(0.05 * SEND_LEASE_CALLS + 0.1)
+    backdate(payout, seconds=120)  # the sweeper's re-submission, RESUBMIT_AFTER later
+    payout = submit(payout)
+    [(code, disbursement)] = once_across(upstreams, payout)
+    assert code == payout.channel.code and disbursement["id"] == payout.upstream_reference
