@@ -3,7 +3,8 @@
 Creates a fresh PostgreSQL database, bootstraps it, creates merchants with real RSA keys and balances,
 serves the app with gunicorn (production settings, DEBUG off, Redis), then for each endpoint replays
 pre-signed bodies (each with a fresh nonce) at a fixed concurrency and prints requests/s, p50/p99 latency
-and the error count, with each endpoint's ratio to a reference view (verify one signature, insert one row).
+and the error count, with each endpoint's ratio to a reference view (verify one signature, insert one row),
+measured right before and right after each row (the host's speed drifts within minutes).
 Then the pay-in success path (the sandbox channel's paid notification, the hosted page's Pay, to the posted
 credit) for orders of 100 merchants, directly and with PgBouncer in transaction pooling between the app and
 PostgreSQL. Also measures callback delivery throughput of one worker process to a local receiver.
@@ -77,6 +78,8 @@ class Bench:
         self.procs: list[subprocess.Popen] = []
         self.pgbouncer_proc: subprocess.Popen | None = None
         self.results: list[dict] = []
+        self.reference_runs: list[dict] = []  # every reference run's result, in order
+        self.fresh_reference: float | None = None  # the last one, while nothing ran after it in the same server
 
     # ---- set-up -------------------------------------------------------------------------------------
     def manage(self, *argv: str) -> str:
@@ -129,6 +132,7 @@ class Bench:
             "priority": 200})
 
     def start_server(self, env: dict | None = None) -> None:
+        self.fresh_reference = None
         cmd = [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
                "--workers", str(self.args.workers), "--worker-class", self.args.worker_class,
                "--threads", str(self.args.threads),
@@ -200,9 +204,9 @@ class Bench:
 
     # ---- load --------------------------------------------------------------------------------------
     def wrk(self, name: str, path: str, bodies: Path, count: int, script: str = "wrk_bodies.lua",
-            script_args: tuple[str, ...] = (), more: str = "--bodies") -> dict:
+            script_args: tuple[str, ...] = (), more: str = "--bodies", record: bool = True) -> dict:
         """`count` bodies (or paths) in `bodies` replayed by wrk with `script`; `more` is the option that raises
-        `count` when the run used them all."""
+        `count` when the run used them all. A row of the table when `record`, else a reference bracket."""
         threads = 2
         cmd = ["wrk", "-t", str(threads), "-c", str(self.args.connections), "-d", f"{self.args.duration}s",
                "--latency", "-s", str(ROOT / "bench" / script), self.base + path, "--",
@@ -224,9 +228,32 @@ class Bench:
         }
         if out.stderr.strip() and self.args.verbose:
             print(out.stderr.strip()[:600], file=sys.stderr)
-        self.results.append(result)
+        if record:
+            self.results.append(result)
         print(f"  {name:<42} {result['rps']:8.1f} req/s  p50 {result['p50_ms']:6.1f} ms  "
               f"p99 {result['p99_ms']:6.1f} ms  errors {result['errors']}", file=sys.stderr)
+        return result
+
+    # ---- the reference, measured around every row ---------------------------------------------------------
+    # This host's speed moves by up to a factor of two within minutes (docs/performance.md, 2026-11-26), more than
+    # any change measured here; a ratio to one reference run made minutes before a row measured that drift. Each
+    # row's ratio is to the reference measured right before and right after it (their mean), in the same server
+    # (the PgBouncer row's reference goes through PgBouncer too).
+    def reference(self) -> float:
+        """One reference run now (not a row of the table); its rate, remembered as fresh until the server restarts."""
+        result = self.wrk("reference (bracket)", "/bench/reference", self.reference_bodies, self.args.bodies,
+                          record=False)
+        self.reference_runs.append(result)
+        self.fresh_reference = result["rps"]
+        return result["rps"]
+
+    def bracketed(self, measure) -> dict:
+        """`measure()` (a row's result), with `reference_rps`: the mean of the reference runs right before and right
+        after it."""
+        before = self.fresh_reference or self.reference()
+        result = measure()
+        self.fresh_reference = None
+        result["reference_rps"] = (before + self.reference()) / 2
         return result
 
     def run_http(self) -> None:
@@ -262,11 +289,15 @@ class Bench:
             ]
         print(f"signing {n} bodies per endpoint ...", file=sys.stderr)
         wanted = [w.strip() for w in self.args.only.split(",") if w.strip()]
-        for name, path, make in scenarios:
-            if wanted and not name.startswith("reference") and not any(name.startswith(w) for w in wanted):
+        (_, _, make_reference), *rows = scenarios
+        self.reference_bodies = self.write_bodies("reference", n, make_reference)
+        for name, path, make in rows:
+            if wanted and not any(name.startswith(w) for w in wanted):
                 continue
             bodies = self.write_bodies(name.split()[0].replace("/", "_"), n, make)
-            self.wrk(name, path, bodies, n)
+            self.bracketed(lambda: self.wrk(name, path, bodies, n))  # noqa: B023 - called at once
+        if not self.reference_runs:
+            self.reference()
         if not wanted or any("pay-in success".startswith(w) for w in wanted):
             self.run_payin()
 
@@ -278,13 +309,13 @@ class Bench:
         pooling (DATABASE_POOLER=pgbouncer-transaction), one server connection per gunicorn worker."""
         n = self.args.payin_orders
         merchants = self.payin_merchants()
-        self.wrk_pay(f"pay-in success ({len(merchants)} merchants)", n)
+        self.bracketed(lambda: self.wrk_pay(f"pay-in success ({len(merchants)} merchants)", n))
 
         bouncer = self.start_pgbouncer()
         self.stop_server()
         self.start_server({**self.env, "DATABASE_URL": bouncer.url(), "DATABASE_POOLER": "pgbouncer-transaction"})
         before = bouncer.stats()["total_xact_count"]
-        self.wrk_pay(f"pay-in success ({len(merchants)} merchants, PgBouncer)", n)
+        self.bracketed(lambda: self.wrk_pay(f"pay-in success ({len(merchants)} merchants, PgBouncer)", n))
         carried = bouncer.stats()["total_xact_count"] - before
         print(f"  {'':42} {carried} transactions through PgBouncer "
               f"({len(bouncer.clients())} client connections)", file=sys.stderr)
@@ -360,8 +391,17 @@ class Bench:
                                                      self.args.callback_backlog)):
             if name != "empty backlog" and not backlog:
                 continue
-            result = results[name] = self.measure_callbacks(events=self.args.callback_events, timeout=120,
-                                                            backlog=backlog)
+            # The reference around each row is served directly (not through the PgBouncer of the row before); the
+            # web server stops while the worker is measured (measure_callbacks) and starts again for the one after.
+            self.stop_server()
+            self.start_server()
+
+            def measure(backlog=backlog):
+                result = self.measure_callbacks(events=self.args.callback_events, timeout=120, backlog=backlog)
+                self.start_server()
+                return result
+
+            result = results[name] = self.bracketed(measure)
             print(f"  {'callback delivery (1 worker, ' + name + ')':<42} {result['events_per_s']:8.1f} events/s "
                   f"({result['delivered']}/{result['events']} delivered, worker "
                   f"{result.get('worker_cpu_ms_per_event', 0):.2f} ms CPU/event, PostgreSQL "
@@ -387,25 +427,33 @@ class Bench:
     def report(self, callbacks: dict | None) -> None:
         """The table; callback rows in events/s, with their ratio to the reference view's req/s (floor 0.3) and the
         backlog row's ratio to the empty one (floor 0.9: within 10 %)."""
-        ceiling = self.results[0]["rps"]
         print()
         print(f"make bench  {time.strftime('%Y-%m-%d %H:%M %Z')}  concurrency {self.args.connections}, "
               f"{self.args.duration}s per endpoint, gunicorn {self.args.workers}x{self.args.threads} "
               f"{self.args.worker_class}, "
               f"{os.cpu_count()} cores")
-        print("| endpoint | req/s | p50 ms | p99 ms | errors | ratio to reference |")
-        print("|---|---:|---:|---:|---:|---:|")
-        for r in self.results:
+        runs = sorted(self.reference_runs, key=lambda r: r["rps"])
+        print("Each row's ratio is to the reference view measured right before and right after it (their mean, the "
+              f"last column); the reference's own rate moved between {runs[0]['rps']:.1f} and {runs[-1]['rps']:.1f} "
+              f"req/s over {len(runs)} runs (its row: the median run).")
+        print("| endpoint | req/s | p50 ms | p99 ms | errors | ratio to reference | reference req/s |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        median = {**runs[len(runs) // 2], "name": "reference (verify + insert)", "short_of_bodies": ""}
+        median["reference_rps"] = median["rps"]
+        for r in [median, *self.results]:
             flag = f" (bodies wrapped: raise {r['short_of_bodies']})" if r["short_of_bodies"] else ""
             print(f"| {r['name']} | {r['rps']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['errors']} | "
-                  f"{r['rps'] / ceiling:.2f}{flag} |")
+                  f"{r['rps'] / r['reference_rps']:.2f}{flag} | {r['reference_rps']:.1f} |")
         for name, result in (callbacks or {}).items():
             print(f"| callback delivery, 1 worker, {name} | {result['events_per_s']:.1f} events/s | | | "
-                  f"{result['events'] - result['delivered']} undelivered | {result['events_per_s'] / ceiling:.2f} |")
-        rates = [r["events_per_s"] for r in (callbacks or {}).values()]
-        if len(rates) == 2 and rates[0]:
-            print(f"callback delivery with the backlog / without: {rates[1] / rates[0]:.2f} (floor 0.90); "
-                  f"without the backlog / reference: {rates[0] / ceiling:.2f} (floor 0.30)")
+                  f"{result['events'] - result['delivered']} undelivered | "
+                  f"{result['events_per_s'] / result['reference_rps']:.2f} | {result['reference_rps']:.1f} |")
+        rates = list((callbacks or {}).values())
+        if len(rates) == 2 and rates[0]["events_per_s"]:
+            print(f"callback delivery with the backlog / without: "
+                  f"{rates[1]['events_per_s'] / rates[0]['events_per_s']:.2f} (floor 0.90); "
+                  f"without the backlog / reference: {rates[0]['events_per_s'] / rates[0]['reference_rps']:.2f} "
+                  f"(floor 0.30)")
         for name, result in (callbacks or {}).items():
             if "worker_cpu_ms_per_event" in result:
                 print(f"callback delivery, {name}: worker {result['worker_cpu_ms_per_event']:.2f} ms CPU/event, "
