@@ -87,9 +87,9 @@ def platform_account(*, currency: str, kind: AccountKind) -> LedgerAccount | Non
 
 
 # The one way to post: the PostgreSQL function of migration ledger 0004 (docs/ledger.md, "How a posting is written").
-_LEDGER_POST = ("SELECT posting_id, short_account_id, short_merchant_id, short_kind, short_balance, short_needed "
-                "FROM ledger_post(%s::text, %s::text, %s::text, %s::bigint, %s::text, %s::timestamptz, "
-                "%s::bigint[], %s::text[], %s::bigint[])")
+_LEDGER_POST = ("SELECT posting_id, hold_id, short_account_id, short_merchant_id, short_kind, short_balance, "
+                "short_needed FROM ledger_post(%s::text, %s::text, %s::text, %s::bigint, %s::text, %s::timestamptz, "
+                "%s::bigint[], %s::text[], %s::bigint[], %s::bigint)")
 
 
 def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: int | None = None,
@@ -101,6 +101,12 @@ def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: 
     below zero having written nothing (InsufficientFunds here), inserts the posting and its entries and moves the
     merchant balances. DuplicatePosting for a (kind, cause) already posted (callers hold the business row's lock, so
     only a bug gets there twice)."""
+    return _post(kind=kind, cause=cause, currency=currency, legs=legs, merchant_id=merchant_id, memo=memo)[0]
+
+
+def _post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: int | None, memo: str,
+          hold_amount: int | None = None) -> tuple[Posting, int | None]:
+    """`post`, and with `hold_amount` (hold_place only) the hold recorded by the same call: (posting, hold id)."""
     connection = transaction.get_connection()
     if not connection.in_atomic_block:
         raise LedgerError("ledger postings must run inside a transaction")
@@ -118,8 +124,9 @@ def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: 
         with connection.cursor() as cursor:
             cursor.execute(_LEDGER_POST, [kind, cause, currency, merchant_id, memo, created_at,
                                           [leg.merchant_id for leg in legs], [str(leg.kind) for leg in legs],
-                                          [leg.amount for leg in legs]])
-            posting_id, short_id, short_merchant_id, short_kind, short_balance, short_needed = cursor.fetchone()
+                                          [leg.amount for leg in legs], hold_amount])
+            posting_id, hold_id, short_id, short_merchant_id, short_kind, short_balance, short_needed = (
+                cursor.fetchone())
     except IntegrityError as exc:  # the caller's transaction is aborted either way; name the usual cause
         if getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None) == "ledger_posting_unique_cause":
             raise DuplicatePosting(f"{kind}:{cause} was already posted") from exc
@@ -128,22 +135,29 @@ def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: 
         short = LedgerAccount(pk=short_id, merchant_id=short_merchant_id, currency_id=currency, kind=short_kind,
                               balance=short_balance)
         raise InsufficientFunds(short, short_needed)
-    posting = Posting(pk=posting_id, kind=kind, cause=cause, merchant_id=merchant_id, currency_id=currency, memo=memo,
-                      created_at=created_at)
-    posting._state.adding = False
-    posting._state.db = connection.alias
-    return posting
+    return _loaded(Posting(pk=posting_id, kind=kind, cause=cause, merchant_id=merchant_id, currency_id=currency,
+                           memo=memo, created_at=created_at), connection.alias), hold_id
+
+
+def _loaded(instance, alias: str):
+    """A model instance built from a row the database function wrote: saved, not new."""
+    instance._state.adding = False
+    instance._state.db = alias
+    return instance
 
 
 # --- holds: placed (available → frozen), then resolved exactly once ----------------------------------------
 
 
 def hold_place(*, merchant_id: int, currency: str, amount: int, cause: str, memo: str = "") -> Hold:
-    """Move `amount` from available to frozen and record the hold; InsufficientFunds if available is short."""
-    posting = post(kind="hold.place", cause=cause, currency=currency, merchant_id=merchant_id, memo=memo,
-                   legs=[Leg(AccountKind.AVAILABLE, -amount, merchant_id), Leg(AccountKind.FROZEN, amount, merchant_id)])
-    return Hold.objects.create(merchant_id=merchant_id, currency_id=currency, amount=amount, cause=cause,
-                               placed_by=posting)
+    """Move `amount` from available to frozen and record the hold; InsufficientFunds if available is short.
+    One call of `ledger_post`: the posting and the hold row it places."""
+    posting, hold_id = _post(kind="hold.place", cause=cause, currency=currency, merchant_id=merchant_id, memo=memo,
+                             legs=[Leg(AccountKind.AVAILABLE, -amount, merchant_id),
+                                   Leg(AccountKind.FROZEN, amount, merchant_id)], hold_amount=amount)
+    return _loaded(Hold(pk=hold_id, merchant_id=merchant_id, currency_id=currency, amount=amount, cause=cause,
+                        status=Hold.Status.HELD, placed_by=posting, created_at=posting.created_at),
+                   posting._state.db)
 
 
 def _lock_held(hold_id: int) -> Hold:

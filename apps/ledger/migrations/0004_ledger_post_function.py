@@ -3,7 +3,8 @@
 `apps.ledger.services.post` checks its legs and calls `ledger_post` once: the function finds (or creates) the
 accounts of the legs, locks the merchant accounts in primary-key order, refuses a merchant account going below zero
 (returning the short account, having written nothing), then inserts the posting and its entries and moves the
-merchant accounts' cached balances, in the caller's transaction. It replaces four statements sent by the ORM (the
+merchant accounts' cached balances, in the caller's transaction; for a hold.place posting it also records the
+hold (`hold_place`). It replaces four statements sent by the ORM (the
 accounts locked, the posting, the entries, the balances) and the Python that built them. The deferred trigger, the
 immutability triggers and the CHECK constraints of 0001 still refuse whatever bypasses it.
 """
@@ -13,8 +14,8 @@ from django.db import migrations
 LEDGER_POST_SQL = """
 CREATE OR REPLACE FUNCTION ledger_post(
     p_kind text, p_cause text, p_currency text, p_merchant_id bigint, p_memo text, p_created_at timestamptz,
-    p_leg_merchants bigint[], p_leg_kinds text[], p_leg_amounts bigint[],
-    OUT posting_id bigint, OUT short_account_id bigint, OUT short_merchant_id bigint, OUT short_kind text,
+    p_leg_merchants bigint[], p_leg_kinds text[], p_leg_amounts bigint[], p_hold_amount bigint,
+    OUT posting_id bigint, OUT hold_id bigint, OUT short_account_id bigint, OUT short_merchant_id bigint, OUT short_kind text,
     OUT short_balance bigint, OUT short_needed bigint
 ) LANGUAGE plpgsql AS $$
 DECLARE
@@ -102,12 +103,19 @@ BEGIN
               FROM unnest(leg_accounts, p_leg_merchants, p_leg_amounts) AS l(account_id, merchant_id, amount)
              WHERE l.merchant_id IS NOT NULL GROUP BY l.account_id) d
      WHERE a.id = d.account_id;
+    -- hold.place: the hold this posting froze, recorded with it (hold_place; resolved later by hold_release or
+    -- hold_settle, which lock it and post through this function).
+    IF p_hold_amount IS NOT NULL THEN
+        INSERT INTO ledger_hold (merchant_id, currency_id, amount, cause, status, placed_by_id, created_at)
+        VALUES (p_merchant_id, p_currency, p_hold_amount, p_cause, 'held', posting_id, p_created_at)
+        RETURNING id INTO hold_id;
+    END IF;
 END
 $$;
 """
 
 LEDGER_POST_DROP_SQL = """
-DROP FUNCTION IF EXISTS ledger_post(text, text, text, bigint, text, timestamptz, bigint[], text[], bigint[]);
+DROP FUNCTION IF EXISTS ledger_post(text, text, text, bigint, text, timestamptz, bigint[], text[], bigint[], bigint);
 """
 
 
