@@ -1,10 +1,13 @@
 """Every balance movement goes through `post`: balanced legs, accounts locked in primary-key order.
 
-Callers run inside their own `transaction.atomic(durable=True)` service, lock the business row first
-(order, hold), then post (the one lock order: docs/ledger.md, "Lock order and retries"); a replay is refused by the (kind, cause) uniqueness of postings. The database
-refuses what must never happen whatever the code does (docs/ledger.md): a posting that does not sum to zero
-(deferred trigger), a change to a posting or entry (immutability triggers), a merchant balance below zero
-(CHECK constraint).
+`post` checks the legs and calls the PostgreSQL function `ledger_post` (migration ledger 0004) once: accounts found
+or created, merchant accounts locked in primary-key order, the insufficient-funds refusal, the posting, its entries and
+the merchant balances, in the caller's transaction (docs/ledger.md, "How a posting is written"). Callers run inside
+their own `transaction.atomic(durable=True)` service, lock the business row first (order, hold), then post (the one
+lock order: docs/ledger.md, "Lock order and retries"); a replay is refused by the (kind, cause) uniqueness of
+postings. The database refuses what must never happen whatever the code does (docs/ledger.md): a posting that does
+not sum to zero (deferred trigger), a change to a posting or entry (immutability triggers), a merchant balance below
+zero (CHECK constraint).
 """
 
 import uuid

@@ -15,8 +15,9 @@ LEDGER_POST_SQL = """
 CREATE OR REPLACE FUNCTION ledger_post(
     p_kind text, p_cause text, p_currency text, p_merchant_id bigint, p_memo text, p_created_at timestamptz,
     p_leg_merchants bigint[], p_leg_kinds text[], p_leg_amounts bigint[], p_hold_amount bigint,
-    OUT posting_id bigint, OUT hold_id bigint, OUT short_account_id bigint, OUT short_merchant_id bigint, OUT short_kind text,
-    OUT short_balance bigint, OUT short_needed bigint
+    OUT posting_id bigint, OUT hold_id bigint,
+    OUT short_account_id bigint, OUT short_merchant_id bigint, OUT short_kind text, OUT short_balance bigint,
+    OUT short_needed bigint
 ) LANGUAGE plpgsql AS $$
 DECLARE
     legs integer := cardinality(p_leg_amounts);
