@@ -1,10 +1,13 @@
 """Every balance movement goes through `post`: balanced legs, accounts locked in primary-key order.
 
-Callers run inside their own `transaction.atomic(durable=True)` service, lock the business row first
-(order, hold), then post (the one lock order: docs/ledger.md, "Lock order and retries"); a replay is refused by the (kind, cause) uniqueness of postings. The database
-refuses what must never happen whatever the code does (docs/ledger.md): a posting that does not sum to zero
-(deferred trigger), a change to a posting or entry (immutability triggers), a merchant balance below zero
-(CHECK constraint).
+`post` checks the legs and calls the PostgreSQL function `ledger_post` (migration ledger 0004) once: accounts found
+or created, merchant accounts locked in primary-key order, the insufficient-funds refusal, the posting, its entries and
+the merchant balances, in the caller's transaction (docs/ledger.md, "How a posting is written"). Callers run inside
+their own `transaction.atomic(durable=True)` service, lock the business row first (order, hold), then post (the one
+lock order: docs/ledger.md, "Lock order and retries"); a replay is refused by the (kind, cause) uniqueness of
+postings. The database refuses what must never happen whatever the code does (docs/ledger.md): a posting that does
+not sum to zero (deferred trigger), a change to a posting or entry (immutability triggers), a merchant balance below
+zero (CHECK constraint).
 """
 
 import uuid
@@ -12,7 +15,6 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from apps.common import audit
@@ -20,7 +22,7 @@ from apps.common.amounts import MAX_AMOUNT, AmountOutOfBounds, signed_amount_che
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.refcache import refcache_get
 from apps.common.retry import retry_conflicts
-from apps.ledger.models import MERCHANT_KINDS, AccountKind, Entry, Hold, LedgerAccount, Posting, Statement
+from apps.ledger.models import MERCHANT_KINDS, AccountKind, Hold, LedgerAccount, Posting, Statement
 from apps.ledger.selectors import merchant_balances, statement_merchants_with_movements
 from apps.ledger.statements import (SignedStatement, day_bounds, day_is_closed, statement_body, statement_sign,
                                     statement_today)
@@ -80,34 +82,6 @@ def account_get_or_create(*, merchant_id: int | None, currency: str, kind: Accou
     return account
 
 
-def lock_accounts(*, currency: str, owners: set[Owner]) -> dict[Owner, LedgerAccount]:
-    """The accounts of a posting, creating any missing one first: the merchant accounts locked in primary-key order
-    (a fixed lock order means two postings never wait on each other in a cycle: Saleor's lock_objects rule), the
-    platform accounts from the reference cache (they carry no cached balance, so nothing of theirs is updated or
-    locked, and a row never changes once created: docs/performance.md, "Reference data cache")."""
-    for merchant_id, kind in owners:
-        _check_owner(merchant_id, kind)
-    merchant_owned = Q()
-    accounts: dict[Owner, LedgerAccount] = {}
-    for merchant_id, kind in owners:
-        if merchant_id is None:
-            platform = platform_account(currency=currency, kind=kind)
-            if platform is not None:
-                accounts[(None, kind)] = platform
-        else:
-            merchant_owned |= Q(merchant_id=merchant_id, kind=kind)
-    if merchant_owned:
-        for account in (LedgerAccount.objects.select_for_update().filter(merchant_owned, currency_id=currency)
-                        .order_by("pk")):
-            accounts[(account.merchant_id, account.kind)] = account
-    missing = owners - accounts.keys()
-    if not missing:
-        return accounts
-    for merchant_id, kind in sorted(missing, key=lambda owner: (owner[0] or 0, owner[1])):
-        account_get_or_create(merchant_id=merchant_id, currency=currency, kind=kind)
-    return lock_accounts(currency=currency, owners=owners)
-
-
 def platform_account(*, currency: str, kind: AccountKind) -> LedgerAccount | None:
     """The platform's account of a currency and kind (reference data, cached per process), None before its first
     use."""
@@ -115,60 +89,78 @@ def platform_account(*, currency: str, kind: AccountKind) -> LedgerAccount | Non
         merchant__isnull=True, currency_id=currency, kind=kind).first())
 
 
+# The one way to post: the PostgreSQL function of migration ledger 0004 (docs/ledger.md, "How a posting is written").
+_LEDGER_POST = ("SELECT posting_id, hold_id, short_account_id, short_merchant_id, short_kind, short_balance, "
+                "short_needed FROM ledger_post(%s::text, %s::text, %s::text, %s::bigint, %s::text, %s::timestamptz, "
+                "%s::bigint[], %s::text[], %s::bigint[], %s::bigint)")
+
+
 def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: int | None = None,
          memo: str = "") -> Posting:
     """Record one balanced posting and move the cached balances of its merchant accounts, under their row locks.
 
-    InsufficientFunds when a merchant account would go below zero; DuplicatePosting for a (kind, cause) already
-    posted (callers hold the business row's lock, so only a bug gets there twice)."""
-    if not transaction.get_connection().in_atomic_block:
+    One call of the database function `ledger_post` (migration ledger 0004), in the caller's transaction: it finds or
+    creates the legs' accounts, locks the merchant accounts in primary-key order, refuses a merchant account going
+    below zero having written nothing (InsufficientFunds here), inserts the posting and its entries and moves the
+    merchant balances. DuplicatePosting for a (kind, cause) already posted (callers hold the business row's lock, so
+    only a bug gets there twice)."""
+    return _post(kind=kind, cause=cause, currency=currency, legs=legs, merchant_id=merchant_id, memo=memo)[0]
+
+
+def _post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: int | None, memo: str,
+          hold_amount: int | None = None) -> tuple[Posting, int | None]:
+    """`post`, and with `hold_amount` (hold_place only) the hold recorded by the same call: (posting, hold id)."""
+    connection = transaction.get_connection()
+    if not connection.in_atomic_block:
         raise LedgerError("ledger postings must run inside a transaction")
     if len(legs) < 2:
         raise UnbalancedPosting("a posting needs at least two legs")
     for leg in legs:
         if type(leg.amount) is not int or leg.amount == 0:
             raise UnbalancedPosting(f"leg amounts are non-zero integers, got {leg.amount!r}")
+        _check_owner(leg.merchant_id, leg.kind)
     if sum(leg.amount for leg in legs) != 0:
         raise UnbalancedPosting(f"legs of {kind}:{cause} sum to {sum(leg.amount for leg in legs)}, not 0")
 
-    accounts = lock_accounts(currency=currency, owners={(leg.merchant_id, leg.kind) for leg in legs})
-    deltas: dict[int, int] = {}  # of the merchant accounts: only they carry a cached balance
-    for leg in legs:
-        if leg.merchant_id is not None:
-            account = accounts[(leg.merchant_id, leg.kind)]
-            deltas[account.pk] = deltas.get(account.pk, 0) + leg.amount
-    for account in accounts.values():
-        if account.merchant_id is not None and account.balance + deltas[account.pk] < 0:
-            raise InsufficientFunds(account, -deltas[account.pk])
-
+    created_at = timezone.now()
     try:
-        posting = Posting.objects.create(kind=kind, cause=cause, currency_id=currency, merchant_id=merchant_id,
-                                         memo=memo)
+        with connection.cursor() as cursor:
+            cursor.execute(_LEDGER_POST, [kind, cause, currency, merchant_id, memo, created_at,
+                                          [leg.merchant_id for leg in legs], [str(leg.kind) for leg in legs],
+                                          [leg.amount for leg in legs], hold_amount])
+            posting_id, hold_id, short_id, short_merchant_id, short_kind, short_balance, short_needed = (
+                cursor.fetchone())
     except IntegrityError as exc:  # the caller's transaction is aborted either way; name the usual cause
         if getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None) == "ledger_posting_unique_cause":
             raise DuplicatePosting(f"{kind}:{cause} was already posted") from exc
         raise
-    Entry.objects.bulk_create(Entry(posting=posting, account=accounts[(leg.merchant_id, leg.kind)],
-                                    currency_id=currency, amount=leg.amount) for leg in legs)
-    # The rows are locked by this transaction and their balances were read under that lock: the new balances are
-    # written as values, both accounts of a hold in one UPDATE (docs/performance.md).
-    moved = [account for account in accounts.values() if account.pk in deltas]
-    for account in moved:
-        account.balance += deltas[account.pk]
-        account.updated_at = posting.created_at
-    LedgerAccount.objects.bulk_update(moved, ["balance", "updated_at"])
-    return posting
+    if posting_id is None:  # refused under the accounts' locks, nothing written: the transaction goes on
+        short = LedgerAccount(pk=short_id, merchant_id=short_merchant_id, currency_id=currency, kind=short_kind,
+                              balance=short_balance)
+        raise InsufficientFunds(short, short_needed)
+    return _loaded(Posting(pk=posting_id, kind=kind, cause=cause, merchant_id=merchant_id, currency_id=currency,
+                           memo=memo, created_at=created_at), connection.alias), hold_id
+
+
+def _loaded(instance, alias: str):
+    """A model instance built from a row the database function wrote: saved, not new."""
+    instance._state.adding = False
+    instance._state.db = alias
+    return instance
 
 
 # --- holds: placed (available → frozen), then resolved exactly once ----------------------------------------
 
 
 def hold_place(*, merchant_id: int, currency: str, amount: int, cause: str, memo: str = "") -> Hold:
-    """Move `amount` from available to frozen and record the hold; InsufficientFunds if available is short."""
-    posting = post(kind="hold.place", cause=cause, currency=currency, merchant_id=merchant_id, memo=memo,
-                   legs=[Leg(AccountKind.AVAILABLE, -amount, merchant_id), Leg(AccountKind.FROZEN, amount, merchant_id)])
-    return Hold.objects.create(merchant_id=merchant_id, currency_id=currency, amount=amount, cause=cause,
-                               placed_by=posting)
+    """Move `amount` from available to frozen and record the hold; InsufficientFunds if available is short.
+    One call of `ledger_post`: the posting and the hold row it places."""
+    posting, hold_id = _post(kind="hold.place", cause=cause, currency=currency, merchant_id=merchant_id, memo=memo,
+                             legs=[Leg(AccountKind.AVAILABLE, -amount, merchant_id),
+                                   Leg(AccountKind.FROZEN, amount, merchant_id)], hold_amount=amount)
+    return _loaded(Hold(pk=hold_id, merchant_id=merchant_id, currency_id=currency, amount=amount, cause=cause,
+                        status=Hold.Status.HELD, placed_by=posting, created_at=posting.created_at),
+                   posting._state.db)
 
 
 def _lock_held(hold_id: int) -> Hold:

@@ -345,3 +345,34 @@ def test_postings_of_two_merchants_do_not_wait_on_the_platform_accounts(merchant
         release.set()
         thread.join(20)
     assert balance(None, AccountKind.FEE_REVENUE) == 20
+
+
+def test_the_posting_function_refuses_unbalanced_legs_on_its_own(merchant):
+    """ledger_post (migration ledger 0004) is the one way to post: it refuses legs that do not sum to zero or carry
+    no amount even when called without `post`'s checks, and writes nothing."""
+    credit(merchant, 100)
+    mid = merchant.merchant.pk
+    call = ("SELECT posting_id FROM ledger_post('test.raw', %s, 'PHP', %s, '', now(), %s::bigint[], "
+            "%s::text[], %s::bigint[], NULL)")
+    for cause, amounts in [("raw-unbalanced", [-10, 9]), ("raw-zero", [0, 0]), ("raw-one-leg", [-10])]:
+        legs = len(amounts)
+        with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(call, [cause, mid, [mid, None][:legs], ["available", "adjustments"][:legs], amounts])
+    assert not Posting.objects.filter(kind="test.raw").exists()
+    assert account(merchant, AccountKind.AVAILABLE).balance == 100
+
+
+def test_a_refused_debit_leaves_the_callers_transaction_usable(merchant):
+    """InsufficientFunds is decided under the account's lock with nothing written and no database error: the
+    caller's transaction goes on (balance_adjust_in_transaction turns it into its own refusal inside a staff
+    request's transaction)."""
+    credit(merchant, 100)
+    mid = merchant.merchant.pk
+    with transaction.atomic():
+        with pytest.raises(InsufficientFunds) as excinfo:
+            hold_place(merchant_id=mid, currency="PHP", amount=101, cause="payout-short")
+        assert excinfo.value.needed == 101 and excinfo.value.account.kind == AccountKind.AVAILABLE
+        hold = hold_place(merchant_id=mid, currency="PHP", amount=100, cause="payout-fits")
+    assert Hold.objects.get(pk=hold.pk).placed_by.cause == "payout-fits"
+    assert merchant_balances(merchant_id=mid, currency="PHP") == {"available": 0, "settling": 0, "frozen": 100}
+    assert not Posting.objects.filter(cause="payout-short").exists()

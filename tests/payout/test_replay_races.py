@@ -223,9 +223,13 @@ def test_a_replay_takes_no_money_lock_and_a_create_costs_one_statement_more(fund
     money = [q["sql"] for q in replay.captured_queries if "ledger_" in q["sql"]]
     assert money == [], money  # no account lock, no posting, no hold
     statements = [q["sql"].split()[0] for q in create.captured_queries]
-    # Issue 23: one UPDATE for the two balances (read under their row locks), one for the order's hold; the deny
-    # list comes from the reference cache; the order row is the create's record (no audit row).
-    assert statements.count("UPDATE") == 2
+    # Issue 23: the freeze is one call of the ledger's posting function (the two balances moved under their row
+    # locks, the posting, its entries and the hold, docs/ledger.md), then one UPDATE for the order's hold; no ledger
+    # statement of the ORM's; the deny list comes from the reference cache; the order row is the create's record (no
+    # audit row).
+    ledger = [q["sql"] for q in create.captured_queries if "ledger_" in q["sql"]]
+    assert len(ledger) == 1 and "FROM ledger_post(" in ledger[0], ledger
+    assert statements.count("UPDATE") == 1
     sql = " ".join(q["sql"] for q in create.captured_queries)
     assert "payout_denylistedaccount" not in sql and "common_auditlog" not in sql
     print(f"\npayout/create: {len(create.captured_queries)} statements; replay: {len(replay.captured_queries)}")
