@@ -47,18 +47,21 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "config.logging.RequestIdHeader",
-    "django_structlog.middlewares.RequestMiddleware",
-    "config.logging.RequestIdEcho",
+    "config.logging.RequestId",
     "config.metrics.RequestMetrics",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    # Django's sessions, CSRF, authentication and messages, except on the signed API (config/middleware.py).
+    "config.middleware.BrowserSessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "config.middleware.BrowserCsrfViewMiddleware",
+    "config.middleware.BrowserAuthenticationMiddleware",
+    "config.middleware.BrowserMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "apps.common.refcache.ReferenceScopeMiddleware",
 ]
+
+# Paths that are served without sessions, CSRF, a signed-in user or messages (config/middleware.py): the signed
+# merchant API, authenticated by each request's signature alone (contract §2).
+BROWSERLESS_PATH_PREFIXES = ["/openapi/v1/"]
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -288,7 +291,7 @@ SANDBOX_PAYOUT_RETURN_SECONDS = env.float("SANDBOX_PAYOUT_RETURN_SECONDS", defau
 
 # Logs (README, Operations: Logs): stdlib logging and structlog share one handler on stderr. LOG_FORMAT=json writes
 # one JSON object a line (production's default), plain a readable line; both carry the request_id bound by
-# django-structlog's RequestMiddleware, in the request and in every Celery task it queued.
+# config.logging.RequestId, in the request and (django-structlog's Celery receivers) in every Celery task it queued.
 LOG_FORMAT = env("LOG_FORMAT", default="plain")
 LOGGING = {
     "version": 1,
@@ -305,15 +308,11 @@ LOGGING = {
         # request with its status, so django.request's "Not Found: /x", "Unauthorized: /y" for 4xx would be a second
         # line. Its 5xx errors, with their tracebacks, stay.
         "django.request": {"level": "ERROR"},
-        # django-structlog's request_started / request_finished / request_failed would double the access log and
-        # django.request's 5xx line; its task_enqueued / task_started / task_succeeded the worker's own lines.
-        "django_structlog.middlewares": {"level": "CRITICAL"},
+        # django-structlog's task_enqueued / task_started / task_succeeded would double the worker's own lines.
         "django_structlog.celery": {"level": "WARNING"},
     },
 }
 DJANGO_STRUCTLOG_CELERY_ENABLED = True
-DJANGO_STRUCTLOG_TRUST_UPSTREAM_REQUEST_ID = True  # only a well-formed one reaches it (config.logging.RequestIdHeader)
-DJANGO_STRUCTLOG_IP_LOGGING_ENABLED = False
 
 # Metrics (README, Operations: Metrics): GET /metrics answers clients in these networks, or bearing METRICS_TOKEN
 # (Authorization: Bearer ...); anyone else gets a 404.
@@ -343,7 +342,7 @@ INSTALLED_APPS += [
 # After AuthenticationMiddleware: django-otp marks a request's user verified (a second factor in this session); the
 # admin then refuses anyone who is not (apps.common.staff_signin); an admin request that writes runs in a pghistory
 # context naming its user. django-axes last, as its documentation asks: it answers a locked-out sign-in.
-MIDDLEWARE.insert(MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+MIDDLEWARE.insert(MIDDLEWARE.index("config.middleware.BrowserAuthenticationMiddleware") + 1,
                   "django_otp.middleware.OTPMiddleware")
 MIDDLEWARE.insert(MIDDLEWARE.index("django_otp.middleware.OTPMiddleware") + 1,
                   "apps.common.staff_signin.AdminRequiresSecondFactor")
