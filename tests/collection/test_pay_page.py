@@ -135,6 +135,12 @@ def test_pay_reads_the_order_once_under_its_row_lock(client, merchant, browser_c
     reads = [q["sql"] for q in queries.captured_queries
              if q["sql"].startswith("SELECT") and '"collection_collectionorder"' in q["sql"].split(" WHERE ")[0]]
     assert len(reads) == 1 and reads[0].endswith("FOR UPDATE OF \"collection_collectionorder\""), reads
+    # Issue 23: the order's columns only (its merchant and channel are cached reference data), and no savepoint
+    # around the callback event (the order's row lock makes a second event of the order impossible).
+    assert " JOIN " not in reads[0] and " ORDER BY " not in reads[0], reads
+    # (The one savepoint left is the service's durable transaction inside the test's own.)
+    savepoints = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SAVEPOINT")]
+    assert len(savepoints) == 1, savepoints
     accounts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('SELECT "ledger_ledgeraccount"')]
     assert len(accounts) == 1 and "FOR UPDATE" in accounts[0], accounts  # the merchant's account, locked
     order.refresh_from_db()
