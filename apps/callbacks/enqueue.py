@@ -5,7 +5,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from apps.callbacks.models import CallbackEvent
@@ -103,21 +103,21 @@ def callback_url_for(*, merchant: Merchant, type: str) -> str:
 
 def callback_enqueue(*, merchant: Merchant, type: CallbackEvent.Type, platform_order_no: str,
                      payload: dict) -> CallbackEvent:
-    """Write the event in the caller's transaction; a second enqueue of the same (order, type) is a no-op.
-    Its delivery task is queued after that transaction commits."""
+    """Write the event in the caller's transaction; its delivery task is queued after that transaction commits.
+
+    The caller holds the order's row lock and writes the event with the order's one transition to that state
+    (paid, terminal, reversed), so an (order, type) gets one event. A second one is a bug, and the unique
+    constraint refuses it: IntegrityError, and the caller's transaction (its money included) rolls back. No
+    savepoint around the INSERT (it cost two statements per pay-in: docs/performance.md)."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("callback_enqueue must run inside the transaction that changes the order")
     _check_payload(payload)
     now = timezone.now()
-    try:
-        with transaction.atomic():
-            event = CallbackEvent.objects.create(
-                merchant=merchant, type=type, platform_order_no=platform_order_no,
-                url=callback_url_for(merchant=merchant, type=type), payload=payload,
-                next_attempt_at=now, dispatched_at=now,
-            )
-    except IntegrityError:
-        return CallbackEvent.objects.get(platform_order_no=platform_order_no, type=type)
+    event = CallbackEvent.objects.create(
+        merchant=merchant, type=type, platform_order_no=platform_order_no,
+        url=callback_url_for(merchant=merchant, type=type), payload=payload,
+        next_attempt_at=now, dispatched_at=now,
+    )
     transaction.on_commit(lambda: callback_dispatch(event_id=event.pk))
     return event
 

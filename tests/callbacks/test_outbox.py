@@ -4,7 +4,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.callbacks import sweep, tasks
@@ -26,10 +26,22 @@ from tests.support.wait import wait_until
 
 
 def test_enqueueing_the_same_order_and_type_twice_yields_one_event(hooked_merchant, enqueue):
+    # The services write an (order, type)'s event once, under the order's row lock; a second enqueue is a bug, refused
+    # by the unique constraint, which rolls back the transaction that tried it (no savepoint: docs/callbacks.md).
     first = enqueue(hooked_merchant, no="C1")
-    second = enqueue(hooked_merchant, no="C1", payload={**first.payload, "amount": 1})
-    assert first.pk == second.pk and second.payload == first.payload
-    assert CallbackEvent.objects.filter(platform_order_no="C1").count() == 1
+    with pytest.raises(IntegrityError):
+        enqueue(hooked_merchant, no="C1", payload={**first.payload, "amount": 1})
+    [stored] = CallbackEvent.objects.filter(platform_order_no="C1")
+    assert stored.pk == first.pk and stored.payload == first.payload
+
+
+def test_a_second_enqueue_rolls_back_the_transaction_that_tried_it(hooked_merchant, enqueue):
+    first = enqueue(hooked_merchant, no="C1")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        CallbackEvent.objects.filter(pk=first.pk).update(attempts_count=7)  # the caller's own write before it
+        callback_enqueue(merchant=hooked_merchant, type=CallbackEvent.Type.COLLECTION_SUCCESS, platform_order_no="C1",
+                         payload=first.payload)
+    assert CallbackEvent.objects.get(pk=first.pk).attempts_count == 0
 
 
 def test_the_dedup_key_is_order_plus_type_so_a_reversal_is_not_dropped(hooked_merchant, enqueue):

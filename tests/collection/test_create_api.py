@@ -132,6 +132,27 @@ def test_identical_create_replays_original_order_and_moves_no_money(client, merc
     assert not Posting.objects.exists() and balances(merchant) == {"available": 0, "settling": 0, "frozen": 0}
 
 
+@pytest.mark.django_db(transaction=True)
+def test_create_is_one_insert_committed_by_itself_and_a_replay_still_answers(client, merchant):
+    """Issue 23: no money moves at create, so its one INSERT commits by itself (no BEGIN, no COMMIT statement); the
+    replay that follows a unique conflict still finds the connection usable and answers with the order."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        status, first = create(client, merchant, mch_order_no="R-9")
+    assert (status, first["code"]) == (200, "0")
+    statements = [q["sql"] for q in queries.captured_queries]
+    assert not [sql for sql in statements if sql in ("BEGIN", "COMMIT") or "SAVEPOINT" in sql], statements
+    assert [sql.split(" (")[0] for sql in statements if sql.startswith("INSERT")] == \
+        ['INSERT INTO "collection_collectionorder"'], statements
+    status, again = create(client, merchant, mch_order_no="R-9")
+    assert (status, again["code"], again["data"]) == (200, "0", first["data"])
+    status, different = create(client, merchant, mch_order_no="R-9", amount=7777)
+    assert (status, different["code"]) == (409, "2001")
+    assert CollectionOrder.objects.filter(mch_order_no="R-9").count() == 1
+
+
 def test_replay_treats_empty_string_as_absent_and_600_as_default(client, merchant):
     first = create(client, merchant, mch_order_no="R-2")[1]["data"]
     status, again = create(client, merchant, mch_order_no="R-2", subject="", attach="", return_url="",

@@ -140,6 +140,12 @@ def test_pay_reads_the_order_once_under_its_row_lock(client, merchant, browser_c
     ledger = [q["sql"] for q in queries.captured_queries if "ledger_" in q["sql"]]
     assert len(ledger) == 1 and "FROM ledger_post(" in ledger[0], ledger
     assert not [q for q in queries.captured_queries if '"ledger_ledgeraccount"' in q["sql"]]
+    # Issue 23: the order's columns only (its merchant and channel are cached reference data), and no savepoint
+    # around the callback event (the order's row lock makes a second event of the order impossible).
+    assert " JOIN " not in reads[0] and " ORDER BY " not in reads[0], reads
+    # (The one savepoint left is the service's durable transaction inside the test's own.)
+    savepoints = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SAVEPOINT")]
+    assert len(savepoints) == 1, savepoints
     order.refresh_from_db()
     assert order.status == "SUCCESS"
 

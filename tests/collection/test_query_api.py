@@ -77,3 +77,19 @@ def test_query_of_another_merchants_order_by_either_number_returns_2002(client, 
     for params in ({"mch_order_no": "THEIRS"}, {"platform_order_no": theirs["platform_order_no"]}):
         status, body = signed_post(client, merchant, QUERY, params)
         assert (status, body["code"]) == (404, "2002")
+
+
+@pytest.mark.parametrize("by", ["platform_order_no", "mch_order_no"])
+def test_query_reads_the_order_alone(client, merchant, by):
+    """Issue 23: pay/query answers from the order's own columns: one read, no join to the product or currency and
+    no ORDER BY (each key matches one row; the joins and the ordering were half of its CPU)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    created = create(client, merchant, mch_order_no="Q-9", attach="a")[1]["data"]
+    with CaptureQueriesContext(connection) as queries:
+        status, body = signed_post(client, merchant, QUERY, {by: created[by]})
+    assert (status, body["data"]["platform_order_no"], body["data"]["attach"]) == (200, created["platform_order_no"],
+                                                                                  "a")
+    reads = [q["sql"] for q in queries.captured_queries if '"collection_collectionorder"' in q["sql"]]
+    assert len(reads) == 1 and " JOIN " not in reads[0] and " ORDER BY " not in reads[0], reads
