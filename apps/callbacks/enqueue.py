@@ -128,7 +128,8 @@ def callback_enqueue(*, merchant: Merchant, type: CallbackEvent.Type, platform_o
 # (Redis SET NX, through the cache) queues a delivery task; when all are set, it queues none, because each mark is
 # released by a task that then looks at the merchant's due events (apps.callbacks.deliver.callback_deliver), and this
 # event was committed before the mark was seen. So a merchant has at most as many delivery tasks queued or running
-# from enqueues as its bulkhead has slots, each of which delivers what the others' enqueues left. A mark expires by
+# from enqueues as its bulkhead has slots, each of which delivers what the others' enqueues left. A task releases all
+# of them at its end (whoever removes a mark looks afterwards, which is all the enqueues that saw it need). A mark expires by
 # itself: a task lost with its message then holds the merchant's next enqueues back this long at most (their events
 # are also queued again by the sweeper, CALLBACK_REDISPATCH_SECONDS after enqueue).
 WAKE_SECONDS = 10
@@ -139,12 +140,11 @@ def _wake_keys(merchant_id: int) -> list[str]:
 
 
 def callback_wake_release(*, merchant_id: int) -> None:
-    """Release one of the merchant's wake marks (whichever is set): its task has looked, or is about to look, at the
-    merchant's due events."""
+    """Release the merchant's wake marks: the caller looks at the merchant's due events right after, for every
+    enqueue that saw any of them set (one round trip; the tasks that set the others find none left, and the
+    merchant's next enqueues queue tasks again)."""
     try:
-        for key in _wake_keys(merchant_id):
-            if cache.delete(key):
-                return
+        cache.delete_many(_wake_keys(merchant_id))
     except Exception as exc:  # noqa: BLE001 - Redis down: the mark expires by itself
         logger.warning("callback wake mark of merchant %s not released (%s)", merchant_id, type(exc).__name__)
 
