@@ -12,24 +12,31 @@ the lease are one step, and a slot freed by a record goes to the merchant's next
 """
 
 import logging
+import os
 import re
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Func, Subquery
-from django.db.models.lookups import LessThan
+from django.db.models import Case, F, Func, Subquery, Value, When
 from django.utils import timezone
 
-from apps.callbacks.enqueue import callback_dispatch, callback_url_for
+from apps.callbacks.enqueue import callback_dispatch, callback_url_for, callback_wake_release
 from apps.callbacks.metrics import attempt_counted
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
 from apps.callbacks.transport import PostResult, post_callback
 from apps.common import signing
 from apps.common.refcache import generation_subquery, refcache_scope
+from apps.merchants.models import Merchant
 from apps.merchants.selectors import platform_key_current, platform_private_key
+
+# Threads making the POSTs of a batch beside the task's own: a worker's Celery threads (Procfile: 16) each
+# drive one merchant's batch of at most CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT attempts.
+POSTERS = 48
 
 logger = logging.getLogger(__name__)
 
@@ -99,42 +106,95 @@ def _locked_events():
     return CallbackEvent.objects.select_related("merchant").select_for_update(of=("merchant", "self"), no_key=True)
 
 
-@transaction.atomic(durable=True)
-def callback_attempt_claim(*, event_id: int) -> Claim | None:
-    """Lease a due, unleased PENDING event and write its attempt row with the exact body to be sent. None when it is
-    not due, done, leased, or refused by the merchant's bulkhead (then it waits for a slot, `dispatched_at` unset).
-    Three statements: the locks (with the reference generation), the lease, the attempt row."""
-    now = timezone.now()
-    # The reference generation is read in the same statement: the platform key is then served from the reference
-    # cache for that generation without a statement of its own (apps.common.refcache, staleness rule).
-    event = (_locked_events().annotate(reference_generation=generation_subquery())
-             .filter(pk=event_id, status=CallbackEvent.Status.PENDING, next_attempt_at__lte=now,
-                     locked_until__isnull=True).first())
-    if event is None:
-        return None
-    merchant = event.merchant
-    # The merchant's URL at attempt time, not the one at enqueue: a URL set or fixed later is used from now on.
-    url = callback_url_for(merchant=merchant, type=event.type)
-    number = event.attempts_count + 1
-    # The bulkhead and the lease in one statement, which starts after the merchant's lock was granted, so its count
-    # sees every lease of this merchant committed before (a count in the locking statement would not: its snapshot
-    # is taken before it waits for the lock).
+def _claimable(now: datetime) -> dict:
+    return {"status": CallbackEvent.Status.PENDING, "next_attempt_at__lte": now, "locked_until__isnull": True}
+
+
+def _claim_locked(*, merchant: Merchant, generation: int, now: datetime, first: int | None = None,
+                  only: bool = False, limit: int | None = None) -> list[Claim]:
+    """Inside a transaction holding the merchant's lock: lease as many of its due, unleased events as its bulkhead
+    has free slots (`first` before the others, then the oldest), and write their attempt rows. Three statements:
+    the candidates with the count of the merchant's live leases (one statement, started after the merchant's lock
+    was granted, so it sees every lease committed before), the leases, the attempt rows. When `first` is due but
+    refused a slot, it waits for one (`dispatched_at` unset: the record that frees a slot, or the sweeper, queues
+    it)."""
+    cap = settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT
     leases = (CallbackEvent.objects.filter(merchant_id=merchant.pk, locked_until__gt=now).order_by()
               .annotate(n=Func(F("pk"), function="COUNT")).values("n"))
-    leased = (CallbackEvent.objects.filter(pk=event.pk)
-              .filter(LessThan(Subquery(leases), settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT))
-              .update(url=url, attempts_count=number, locked_until=now + timedelta(seconds=lease_seconds()),
-                      dispatched_at=None, resend_requested=False))
-    if not leased:
-        # Waiting: the next record of this merchant, or the sweeper, queues it.
-        CallbackEvent.objects.filter(pk=event.pk).update(dispatched_at=None)
-        return None
-    with refcache_scope(generation=event.reference_generation):
-        body, key_version = callback_body_sign(payload=event.payload, now=now)
-    manual = event.resend_requested
-    attempt = CallbackAttempt.objects.create(event_id=event.pk, number=number, manual=manual, started_at=now,
-                                             url=url, key_version=key_version, request_body=body)
-    return Claim(event.pk, attempt.pk, number, merchant.pk, url, body, manual, event.delivered_at is not None)
+    candidates = CallbackEvent.objects.filter(merchant_id=merchant.pk, **_claimable(now))
+    if only:
+        candidates = candidates.filter(pk=first)
+    order = ("next_attempt_at", "pk") if first is None or only else (
+        Case(When(pk=first, then=Value(0)), default=Value(1)), "next_attempt_at", "pk")
+    rows = list(candidates.annotate(leased=Subquery(leases)).order_by(*order)
+                .values_list("pk", "type", "payload", "attempts_count", "resend_requested", "delivered_at", "leased")
+                [:min(cap, limit or cap)])
+    if not rows:
+        return []
+    taken = rows[:max(0, cap - (rows[0][6] or 0))]
+    if not taken:
+        if first is not None and rows[0][0] == first:
+            # Waiting: the next record of this merchant, or the sweeper, queues it.
+            CallbackEvent.objects.filter(pk=first).update(dispatched_at=None)
+        return []
+    urls = {t: callback_url_for(merchant=merchant, type=t) for t in {row[1] for row in taken}}
+    # The merchant's URL at attempt time, not the one at enqueue: a URL set or fixed later is used from now on.
+    url = Value(next(iter(urls.values()))) if len(urls) == 1 else Case(
+        *[When(type=t, then=Value(u)) for t, u in urls.items()])
+    CallbackEvent.objects.filter(pk__in=[row[0] for row in taken]).update(
+        url=url, attempts_count=F("attempts_count") + 1, locked_until=now + timedelta(seconds=lease_seconds()),
+        dispatched_at=None, resend_requested=False)
+    attempts = []
+    with refcache_scope(generation=generation):
+        for pk, type_, payload, count, manual, _, _ in taken:
+            body, key_version = callback_body_sign(payload=payload, now=now)
+            attempts.append(CallbackAttempt(event_id=pk, number=count + 1, manual=manual, started_at=now,
+                                            url=urls[type_], key_version=key_version, request_body=body))
+    CallbackAttempt.objects.bulk_create(attempts)
+    return [Claim(attempt.event_id, attempt.pk, attempt.number, merchant.pk, attempt.url, attempt.request_body,
+                  attempt.manual, row[5] is not None) for attempt, row in zip(attempts, taken, strict=True)]
+
+
+def _claim_of_merchant(*, merchant_id: int, now: datetime, first: int | None = None, only: bool = False,
+                       limit: int | None = None) -> list[Claim]:
+    """A transaction of four statements: the merchant locked (with the reference generation read, for the platform
+    key), then `_claim_locked`: the candidates, the leases, the attempt rows."""
+    with transaction.atomic(durable=True):
+        merchant = (Merchant.objects.select_for_update(no_key=True).filter(pk=merchant_id)
+                    .annotate(reference_generation=generation_subquery()).first())
+        return _claim_locked(merchant=merchant, generation=merchant.reference_generation, now=now, first=first,
+                             only=only, limit=limit)
+
+
+def _event_state(event_id: int, now: datetime) -> tuple[int | None, bool]:
+    """The event's merchant and whether the event can be claimed now (pending, due, not leased), read without a lock:
+    most messages that find nothing (a duplicate, or an event a batch of its merchant's took) end here, and do not
+    queue behind the merchant's lock."""
+    row = CallbackEvent.objects.filter(pk=event_id).values_list("merchant_id", "status", "next_attempt_at",
+                                                                "locked_until").first()
+    if row is None:
+        return None, False
+    merchant_id, status, due, leased = row
+    return merchant_id, status == CallbackEvent.Status.PENDING and due is not None and due <= now and leased is None
+
+
+def callback_attempts_claim(*, event_id: int, limit: int | None = None, only: bool = False) -> list[Claim]:
+    """The attempts a message for `event_id` starts: that event, if it is due, not leased and its merchant has a free
+    slot, and as many more of the merchant's due events as the bulkhead has free slots (only `event_id` when `only`).
+    Empty when the event is not due, done, leased (a duplicate, early or late message), or refused a slot (then it
+    waits for one): one statement when the event is not claimable, else the four of `_claim_of_merchant`."""
+    now = timezone.now()
+    merchant_id, claimable = _event_state(event_id, now)
+    if not claimable:
+        return []
+    return _claim_of_merchant(merchant_id=merchant_id, now=now, first=event_id, only=only, limit=limit)
+
+
+def callback_attempt_claim(*, event_id: int) -> Claim | None:
+    """Lease a due, unleased PENDING event and write its attempt row with the exact body to be sent. None when it is
+    not due, done, leased, or refused by the merchant's bulkhead (then it waits for a slot, `dispatched_at` unset)."""
+    claims = callback_attempts_claim(event_id=event_id, only=True)
+    return claims[0] if claims else None
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -145,31 +205,68 @@ def storable(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text.replace("\x00", "\ufffd"))
 
 
-@transaction.atomic(durable=True)
 def callback_attempt_record(*, claim: Claim, result: PostResult) -> CallbackEvent:
     """Store the outcome of a claimed attempt on its row and on the event: delivered, the next attempt counted from
     now (the end of this one), or dead; then hand the freed bulkhead slot to the merchant's next waiting event."""
+    recorded, _, _ = callback_attempts_record(outcomes=[(claim, result)])
+    return recorded[0]
+
+
+@transaction.atomic(durable=True)
+def callback_attempts_record(*, outcomes: list[tuple[Claim, PostResult]], claim_next: bool = False,
+                             limit: int | None = None,
+                             waiting_only: bool = True) -> tuple[list[CallbackEvent], list[Claim], bool]:
+    """Store the outcomes of one merchant's claimed attempts on their rows and on their events (delivered, the next
+    attempt counted from now, the end of this one, or dead), in one transaction under the merchant's lock. Then,
+    with `claim_next`, claim the merchant's next due events in the same transaction (the slots just freed, and any
+    other free ones: `_claim_locked`); else hand a freed slot to the merchant's next waiting event (with
+    `waiting_only=False`: to its oldest due event, whether or not a task was queued for it: the continuation of a
+    drain stopped by its bound). Returns the events as recorded (in the order of `outcomes`), the next claims, and
+    whether a task was queued."""
     now = timezone.now()
-    event = _locked_events().get(pk=claim.event_id)
-    error = storable(result.error)
-    CallbackAttempt.objects.filter(pk=claim.attempt_id).update(
-        finished_at=now, duration_ms=result.duration_ms, http_status=result.http_status,
-        response_excerpt=storable(result.reply), error=error, success=result.success)
-    if event.attempts_count != claim.number or event.locked_until is None:
-        # Our lease ran out and the sweeper counted this attempt as lost: the event's schedule is set. The merchant
-        # did get a late success, though.
-        if result.success and event.status != CallbackEvent.Status.DELIVERED:
+    claims = {claim.event_id: (claim, result) for claim, result in outcomes}
+    events = {event.pk: event for event in _locked_events().annotate(reference_generation=generation_subquery())
+              .filter(pk__in=list(claims))}
+    attempts, groups, freed = {}, {}, False
+    for event_id, (claim, result) in claims.items():
+        event = events[event_id]
+        error = storable(result.error)
+        outcome = (now, result.duration_ms, result.http_status, storable(result.reply), error, result.success)
+        attempts.setdefault(outcome, []).append(claim.attempt_id)
+        if event.attempts_count != claim.number or event.locked_until is None:
+            # Our lease ran out and the sweeper counted this attempt as lost: the event's schedule is set. The
+            # merchant did get a late success, though.
+            if not (result.success and event.status != CallbackEvent.Status.DELIVERED):
+                continue
             _delivered(event, now)
-            event.save(update_fields=["status", "delivered_at", "next_attempt_at", "last_error"])
-        return event
-    event.locked_until = None
-    if result.success:
-        _delivered(event, now)
-    elif event.status != CallbackEvent.Status.DELIVERED:  # else an earlier attempt, counted lost, arrived meanwhile
-        schedule_after_failure(event, number=claim.number, manual=claim.manual, error=error, failed_at=now)
-    event.save(update_fields=["locked_until", "status", "delivered_at", "next_attempt_at", "last_error"])
-    _hand_off_slot(merchant_id=claim.merchant_id, now=now)
-    return event
+        else:
+            freed = True
+            event.locked_until = None
+            if result.success:
+                _delivered(event, now)
+            elif event.status != CallbackEvent.Status.DELIVERED:  # else an earlier attempt, counted lost, arrived
+                schedule_after_failure(event, number=claim.number, manual=claim.manual, error=error, failed_at=now)
+        # One UPDATE per outcome: the events of a batch mostly share theirs (all delivered, or all failed at once).
+        values = (event.locked_until, event.status, event.delivered_at, event.next_attempt_at, event.last_error)
+        groups.setdefault(values, []).append(event_id)
+    # Likewise the attempts: one UPDATE per distinct outcome (a fast endpoint answers a batch alike, often within the
+    # same millisecond); `bulk_update`'s CASE per row and field cost more Python than these few statements.
+    for outcome, ids in attempts.items():
+        CallbackAttempt.objects.filter(pk__in=ids).update(**dict(zip(_ATTEMPT_OUTCOME, outcome, strict=True)))
+    for (locked_until, status, delivered_at, next_attempt_at, last_error), ids in groups.items():
+        CallbackEvent.objects.filter(pk__in=ids).update(locked_until=locked_until, status=status,
+                                                        delivered_at=delivered_at, next_attempt_at=next_attempt_at,
+                                                        last_error=last_error)
+    recorded = [events[event_id] for event_id in claims]
+    merchant = recorded[0].merchant
+    if claim_next:
+        return recorded, _claim_locked(merchant=merchant, generation=recorded[0].reference_generation, now=now,
+                                       limit=limit), False
+    handed_off = freed and _hand_off_slot(merchant_id=merchant.pk, now=now, waiting_only=waiting_only)
+    return recorded, [], handed_off
+
+
+_ATTEMPT_OUTCOME = ["finished_at", "duration_ms", "http_status", "response_excerpt", "error", "success"]
 
 
 def _delivered(event: CallbackEvent, now: datetime) -> None:
@@ -178,23 +275,20 @@ def _delivered(event: CallbackEvent, now: datetime) -> None:
         CallbackEvent.Status.DELIVERED, event.delivered_at or now, None, "")
 
 
-def _hand_off_slot(*, merchant_id: int, now: datetime) -> None:
-    """Queue the merchant's oldest waiting event (due, unleased, no task queued), if any, after commit."""
-    waiting = (CallbackEvent.objects
-               .filter(merchant_id=merchant_id, status=CallbackEvent.Status.PENDING, next_attempt_at__lte=now,
-                       locked_until__isnull=True, dispatched_at__isnull=True)
+def _hand_off_slot(*, merchant_id: int, now: datetime, waiting_only: bool = True) -> bool:
+    """Queue the merchant's oldest waiting event (due, unleased, no task queued; with `waiting_only=False` any due,
+    unleased one), if any, after commit. Whether one was queued."""
+    queued = {"dispatched_at__isnull": True} if waiting_only else {}
+    waiting = (CallbackEvent.objects.filter(merchant_id=merchant_id, **_claimable(now), **queued)
                .order_by("next_attempt_at", "pk").values_list("pk", flat=True).first())
     # Conditional: the sweeper may have queued it meanwhile.
-    if waiting and CallbackEvent.objects.filter(pk=waiting, dispatched_at__isnull=True).update(dispatched_at=now):
+    if waiting and CallbackEvent.objects.filter(pk=waiting, **queued).update(dispatched_at=now):
         transaction.on_commit(lambda: callback_dispatch(event_id=waiting))
+        return True
+    return False
 
 
-def callback_deliver(*, event_id: int) -> CallbackEvent | None:
-    """One attempt at an event, if it is due, not leased by another worker and its merchant has a free slot. No
-    transaction is open during the HTTP call. Returns the event as recorded (None if it could not be claimed)."""
-    claim = callback_attempt_claim(event_id=event_id)
-    if claim is None:
-        return None
+def _attempt(claim: Claim) -> PostResult:
     started = time.monotonic()
     try:
         result = post_callback(claim.url, claim.body)
@@ -204,6 +298,68 @@ def callback_deliver(*, event_id: int) -> CallbackEvent | None:
                             int((time.monotonic() - started) * 1000))
     if not result.success:
         logger.info("callback event %s attempt %s failed: %s", claim.event_id, claim.number, result.error)
-    event = callback_attempt_record(claim=claim, result=result)
-    attempt_counted(event=event, success=result.success, first_delivery=not claim.delivered_before)
-    return event
+    return result
+
+
+_posters: ThreadPoolExecutor | None = None
+_posters_lock = threading.Lock()
+
+
+def _post_all(claims: list[Claim]) -> list[PostResult]:
+    """The POSTs of one batch (one merchant's), at once: each is in flight as it would be in a task of its own, so a
+    slow endpoint holds a batch no longer than its slowest attempt (one deadline), and a merchant keeps the
+    parallelism its bulkhead allows. A single attempt is made in the calling thread."""
+    global _posters
+    if len(claims) == 1:
+        return [_attempt(claims[0])]
+    if _posters is None:
+        with _posters_lock:
+            if _posters is None:
+                _posters = ThreadPoolExecutor(max_workers=POSTERS, thread_name_prefix="callback-post")
+    futures = [_posters.submit(_attempt, claim) for claim in claims[1:]]
+    return [_attempt(claims[0]), *(future.result() for future in futures)]
+
+
+# A forked child (a prefork pool) must not inherit the parent's pool, whose threads did not survive the fork.
+os.register_at_fork(after_in_child=lambda: globals().update(_posters=None, _posters_lock=threading.Lock()))
+
+
+def callback_deliver(*, event_id: int) -> CallbackEvent | None:
+    """The attempts a message for `event_id` starts (that event first, then the merchant's other due events, up to
+    its free bulkhead slots), then, while the merchant has due events and free slots and the drain bound
+    (CALLBACK_DRAIN_MAX_EVENTS, CALLBACK_DRAIN_MAX_SECONDS) allows, its next batch: each batch's record and the
+    next batch's claim are one transaction. No transaction is open during the HTTP calls.
+
+    At the end the merchant's wake mark is released and its due events looked at once more (`callback_dispatch`:
+    an event enqueued while the mark was set queued no task of its own, relying on this look). A drain stopped by
+    its bound queues a task for the merchant's oldest due event instead, behind other merchants' tasks, and keeps
+    the mark. Returns `event_id`'s event as recorded (None if it could not be claimed)."""
+    now = timezone.now()
+    merchant_id, claimable = _event_state(event_id, now)
+    if merchant_id is None:
+        return None
+    claims = _claim_of_merchant(merchant_id=merchant_id, now=now, first=event_id) if claimable else []
+    mine = None
+    started, made = time.monotonic(), 0
+    while True:
+        while claims:
+            results = _post_all(claims)
+            made += len(claims)
+            more = (made < settings.CALLBACK_DRAIN_MAX_EVENTS
+                    and time.monotonic() - started < settings.CALLBACK_DRAIN_MAX_SECONDS)
+            recorded, next_claims, handed_off = callback_attempts_record(
+                outcomes=list(zip(claims, results, strict=True)), claim_next=more, waiting_only=False)
+            for claim, result, event in zip(claims, results, recorded, strict=True):
+                attempt_counted(event=event, success=result.success, first_delivery=not claim.delivered_before)
+                if event.pk == event_id:
+                    mine = event
+            if handed_off:
+                return mine  # the task queued for the merchant's next due event goes on, and releases the mark
+            claims = next_claims
+        callback_wake_release(merchant_id=merchant_id)
+        now = timezone.now()
+        if not CallbackEvent.objects.filter(merchant_id=merchant_id, **_claimable(now)).exists():
+            return mine
+        claims = _claim_of_merchant(merchant_id=merchant_id, now=now)
+        if not claims:  # refused: the merchant's slots are taken by tasks that will look again when they end
+            return mine

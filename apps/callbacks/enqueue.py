@@ -5,6 +5,8 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -118,15 +120,53 @@ def callback_enqueue(*, merchant: Merchant, type: CallbackEvent.Type, platform_o
         url=callback_url_for(merchant=merchant, type=type), payload=payload,
         next_attempt_at=now, dispatched_at=now,
     )
-    transaction.on_commit(lambda: callback_dispatch(event_id=event.pk))
+    transaction.on_commit(lambda: callback_dispatch(event_id=event.pk, merchant_id=merchant.pk))
     return event
 
 
-def callback_dispatch(*, event_id: int) -> bool:
+# Wake marks of a merchant, one per bulkhead slot (CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT): an enqueue that sets one
+# (Redis SET NX, through the cache) queues a delivery task; when all are set, it queues none, because each mark is
+# released by a task that then looks at the merchant's due events (apps.callbacks.deliver.callback_deliver), and this
+# event was committed before the mark was seen. So a merchant has at most as many delivery tasks queued or running
+# from enqueues as its bulkhead has slots, each of which delivers what the others' enqueues left. A task releases all
+# of them at its end (whoever removes a mark looks afterwards, which is all the enqueues that saw it need). A mark expires by
+# itself: a task lost with its message then holds the merchant's next enqueues back this long at most (their events
+# are also queued again by the sweeper, CALLBACK_REDISPATCH_SECONDS after enqueue).
+WAKE_SECONDS = 10
+
+
+def _wake_keys(merchant_id: int) -> list[str]:
+    return [f"callbacks:wake:{merchant_id}:{slot}" for slot in range(settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT)]
+
+
+def callback_wake_release(*, merchant_id: int) -> None:
+    """Release the merchant's wake marks: the caller looks at the merchant's due events right after, for every
+    enqueue that saw any of them set (one round trip; the tasks that set the others find none left, and the
+    merchant's next enqueues queue tasks again)."""
+    try:
+        cache.delete_many(_wake_keys(merchant_id))
+    except Exception as exc:  # noqa: BLE001 - Redis down: the mark expires by itself
+        logger.warning("callback wake mark of merchant %s not released (%s)", merchant_id, type(exc).__name__)
+
+
+def _wake_set(merchant_id: int) -> bool:
+    return any(cache.add(key, 1, WAKE_SECONDS) for key in _wake_keys(merchant_id))
+
+
+def callback_dispatch(*, event_id: int, merchant_id: int | None = None) -> bool:
     """Queue a delivery task; a broker outage is logged, not raised: the event stays due in the database and the
-    sweeper queues it later."""
+    sweeper queues it later. With `merchant_id` (an enqueue), only if one of the merchant's wake marks was free: else
+    the tasks that hold them deliver this event too (True then: the event is in hand)."""
     from apps.callbacks.tasks import deliver_callback  # the tasks import the delivery phase, which imports this
 
+    if merchant_id is not None:
+        try:
+            if not _wake_set(merchant_id):
+                return True
+        except Exception as exc:  # noqa: BLE001 - Redis down: so is the broker; the sweeper queues the event
+            logger.warning("callback event %s not dispatched (%s); the sweeper will retry", event_id,
+                           type(exc).__name__)
+            return False
     try:
         deliver_callback.delay(event_id)
     except Exception as exc:  # noqa: BLE001 - broker down: the event stays due in the database

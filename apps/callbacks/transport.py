@@ -41,7 +41,7 @@ MAX_REPLY_BYTES = 8192
 # Kept connections per worker process: pools for this many (hostname, address) pairs, the least recently used closed
 # beyond; in each, up to a worker's thread count (Procfile: 16) idle connections. Bounded: file descriptors.
 POOLS_KEPT = 32
-CONNECTIONS_PER_POOL = 16
+CONNECTIONS_PER_POOL = 64
 HEADERS = {"Content-Type": "application/json; charset=utf-8", "User-Agent": "payments-callback/1"}
 
 

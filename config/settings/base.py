@@ -248,6 +248,10 @@ CALLBACK_REPLY_EXCERPT_CHARS = 512
 CALLBACK_LEASE_SECONDS = env.int("CALLBACK_LEASE_SECONDS", default=120)
 # The sweeper queues a due event again only if no task was queued for it within this many seconds.
 CALLBACK_REDISPATCH_SECONDS = env.int("CALLBACK_REDISPATCH_SECONDS", default=30)
+# A delivery task goes on with its merchant's next due events (batches of at most its free bulkhead slots) until it
+# has made this many attempts or run this long; then a waiting event is queued again, behind other merchants' tasks.
+CALLBACK_DRAIN_MAX_EVENTS = env.int("CALLBACK_DRAIN_MAX_EVENTS", default=64)
+CALLBACK_DRAIN_MAX_SECONDS = env.float("CALLBACK_DRAIN_MAX_SECONDS", default=2.0)
 
 # Channels (docs/channels.md). PLATFORM_ENVIRONMENT decides which channels this deployment may use: `sandbox` only
 # the built-in sandbox channels (the default of `make run` and the tests), `live` only real upstreams (the default of

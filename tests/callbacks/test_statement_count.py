@@ -4,6 +4,7 @@
 from datetime import timedelta
 
 from django.db import connection
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -12,15 +13,21 @@ from apps.callbacks.models import CallbackEvent
 from apps.common.refcache import refcache_scope
 from apps.merchants.selectors import platform_key_current
 
-# Claim: the due event and its merchant locked in one statement (which also reads the reference generation), the
-# lease (with the bulkhead's count of the merchant's leases), the attempt row; the platform key comes from the
-# reference cache. Record: the event and its merchant locked in one statement, the attempt's outcome, the event's
-# outcome, the merchant's first waiting event, its hand-off. Transactions' BEGIN and COMMIT are not counted here.
-# (12 before issue 23: merchant and event locked in two statements each, the leases counted apart, the platform key
-# read from the database.)
-STATEMENTS_PER_ATTEMPT = 8
+# Claim: the event read (unlocked: is it due, whose is it), the merchant locked (with the reference generation), the
+# candidates with the bulkhead's count of the merchant's leases, the leases, the attempt rows; the platform key comes
+# from the reference cache. Record: the events and their merchant locked in one statement, the attempts' outcomes,
+# the events' outcomes (one UPDATE per outcome), then either the next batch's claim (candidates, leases, attempt
+# rows) or the hand-off of a freed slot (the merchant's first waiting event, its UPDATE). Transactions' BEGIN and
+# COMMIT are not counted here. (12 before issue 23; 8 per attempt before batches, whatever the load: one attempt
+# alone now costs two more, the unlocked read and the merchant's lock apart from the candidates.)
+STATEMENTS_ONE_ATTEMPT_WITH_HAND_OFF = 10
+# A batch of four (one merchant's four free slots) and the drain's last looks for more (in the record's transaction,
+# and once more after the merchant's wake mark is released): 9 statements beside the attempts' outcomes (1 to 4).
+STATEMENTS_BATCH_OF_FOUR = 9
 
 
+# One slot, one attempt per task: the freed slot is handed to the waiting event (queued), not claimed by this task.
+@override_settings(CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT=1, CALLBACK_DRAIN_MAX_EVENTS=1)
 def test_one_delivered_attempt_with_a_hand_off_runs_a_fixed_number_of_statements(
         hooked_merchant, enqueue, dispatched, django_capture_on_commit_callbacks):
     event = enqueue(hooked_merchant, no="C-count-1")
@@ -39,4 +46,25 @@ def test_one_delivered_attempt_with_a_hand_off_runs_a_fixed_number_of_statements
     assert dispatched == [waiting.pk]
     # The test's own transaction turns each service's transaction into a savepoint: not statements of the attempt.
     statements = [q["sql"] for q in queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
-    assert len(statements) == STATEMENTS_PER_ATTEMPT, "\n".join(sql[:160] for sql in statements)
+    assert len(statements) == STATEMENTS_ONE_ATTEMPT_WITH_HAND_OFF, "\n".join(sql[:160] for sql in statements)
+
+
+def test_a_batch_of_four_due_events_of_one_merchant_runs_a_fixed_number_of_statements(
+        hooked_merchant, enqueue, dispatched, callback_receiver):
+    events = [enqueue(hooked_merchant, no=f"C-batch-{n}") for n in range(4)]
+    callback_deliver(event_id=events[0].pk + 1_000_000)  # warm: nothing to claim
+    with refcache_scope():
+        platform_key_current()
+
+    with CaptureQueriesContext(connection) as queries:
+        recorded = callback_deliver(event_id=events[0].pk)
+
+    assert recorded.status == CallbackEvent.Status.DELIVERED
+    assert set(CallbackEvent.objects.filter(pk__in=[e.pk for e in events]).values_list("status", flat=True)) == {
+        CallbackEvent.Status.DELIVERED}
+    assert len(callback_receiver.requests) == 4 and dispatched == []
+    statements = [q["sql"] for q in queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
+    # The attempts' outcomes: one UPDATE per distinct outcome, the duration included (1 to 4 here).
+    outcomes = [sql for sql in statements if sql.startswith('UPDATE "callbacks_callbackattempt"')]
+    assert 1 <= len(outcomes) <= 4
+    assert len(statements) - len(outcomes) == STATEMENTS_BATCH_OF_FOUR, "\n".join(sql[:160] for sql in statements)

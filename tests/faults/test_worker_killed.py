@@ -43,7 +43,11 @@ def test_worker_killed_mid_delivery_every_callback_still_arrives_once_posted(
         assert pay_through_page(order["pay_url"]).status_code == 302
     wait_until(lambda: len(endpoints.hits_for("acme")) >= 2, timeout=20, what="two deliveries in flight")
     in_flight = list(CallbackAttempt.objects.filter(finished_at__isnull=True).values_list("event_id", flat=True))
-    assert len(in_flight) == 2
+    # The two stalled attempts, and any attempt of their batch that was answered but is recorded with the batch, once
+    # its slowest attempt ends (docs/callbacks.md, Delivery): lost with the worker too, and made again.
+    stalled = {h.body["platform_order_no"] for h in endpoints.hits_for("acme") if h.behaviour == "stall"}
+    assert len(stalled) == 2 and len(in_flight) >= 2
+    assert stalled <= set(CallbackEvent.objects.filter(pk__in=in_flight).values_list("platform_order_no", flat=True))
 
     doomed.kill()  # SIGKILL to the worker's process group: main process and both pool children, mid-request
     killed_at = time.monotonic()
