@@ -145,11 +145,15 @@ def pytest_collection_modifyitems(config, items):
     Groups are sent out largest first (xdist's loadscopereorder), so the drills start at once."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
+    # In a worker (where the suffix matters: the controller schedules by the ids workers collect) xdist has set
+    # `dist` to "no" and says loadgroup in `option.loadgroup`; checking `dist` alone left every test ungrouped (the
+    # drills ran side by side on all workers, module-scoped fixtures were made in each).
+    loadgroup = getattr(config.option, "loadgroup", False) or config.getoption("dist", default=None) == "loadgroup"
     for item in items:
         nodeid, group = _unique_nodeid(item), _xdist_group(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
-            if config.getoption("dist", default=None) == "loadgroup":
+            if loadgroup:
                 nodeid += f"@{group}"  # what xdist's loadgroup schedules by; its own suffix is lost on pytest 9.2
         if nodeid != item.nodeid:
             _set_nodeid(item, nodeid)
