@@ -3,7 +3,7 @@ SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null || echo uv)
 export UV_LINK_MODE ?= copy
 
-.PHONY: run serve test install install-run uv migrate bootstrap browsers bench faults soak redis-server lint
+.PHONY: run serve test test-debs install install-run uv migrate bootstrap browsers bench faults soak redis-server lint
 
 uv:
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
@@ -63,8 +63,18 @@ browsers:
 # pytest-xdist workers (docs/testing.md, "Parallel"; the choice of 3: docs/performance.md, "Suite"). Worker gwN uses
 # Redis db (REDIS_URL's) + N. PYTEST_WORKERS=0: serially in one process, as plain `uv run pytest` runs.
 PYTEST_WORKERS ?= 3
-test: install browsers redis-server pgbouncer
+test: install test-debs
 	uv run pytest -n $(PYTEST_WORKERS) --dist loadgroup
+
+# The Debian packages make test needs (chromium: browser tests; redis-server: the drills' private servers; pgbouncer:
+# tests/pgbouncer), the same checks as `browsers`, `redis-server` and `pgbouncer` below, but whatever is missing on a
+# clean host installed in ONE apt-get update and install rather than one each (each update alone ~10-30 s).
+test-debs:
+	@missing="$$(command -v chromium >/dev/null 2>&1 || echo chromium) \
+	$$(command -v redis-server >/dev/null 2>&1 || echo redis-server) \
+	$$(command -v pgbouncer >/dev/null 2>&1 || test -x /usr/sbin/pgbouncer || echo pgbouncer)"; \
+	if [ -n "$$(echo $$missing)" ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
 
 # Fault drills (docs/faults.md): real gunicorn, Celery worker and beat on PostgreSQL, a private redis-server per
 # drill on its own port (never the shared one); workers SIGKILLed, Redis killed, DB backends terminated.

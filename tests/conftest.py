@@ -145,11 +145,15 @@ def pytest_collection_modifyitems(config, items):
     Groups are sent out largest first (xdist's loadscopereorder), so the drills start at once."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
+    # In a worker (where the suffix matters: the controller schedules by the ids workers collect) xdist has set
+    # `dist` to "no" and says loadgroup in `option.loadgroup`; checking `dist` alone left every test ungrouped (the
+    # drills ran side by side on all workers, module-scoped fixtures were made in each).
+    loadgroup = getattr(config.option, "loadgroup", False) or config.getoption("dist", default=None) == "loadgroup"
     for item in items:
         nodeid, group = _unique_nodeid(item), _xdist_group(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
-            if config.getoption("dist", default=None) == "loadgroup":
+            if loadgroup:
                 nodeid += f"@{group}"  # what xdist's loadgroup schedules by; its own suffix is lost on pytest 9.2
         if nodeid != item.nodeid:
             _set_nodeid(item, nodeid)
@@ -209,11 +213,12 @@ def pytest_sessionstart(session):
 
     workers = xdist_databases.numprocesses(session.config)
     if workers and not session.config.getvalue("reuse_db"):
-        xdist_databases.prepare(session.config, workers)
+        session.config.stash[_TEMPLATE] = xdist_databases.prepare(session.config, workers)
         session.config.stash[_CLONED] = True
 
 
 _CLONED = pytest.StashKey[bool]()
+_TEMPLATE = pytest.StashKey[str]()
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -221,7 +226,7 @@ def pytest_configure_node(node):
     from tests.support import xdist_databases
 
     if node.config.stash.get(_CLONED, False):
-        xdist_databases.configure_node(node)
+        xdist_databases.configure_node(node, node.config.stash[_TEMPLATE])
 
 
 @pytest.fixture(scope="session")
@@ -288,14 +293,26 @@ def pytest_testnodedown(node, error):
 @pytest.fixture(scope="session", autouse=True)
 def _no_stray_sessions_on_the_test_database(django_db_setup, django_db_blocker):
     """Threads of live workers and servers can leave a connection open at the end of the run, and PostgreSQL then
-    refuses to drop the test database. End those sessions first (torn down before django_db_setup drops it)."""
-    yield
-    from django.db import connection
+    refuses to drop the test database. End those sessions first (torn down before django_db_setup drops it).
 
+    Before the tests: the test database commits without waiting for its WAL to reach the disk (`synchronous_commit
+    off`, for every session on it: this process's, its threads' and the processes tests start). Only a crash of the
+    PostgreSQL server could lose the last commits, and no test crashes the server (the drills kill backends, which
+    loses nothing committed); what each session sees and locks is unchanged. The suite commits tens of thousands of
+    times (transactional tests, live workers, the drills' processes), each a disk flush otherwise."""
+    from django.db import OperationalError, connection
+
+    if connection.vendor == "postgresql":
+        try:
+            with django_db_blocker.unblock(), connection.cursor() as cursor:
+                cursor.execute(f"ALTER DATABASE {connection.ops.quote_name(connection.settings_dict['NAME'])} "
+                               "SET synchronous_commit TO off")
+                cursor.execute("SET synchronous_commit TO off")  # this session (the setting applies to new ones)
+        except OperationalError:  # a run of database-free tests only: there is no test database
+            pass
+    yield
     if connection.vendor != "postgresql":
         return
-    from django.db import OperationalError
-
     try:
         with django_db_blocker.unblock(), connection.cursor() as cursor:
             cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "

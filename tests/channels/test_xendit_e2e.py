@@ -18,7 +18,7 @@ from tests.collection.conftest import create_ok as pay_create_ok
 from tests.conftest import make_merchant
 from tests.helpers import screenshot
 from tests.payout.conftest import PHP_FEE, balances, create, fund, query
-from tests.support.browser import CHROMIUM, chromium
+from tests.support.browser import CHROMIUM, chromium, contexts_closed
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,9 +28,17 @@ PHONE_WIDTH = 390
 FUNDS = 10_000_000
 
 
-@pytest.fixture
-def phone():
+@pytest.fixture(scope="module")
+def module_browser():
+    """One Chromium for this module's tests (one xdist worker runs them all: tests/conftest.py); each test gets it
+    with its contexts closed afterwards (tests/support/browser.py: contexts_closed)."""
     with chromium() as browser:
+        yield browser
+
+
+@pytest.fixture
+def phone(module_browser):
+    with contexts_closed(module_browser) as browser:
         context = browser.new_context(viewport={"width": PHONE_WIDTH, "height": 844}, device_scale_factor=2,
                                       is_mobile=True, has_touch=True)
         page = context.new_page()

@@ -14,15 +14,23 @@ from django.core.management import call_command
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from tests.helpers import screenshot
-from tests.support.browser import chromium
+from tests.support.browser import chromium, contexts_closed
 from tests.support.staff import PASSWORD, add_authenticator, browser_sign_in, totp_code
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def page():
+@pytest.fixture(scope="module")
+def module_browser():
+    """One Chromium for this module's tests (one xdist worker runs them all: tests/conftest.py); each test gets it
+    with its contexts closed afterwards (tests/support/browser.py: contexts_closed)."""
     with chromium() as browser:
+        yield browser
+
+
+@pytest.fixture
+def page(module_browser):
+    with contexts_closed(module_browser) as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.set_default_timeout(15_000)
         yield page

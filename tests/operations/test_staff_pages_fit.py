@@ -16,7 +16,7 @@ from apps.common.staff_requests import staff_request_create
 from tests.conftest import make_merchant
 from tests.helpers import screenshot
 from tests.payout.conftest import PHP_THRESHOLD, adapter_calls, fund, new_payout, payout_in, staff_user  # noqa: F401
-from tests.support.browser import chromium
+from tests.support.browser import chromium, contexts_closed
 from tests.support.staff import PASSWORD, add_authenticator, browser_sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -61,11 +61,19 @@ def realistic(bootstrapped, rsa_keys, adapter_calls):
     return ctx, payouts
 
 
+@pytest.fixture(scope="module")
+def module_browser():
+    """One Chromium for this module's tests (one xdist worker runs them all: tests/conftest.py); each test gets it
+    with its contexts closed afterwards (tests/support/browser.py: contexts_closed)."""
+    with chromium() as browser:
+        yield browser
+
+
 @pytest.fixture
-def superuser_page(live_server):
+def superuser_page(live_server, module_browser):
     user = get_user_model().objects.create_superuser("sam-the-superuser", password=PASSWORD)
     add_authenticator(user)
-    with chromium() as browser:
+    with contexts_closed(module_browser) as browser:
         context = browser.new_context(viewport={"width": WIDTH, "height": 900})
         context.set_default_timeout(15_000)
         page = context.new_page()

@@ -8,7 +8,7 @@ from apps.payout.services import payout_create
 from tests.conftest import make_merchant
 from tests.helpers import screenshot
 from tests.payout.conftest import PHP_THRESHOLD, balances, fund, payout_params, staff_user
-from tests.support.browser import chromium
+from tests.support.browser import chromium, contexts_closed
 from tests.support.staff import add_authenticator, browser_sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -17,9 +17,17 @@ PASSWORD = "pw-for-tests-1"
 FUNDS = 20_000_000
 
 
-@pytest.fixture
-def page():
+@pytest.fixture(scope="module")
+def module_browser():
+    """One Chromium for this module's tests (one xdist worker runs them all: tests/conftest.py); each test gets it
+    with its contexts closed afterwards (tests/support/browser.py: contexts_closed)."""
     with chromium() as browser:
+        yield browser
+
+
+@pytest.fixture
+def page(module_browser):
+    with contexts_closed(module_browser) as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.set_default_timeout(15_000)
         yield page

@@ -10,7 +10,7 @@ from apps.payout.services import payout_create
 from tests.conftest import make_merchant
 from tests.helpers import screenshot
 from tests.payout.conftest import PHP_THRESHOLD, fund, payout_params, staff_user
-from tests.support.browser import chromium
+from tests.support.browser import chromium, contexts_closed
 from tests.support.staff import add_authenticator, browser_sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -20,9 +20,17 @@ DUAL = 8_000_000  # 80,000.00 PHP
 QUEUE = "/admin/payout/payoutreviewqueue/"
 
 
-@pytest.fixture
-def browser():
+@pytest.fixture(scope="module")
+def module_browser():
+    """One Chromium for this module's tests (one xdist worker runs them all: tests/conftest.py); each test gets it
+    with its contexts closed afterwards (tests/support/browser.py: contexts_closed)."""
     with chromium() as browser:
+        yield browser
+
+
+@pytest.fixture
+def browser(module_browser):
+    with contexts_closed(module_browser) as browser:
         yield browser
 
 

@@ -12,7 +12,7 @@ from apps.callbacks.models import CallbackEvent
 from apps.ledger.statements import statement_today
 from tests.helpers import screenshot
 from tests.portal.support import browser_sign_in, portal_user
-from tests.support.browser import chromium
+from tests.support.browser import chromium, contexts_closed
 from tests.support.receiver import Reply
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -20,9 +20,17 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 WIDE, PHONE = 1280, 390
 
 
-@pytest.fixture
-def browser():
+@pytest.fixture(scope="module")
+def module_browser():
+    """One Chromium for this module's tests (one xdist worker runs them all: tests/conftest.py); each test gets it
+    with its contexts closed afterwards (tests/support/browser.py: contexts_closed)."""
     with chromium() as browser:
+        yield browser
+
+
+@pytest.fixture
+def browser(module_browser):
+    with contexts_closed(module_browser) as browser:
         yield browser
 
 

@@ -83,6 +83,7 @@ class Options:
     faults: bool
     postgres: str
     database: str
+    template: str | None
     logdir: Path | None
     deployments: str
     deployment: str | None
@@ -107,6 +108,9 @@ def parse_args(argv: list[str] | None = None) -> Options:
     parser.add_argument("--postgres", default=env("SOAK_POSTGRES") or "postgres://postgres@127.0.0.1:5432")
     parser.add_argument("--database", default=env("SOAK_DATABASE") or _default_database(),
                         help="recreated at the start (default: <DATABASE_URL's name>_soak)")
+    parser.add_argument("--template", default=env("SOAK_TEMPLATE_DATABASE") or None,
+                        help="copy this migrated database (nobody connected to it) instead of migrating an empty one; "
+                             "make test's soak copies the suite's migrated template")
     parser.add_argument("--logdir", type=Path, default=None, help="keep the processes' logs here")
     parser.add_argument("--deployments", default=env("SOAK_DEPLOYMENTS") or "sandbox,live",
                         help="run one after the other; the load time is shared: sandbox 2/3, live 1/3")
@@ -712,7 +716,7 @@ def fault_actor(soak: Soak, platform, redis, rng: random.Random) -> None:
 def recreate_database(opts: Options) -> str:
     with psycopg.connect(f"{opts.postgres}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{opts.database}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{opts.database}"')
+        conn.execute(f'CREATE DATABASE "{opts.database}"' + (f' TEMPLATE "{opts.template}"' if opts.template else ""))
     return f"{opts.postgres}/{opts.database}"
 
 
@@ -728,7 +732,7 @@ def set_up_data(opts: Options, receivers) -> tuple[list[Merchant], dict]:
     from tests.helpers import MerchantCtx
     from tests.support.staff import add_authenticator
 
-    call_command("migrate", verbosity=0)
+    call_command("migrate", verbosity=0)  # everything, or nothing on a copy of a migrated template
     call_command("createcachetable", verbosity=0)
     call_command("bootstrap", stdout=StringIO())
     merchants = []

@@ -23,10 +23,13 @@ SECONDS = 90
 BUDGET = 15 * 60  # set-up (migrate) + 90 s of load + the quiet period (at most 150 s) + the checks, on 2 shared cores
 
 
-def run_harness(tmp_path: Path, seconds: float, seed: int) -> dict:
+def run_harness(tmp_path: Path, seconds: float, seed: int, template: str | None = None) -> dict:
+    """`template`: a migrated database each deployment's database is copied from (under xdist, the suite's own,
+    tests/support/xdist_databases.py), instead of migrating two empty ones: the same schema and reference rows."""
     child = subprocess.Popen([sys.executable, "-m", "tests.soak.harness", "--seconds", str(seconds), "--seed",
-                              str(seed), "--logdir", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+                              str(seed), "--logdir", str(tmp_path), *(["--template", template] if template else [])],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
     try:
         out, err = child.communicate(timeout=BUDGET)
     except BaseException:
@@ -42,10 +45,12 @@ def run_harness(tmp_path: Path, seconds: float, seed: int) -> dict:
     return json.loads(out)
 
 
-def test_ninety_second_soak_with_faults_keeps_every_promise(tmp_path):
+def test_ninety_second_soak_with_faults_keeps_every_promise(tmp_path, request):
+    from tests.support.xdist_databases import migrated_template
+
     seed = int(os.environ.get("SOAK_SEED") or 0) or random.SystemRandom().randrange(1, 10 ** 9)
     print(f"soak seed {seed} (SOAK_SEED={seed} repeats its choices)")
-    result = run_harness(tmp_path, SECONDS, seed)
+    result = run_harness(tmp_path, SECONDS, seed, migrated_template(request.config))
     deployments = result.get("deployments", {})
     assert set(deployments) == {"sandbox", "live"}, result
     failing = {f"{name}.{check}": detail for name, deployment in deployments.items()

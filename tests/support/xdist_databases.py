@@ -4,13 +4,16 @@ pytest-django alone has every worker migrate its own test_<name>_gwN from scratc
 copies of the whole migration history running side by side (100 s of setup each on a busy machine). Here the
 controller (which runs no test) creates test_<name> with the migrations, as pytest-django would, copies it with
 `CREATE DATABASE test_<name>_gwN TEMPLATE test_<name>` (Django's clone_test_db, what `manage.py test --parallel`
-does), and drops the template. Each worker is told so (workerinput) and opens its copy as pytest-django's --reuse-db
-would: `migrate` finds nothing to apply. The controller drops the copies when the run ends. See docs/testing.md.
+does), and keeps the template, unused, for the soak (tests/soak/test_soak.py copies it for each of its deployments
+instead of migrating two databases from scratch). Each worker is told so (workerinput) and opens its copy as
+pytest-django's --reuse-db would: `migrate` finds nothing to apply. The controller drops the copies and the template
+when the run ends. See docs/testing.md.
 """
 
 import re
 
 WORKERINPUT_KEY = "cloned_test_database"
+TEMPLATE_KEY = "migrated_template_database"  # workerinput: the name of the migrated template, kept to the end
 
 
 def numprocesses(config) -> int:
@@ -26,8 +29,9 @@ def _unblocked(config):
     return config.stash[blocking_manager_key].unblock()
 
 
-def prepare(config, workers: int) -> list[str]:
-    """Migrate test_<name> once, clone it for gw0..gw<workers-1>, drop it; returns the clones' names."""
+def prepare(config, workers: int) -> str:
+    """Migrate test_<name> once, clone it for gw0..gw<workers-1>; returns its name (the template, dropped by
+    drop_clones at the end; nothing connects to it meanwhile but a copy being made)."""
     from django.db import connection
 
     creation = connection.creation
@@ -37,17 +41,19 @@ def prepare(config, workers: int) -> list[str]:
         suffixes = [f"gw{n}" for n in range(workers)]
         for suffix in suffixes:
             creation.clone_test_db(suffix=suffix, verbosity=0, autoclobber=True)
-        clones = [creation.get_test_db_clone_settings(suffix)["NAME"] for suffix in suffixes]
-        creation.destroy_test_db(base_name, verbosity=0)
-    return clones
+        template = connection.settings_dict["NAME"]
+        # Kept (keepdb): closes the connection (a copy is made only of a database nobody is connected to) and puts
+        # the settings' name back, as dropping it would.
+        creation.destroy_test_db(base_name, verbosity=0, keepdb=True)
+    return template
 
 
 def drop_clones(config) -> None:
     """Drop test_<name>_gwN, every N (a worker xdist restarted has a new N and made its own): the workers kept
-    theirs (reuse-db), as they may end before their last connection does."""
+    theirs (reuse-db), as they may end before their last connection does; and the template test_<name>."""
     from django.db import connection
 
-    pattern = re.compile(re.escape(connection.creation._get_test_db_name()) + r"_gw\d+")
+    pattern = re.compile(re.escape(connection.creation._get_test_db_name()) + r"(_gw\d+)?")
     with _unblocked(config), connection.creation._nodb_cursor() as cursor:
         cursor.execute("SELECT datname FROM pg_database")
         for (name,) in cursor.fetchall():
@@ -59,6 +65,12 @@ def worker_uses_a_clone(config) -> bool:
     return bool(getattr(config, "workerinput", {}).get(WORKERINPUT_KEY))
 
 
-def configure_node(node) -> None:
+def configure_node(node, template: str) -> None:
     node.workerinput[WORKERINPUT_KEY] = True
+    node.workerinput[TEMPLATE_KEY] = template
+
+
+def migrated_template(config) -> str | None:
+    """In an xdist worker whose database the controller cloned: the migrated template it was cloned from."""
+    return getattr(config, "workerinput", {}).get(TEMPLATE_KEY)
 
