@@ -746,7 +746,7 @@ def quiet_dispatch(monkeypatch):
     The money code runs unchanged; the machine calls the services the tasks would call."""
     from apps.channels.sandbox_payout import SandboxPayoutAdapter
 
-    monkeypatch.setattr("apps.callbacks.enqueue.callback_dispatch", lambda *, event_id: True)
+    monkeypatch.setattr("apps.callbacks.enqueue.callback_dispatch", lambda *, event_id, merchant_id=None: True)
     monkeypatch.setattr("apps.payout.services.payout_submit_dispatch", lambda *, payout_id: None)
     monkeypatch.setattr(SandboxPayoutAdapter, "start_disbursement",
                         lambda self, *, payout: f"MODEL-{payout.platform_order_no}")
