@@ -78,3 +78,14 @@ def paymongo_channels(bootstrapped, live, paymongo_emulator) -> dict[str, Channe
         "payout": paymongo_channel_create(code=PAYMONGO_PAYOUT_CODE, direction=Channel.Direction.PAYOUT,
                                           emulator=paymongo_emulator),
     }
+
+
+@pytest.fixture
+def quick_breaker(settings):
+    """The circuit breaker of the failover drills: opens after 3 failures, probes after 60 s (a test backdates its
+    state instead of waiting), closes after 2 good probes, every request a probe while half-open."""
+    settings.CHANNEL_BREAKER_FAILURES = 3
+    settings.CHANNEL_BREAKER_COOLDOWN_SECONDS = 60
+    settings.CHANNEL_BREAKER_CLOSE_AFTER = 2
+    settings.CHANNEL_BREAKER_PROBES = 2
+    settings.CHANNEL_BREAKER_PROBE_SLICE_SECONDS = 10**6

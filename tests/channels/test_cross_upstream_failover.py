@@ -74,12 +74,7 @@ class Both:
 
 
 @pytest.fixture
-def both(bootstrapped, live, settings):
-    settings.CHANNEL_BREAKER_FAILURES = 3
-    settings.CHANNEL_BREAKER_COOLDOWN_SECONDS = 60
-    settings.CHANNEL_BREAKER_CLOSE_AFTER = 2
-    settings.CHANNEL_BREAKER_PROBES = 2
-    settings.CHANNEL_BREAKER_PROBE_SLICE_SECONDS = 10**6
+def both(bootstrapped, live, quick_breaker):
     up = Both()
     yield up
     up.stop()

@@ -54,12 +54,7 @@ class Upstream:
 
 
 @pytest.fixture
-def upstreams(bootstrapped, live, settings):
-    settings.CHANNEL_BREAKER_FAILURES = 3
-    settings.CHANNEL_BREAKER_COOLDOWN_SECONDS = 60
-    settings.CHANNEL_BREAKER_CLOSE_AFTER = 2
-    settings.CHANNEL_BREAKER_PROBES = 2
-    settings.CHANNEL_BREAKER_PROBE_SLICE_SECONDS = 10**6
+def upstreams(bootstrapped, live, quick_breaker):
     a, b = Upstream("A", 1), Upstream("B", 2)
     yield a, b
     a.stop()
