@@ -1,14 +1,15 @@
-"""Callback outbox, delivery phase (contract §6): one attempt at an event, in three steps.
+"""Callback outbox, delivery phase (contract §6): attempts at one merchant's due events, in batches.
 
-Claim (a short transaction: lease the event, sign the body, write the attempt row), POST outside any transaction
-(apps.callbacks.transport), record (a second short transaction: the outcome on the attempt and on the event:
-delivered, the next attempt counted from the end of this one, or dead). Anything that goes wrong between claim and
-record is a failed attempt on the schedule; a worker lost in between leaves its lease, which the sweeper closes as
-a failed attempt (apps.callbacks.sweep).
+Claim (a short transaction: lease up to the merchant's free bulkhead slots of its due events, sign each body, write
+their attempt rows), POST outside any transaction (apps.callbacks.transport; a batch's POSTs at once), record (a
+second short transaction: each outcome on its attempt and event: delivered, the next attempt counted from the end of
+this one, or dead; the merchant's next batch claimed in the same transaction while the drain bound allows). Anything
+that goes wrong between claim and record is a failed attempt on the schedule; a worker lost in between leaves its
+leases, which the sweeper closes as failed attempts (apps.callbacks.sweep). A batch never mixes merchants.
 
 Bulkhead: a merchant holds at most CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT leases at once, so a slow endpoint cannot
 take the worker slots other merchants' callbacks need. Claim and record both lock the merchant's row: the count and
-the lease are one step, and a slot freed by a record goes to the merchant's next waiting event.
+the leases are one step, and a slot freed by a record goes to the merchant's next waiting event.
 """
 
 import logging
