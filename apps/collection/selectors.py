@@ -5,6 +5,7 @@ from datetime import datetime
 from django.db.models import QuerySet
 
 from apps.collection.models import CollectionOrder
+from apps.common.orders import order_lookup
 
 
 def collection_order_for_merchant(*, merchant_id: int, platform_order_no: str | None = None,
@@ -12,13 +13,8 @@ def collection_order_for_merchant(*, merchant_id: int, platform_order_no: str | 
     """The merchant's order by platform_order_no (preferred when both are given) or mch_order_no: the order's columns
     only (pay/query answers from them; a replay's product is read when it is needed), no ORDER BY (each key matches
     one row). The joins and the ordering were half of pay/query's CPU (docs/performance.md)."""
-    if platform_order_no:
-        key = {"platform_order_no": platform_order_no}
-    elif mch_order_no:
-        key = {"mch_order_no": mch_order_no}
-    else:
-        return None
-    return next(iter(CollectionOrder.objects.filter(merchant_id=merchant_id, **key).order_by()[:1]), None)
+    return order_lookup(CollectionOrder.objects.filter(merchant_id=merchant_id), platform_order_no=platform_order_no,
+                        mch_order_no=mch_order_no)
 
 
 def collection_order_by_pay_token(*, pay_token: str) -> CollectionOrder | None:

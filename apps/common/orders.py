@@ -10,12 +10,16 @@ from apps.common.errors import DomainError, ErrorCode
 
 def order_lookup(orders: QuerySet, *, platform_order_no: str | None = None,
                  mch_order_no: str | None = None) -> Model | None:
-    """One order of an already merchant-scoped queryset; platform_order_no wins when both are given."""
+    """One order of an already merchant-scoped queryset; platform_order_no wins when both are given. No ORDER BY:
+    each key matches one row (unique constraints), and the sort cost pay/query a share of its CPU
+    (docs/performance.md, "payin")."""
     if platform_order_no:
-        return orders.filter(platform_order_no=platform_order_no).first()
-    if mch_order_no:
-        return orders.filter(mch_order_no=mch_order_no).first()
-    return None
+        key = {"platform_order_no": platform_order_no}
+    elif mch_order_no:
+        key = {"mch_order_no": mch_order_no}
+    else:
+        return None
+    return next(iter(orders.filter(**key).order_by()[:1]), None)
 
 
 def replay_or_conflict(order: Model, *, stored: dict, request: dict) -> Model:
