@@ -267,21 +267,22 @@ def payout_reject(*, payout_id: int, reviewer, reason: str, via: str = "admin", 
 # --- disbursement ---------------------------------------------------------------------------------------
 
 
-# Submission wake marks (apps.common.wake): after an APPROVED payout commits, a drain (submit_approved_payouts) is
-# queued only when one of SUBMIT_DRAINERS marks was free; every drain releases them all, then submits every APPROVED
-# payout it can claim (SKIP LOCKED: up to SUBMIT_DRAINERS drains share a burst). A mark expires after
-# SUBMIT_WAKE_SECONDS: a drain lost with its message holds the next creates back this long at most, and the sweeper
-# queues their submission after SUBMIT_GRACE anyway. Measured against one message per payout: docs/performance.md,
-# helper "payout".
-SUBMIT_DRAINERS = 4
+# The submission's wake mark (apps.common.wake): after an APPROVED payout commits, a drain (submit_approved_payouts)
+# is queued only when the mark was free; every drain releases it, then submits every APPROVED payout it can claim.
+# So drains run side by side while creates keep coming (each create after a release queues one more, and SKIP LOCKED
+# shares the payouts out), and a burst before the first drain starts queues one. One mark, not several as the
+# callbacks' bulkhead has: a create that finds the marks set tries every one, a Redis round trip each. The mark
+# expires after SUBMIT_WAKE_SECONDS: a drain lost with its message holds the next creates back this long at most,
+# and the sweeper queues their submission after SUBMIT_GRACE anyway. Measured against one message per payout:
+# docs/performance.md, helper "payout".
+SUBMIT_WAKE_KEYS = ["payout:submit:wake"]
 SUBMIT_WAKE_SECONDS = 10
-SUBMIT_WAKE_KEYS = [f"payout:submit:wake:{slot}" for slot in range(SUBMIT_DRAINERS)]
 # Payouts one drain submits before it queues the next drain behind other tasks (the adapters' HTTP calls are serial).
 SUBMIT_DRAIN_MAX = 200
 
 
 def payout_submit_wake() -> None:
-    """After the commit of an APPROVED payout: queue a drain unless a queued one has yet to look (its mark is set).
+    """After the commit of an APPROVED payout: queue a drain unless a queued one has yet to look (the mark is set).
     Redis or the broker down: logged, the payout stays APPROVED and the sweeper queues it."""
     from apps.payout.tasks import submit_approved_payouts
 
@@ -293,9 +294,9 @@ def payout_submit_wake() -> None:
 
 
 def payout_submit_drain() -> int:
-    """Release the wake marks, then submit every APPROVED payout no other drain holds, one at a time, up to
+    """Release the wake mark, then submit every APPROVED payout no other drain holds, one at a time, up to
     SUBMIT_DRAIN_MAX (then the next drain is queued). The release comes before the first look: a payout whose create
-    saw a mark set committed before that, so this drain finds it. Returns how many it claimed."""
+    saw the mark set committed before that, so this drain finds it. Returns how many it claimed."""
     from apps.payout.tasks import submit_approved_payouts
 
     wake_marks_release(SUBMIT_WAKE_KEYS, what="payout submission")

@@ -12,7 +12,7 @@ from apps.payout.sweep import payouts_sweep
 @money_task
 def submit_approved_payouts() -> int:
     """Submit every APPROVED payout (services.payout_submit_drain), queued after the commit of an approval or an
-    APPROVED create when no queued drain has yet to look (the wake marks)."""
+    APPROVED create when no queued drain has yet to look (the wake mark)."""
     return services.payout_submit_drain()
 
 

@@ -1,5 +1,5 @@
-"""Submission after commit through the wake marks (docs/payouts.md, "Disbursement"): a burst of APPROVED payouts
-queues a few drains, not one message each; no payout committed around a drain is left behind; two drains at once
+"""Submission after commit through the wake mark (docs/payouts.md, "Disbursement"): a burst of APPROVED payouts
+queues one drain, not one message each; no payout committed around a drain is left behind; two drains at once
 submit each payout once; a payout in review is never submitted."""
 
 import threading
@@ -34,15 +34,15 @@ def test_a_burst_of_approved_creates_queues_a_few_drains_and_each_payout_is_subm
                                                                                            drains):
     burst = [new_payout(funded, payee_account=f"0099{i:04d}") for i in range(20)]
     frozen = payout_in(funded, "FROZEN")
-    assert drains["drains"] == services.SUBMIT_DRAINERS < len(burst)  # one per mark; the other creates saw all set
+    assert drains["drains"] == 1  # the first create's; the others found the mark set
     assert drains["single"] == []
-    assert tasks.submit_approved_payouts() == 20  # the first drain finds every one
-    assert [tasks.submit_approved_payouts() for _ in range(services.SUBMIT_DRAINERS - 1)] == [0, 0, 0]
+    assert tasks.submit_approved_payouts() == 20  # the drain finds every one
+    assert tasks.submit_approved_payouts() == 0  # a second drain (the sweeper's, a redelivery) finds none
     assert statuses(burst) == {"PROCESSING"}
     assert sorted(number for number, _ in adapter_calls) == sorted(p.platform_order_no for p in burst)
     assert Payout.objects.get(pk=frozen.pk).status == "FROZEN"  # in review: never submitted
     new_payout(funded, payee_account="00990100")
-    assert drains["drains"] == services.SUBMIT_DRAINERS + 1  # the drain released the marks: the next create wakes
+    assert drains["drains"] == 2  # the drain released the mark: the next create queues one again
 
 
 def test_a_payout_committed_while_a_drain_runs_is_submitted_by_it(funded, adapter_calls, drains, monkeypatch):
@@ -52,20 +52,20 @@ def test_a_payout_committed_while_a_drain_runs_is_submitted_by_it(funded, adapte
     late = []
 
     def start_disbursement(self, *, payout):
-        if not late:  # committed after the drain released the marks and claimed `first`
+        if not late:  # committed after the drain released the mark and claimed `first`
             late.append(new_payout(funded, payee_account="00980002"))
         return recorded(self, payout=payout)
 
     monkeypatch.setattr(SandboxPayoutAdapter, "start_disbursement", start_disbursement)
     assert tasks.submit_approved_payouts() == 2
     assert statuses([first, *late]) == {"PROCESSING"}
-    assert drains["drains"] == 2  # its create found a mark free too: a drain that would have found it is queued
+    assert drains["drains"] == 2  # its create found the mark free too: a drain that would have found it is queued
 
 
-def test_a_payout_committed_while_the_marks_are_set_is_found_by_the_queued_drain(funded, adapter_calls, drains):
+def test_a_payout_committed_while_the_mark_is_set_is_found_by_the_queued_drain(funded, adapter_calls, drains):
     from django.core.cache import cache
 
-    for key in services.SUBMIT_WAKE_KEYS:  # drains queued that have not looked yet
+    for key in services.SUBMIT_WAKE_KEYS:  # a drain queued that has not looked yet
         cache.add(key, 1, 60)
     waiting = new_payout(funded, payee_account="00970001")
     assert drains["drains"] == 0

@@ -315,7 +315,7 @@ def test_each_approved_create_is_submitted_after_commit_and_a_frozen_one_waits(f
     monkeypatch.setattr(tasks.submit_approved_payouts, "delay", lambda: drains.append(1))
     created = [new_payout(funded, payee_account=f"00123456{i}") for i in range(3)]
     frozen = payout_in(funded, "FROZEN")
-    assert drains  # a drain queued after commit (the wake marks: docs/payouts.md, "Disbursement")
+    assert drains  # a drain queued after commit (the wake mark: docs/payouts.md, "Disbursement")
     assert tasks.submit_approved_payouts() == 3  # what the worker then runs
     assert {Payout.objects.get(pk=p.pk).status for p in created} == {"PROCESSING"}
     assert Payout.objects.get(pk=frozen.pk).status == "FROZEN"  # waits for its reviewer
