@@ -308,7 +308,7 @@ def payout_submit_drain() -> int:
         claimed += 1
         try:
             _payout_send_marked(payout, send)
-        except Exception:  # noqa: BLE001 - PROCESSING without a reference: the sweeper sends it again
+        except Exception:  # PROCESSING without a reference: the sweeper sends it again
             logger.exception("payout %s not handed to its channel; the sweeper sends it again", payout)
     submit_approved_payouts.delay()
     return claimed
