@@ -6,12 +6,12 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
 from apps.callbacks.models import CallbackEvent
 from apps.common import signing
+from apps.common.wake import wake_mark_set, wake_marks_release
 from apps.merchants.models import Merchant
 
 logger = logging.getLogger(__name__)
@@ -124,14 +124,14 @@ def callback_enqueue(*, merchant: Merchant, type: CallbackEvent.Type, platform_o
     return event
 
 
-# Wake marks of a merchant, one per bulkhead slot (CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT): an enqueue that sets one
-# (Redis SET NX, through the cache) queues a delivery task; when all are set, it queues none, because each mark is
-# released by a task that then looks at the merchant's due events (apps.callbacks.deliver.callback_deliver), and this
-# event was committed before the mark was seen. So a merchant has at most as many delivery tasks queued or running
-# from enqueues as its bulkhead has slots, each of which delivers what the others' enqueues left. A task releases all
-# of them at its end (whoever removes a mark looks afterwards, which is all the enqueues that saw it need). A mark expires by
-# itself: a task lost with its message then holds the merchant's next enqueues back this long at most (their events
-# are also queued again by the sweeper, CALLBACK_REDISPATCH_SECONDS after enqueue).
+# Wake marks of a merchant (apps.common.wake), one per bulkhead slot (CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT): an enqueue
+# that sets one queues a delivery task; when all are set, it queues none, because each mark is released by a task
+# that then looks at the merchant's due events (apps.callbacks.deliver.callback_deliver), and this event was
+# committed before the mark was seen. So a merchant has at most as many delivery tasks queued or running from
+# enqueues as its bulkhead has slots, each of which delivers what the others' enqueues left. A task releases all of
+# them at its end. A mark expires after WAKE_SECONDS: a task lost with its message then holds the merchant's next
+# enqueues back this long at most (their events are also queued again by the sweeper, CALLBACK_REDISPATCH_SECONDS
+# after enqueue).
 WAKE_SECONDS = 10
 
 
@@ -141,16 +141,9 @@ def _wake_keys(merchant_id: int) -> list[str]:
 
 def callback_wake_release(*, merchant_id: int) -> None:
     """Release the merchant's wake marks: the caller looks at the merchant's due events right after, for every
-    enqueue that saw any of them set (one round trip; the tasks that set the others find none left, and the
-    merchant's next enqueues queue tasks again)."""
-    try:
-        cache.delete_many(_wake_keys(merchant_id))
-    except Exception as exc:  # noqa: BLE001 - Redis down: the mark expires by itself
-        logger.warning("callback wake mark of merchant %s not released (%s)", merchant_id, type(exc).__name__)
-
-
-def _wake_set(merchant_id: int) -> bool:
-    return any(cache.add(key, 1, WAKE_SECONDS) for key in _wake_keys(merchant_id))
+    enqueue that saw any of them set (the tasks that set the others find none left, and the merchant's next
+    enqueues queue tasks again)."""
+    wake_marks_release(_wake_keys(merchant_id), what=f"callbacks of merchant {merchant_id}")
 
 
 def callback_dispatch(*, event_id: int, merchant_id: int | None = None) -> bool:
@@ -161,7 +154,7 @@ def callback_dispatch(*, event_id: int, merchant_id: int | None = None) -> bool:
 
     if merchant_id is not None:
         try:
-            if not _wake_set(merchant_id):
+            if not wake_mark_set(_wake_keys(merchant_id), seconds=WAKE_SECONDS):
                 return True
         except Exception as exc:  # noqa: BLE001 - Redis down: so is the broker; the sweeper queues the event
             logger.warning("callback event %s not dispatched (%s); the sweeper will retry", event_id,

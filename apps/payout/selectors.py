@@ -92,16 +92,22 @@ def _deny_list_load() -> dict[str, list[tuple[str | None, str]]]:
     return listed
 
 
+# Built once, without the model's ordering: each create's `filter()` clones it, and reading up to the limit's ids
+# compiles about a third cheaper than `count()`'s aggregation (docs/performance.md, helper "payout").
+_PAYOUT_IDS = Payout.objects.order_by().values_list("pk", flat=True)
+
+
 def payout_velocity_reason(*, merchant_id: int, payee_account: str) -> str | None:
     """The velocity rule (contract §5): more than PAYOUT_VELOCITY_LIMIT of the merchant's payouts, in any state, to
     one payee account created within 24 h. Payout create asks it holding the (merchant, payee account) lock, so two
-    creates to one payee account count each other."""
+    creates to one payee account count each other. Under the limit (nearly every create) one statement reads at
+    most `limit` ids (payout_velocity_idx); at or over it, the reason's number is counted."""
     limit = settings.PAYOUT_VELOCITY_LIMIT
-    earlier = Payout.objects.filter(merchant_id=merchant_id, payee_account=payee_account,
-                                    created_at__gte=timezone.now() - timedelta(hours=24)).count()
-    if earlier >= limit:
-        return f"Payout number {earlier + 1} to this payee account within 24 h (more than {limit})."
-    return None
+    earlier = _PAYOUT_IDS.filter(merchant_id=merchant_id, payee_account=payee_account,
+                                 created_at__gte=timezone.now() - timedelta(hours=24))
+    if len(earlier[:limit]) < limit:
+        return None
+    return f"Payout number {earlier.count() + 1} to this payee account within 24 h (more than {limit})."
 
 
 def payout_decisions(payout: Payout) -> list[AuditLog]:

@@ -19,6 +19,7 @@ from apps.channels.routing import Route, order_route
 from apps.common import audit
 from apps.common.orders import order_create_or_replay, replay_or_conflict
 from apps.common.retry import retry_conflicts
+from apps.common.wake import wake_mark_set, wake_marks_release
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
 from apps.merchants.models import Merchant, Product
@@ -140,7 +141,7 @@ def _payout_insert(*, merchant: Merchant, route: Route, mch_order_no: str, amoun
     # amount, fee, payee, risk reasons and first status), and the decision trail shows it from there
     # (payout_decisions; docs/payouts.md).
     if payout.status == Payout.Status.APPROVED:
-        transaction.on_commit(lambda: payout_submit_dispatch(payout_id=payout.pk))
+        transaction.on_commit(payout_submit_wake)
     logger.info("payout %s created %s: %s %s to %s", payout.platform_order_no, payout.status, amount, currency.code,
                 payout.masked_payee_account)
     return payout
@@ -227,7 +228,7 @@ def payout_approve(*, payout_id: int, reviewer, reason: str = "", via: str = "ad
                  old={"status": Payout.Status.FROZEN},
                  new={"status": payout.status, "approvals": f"{approvals}/{payout.approvals_required}"},
                  reason=payout.review_reason)
-    transaction.on_commit(lambda: payout_submit_dispatch(payout_id=payout.pk))
+    transaction.on_commit(payout_submit_wake)
     payout.outcome = DecisionOutcome.APPROVED
     return payout
 
@@ -266,8 +267,55 @@ def payout_reject(*, payout_id: int, reviewer, reason: str, via: str = "admin", 
 # --- disbursement ---------------------------------------------------------------------------------------
 
 
+# The submission's wake mark (apps.common.wake): after an APPROVED payout commits, a drain (submit_approved_payouts)
+# is queued only when the mark was free; every drain releases it, then submits every APPROVED payout it can claim.
+# So drains run side by side while creates keep coming (each create after a release queues one more, and SKIP LOCKED
+# shares the payouts out), and a burst before the first drain starts queues one. One mark, not several as the
+# callbacks' bulkhead has: a create that finds the marks set tries every one, a Redis round trip each. The mark
+# expires after SUBMIT_WAKE_SECONDS: a drain lost with its message holds the next creates back this long at most,
+# and the sweeper queues their submission after SUBMIT_GRACE anyway. Measured against one message per payout:
+# docs/performance.md, helper "payout".
+SUBMIT_WAKE_KEYS = ["payout:submit:wake"]
+SUBMIT_WAKE_SECONDS = 10
+# Payouts one drain submits before it queues the next drain behind other tasks (the adapters' HTTP calls are serial).
+SUBMIT_DRAIN_MAX = 200
+
+
+def payout_submit_wake() -> None:
+    """After the commit of an APPROVED payout: queue a drain unless a queued one has yet to look (the mark is set).
+    Redis or the broker down: logged, the payout stays APPROVED and the sweeper queues it."""
+    from apps.payout.tasks import submit_approved_payouts
+
+    try:
+        if wake_mark_set(SUBMIT_WAKE_KEYS, seconds=SUBMIT_WAKE_SECONDS):
+            submit_approved_payouts.delay()
+    except Exception as exc:  # noqa: BLE001 - broker down: the sweeper submits the APPROVED payouts
+        logger.warning("payout submission not queued (%s); the sweeper will retry", type(exc).__name__)
+
+
+def payout_submit_drain() -> int:
+    """Release the wake mark, then submit every APPROVED payout no other drain holds, one at a time, up to
+    SUBMIT_DRAIN_MAX (then the next drain is queued). The release comes before the first look: a payout whose create
+    saw the mark set committed before that, so this drain finds it. Returns how many it claimed."""
+    from apps.payout.tasks import submit_approved_payouts
+
+    wake_marks_release(SUBMIT_WAKE_KEYS, what="payout submission")
+    claimed = 0
+    while claimed < SUBMIT_DRAIN_MAX:
+        payout, send = _payout_mark_processing()
+        if payout is None:
+            return claimed
+        claimed += 1
+        try:
+            _payout_send_marked(payout, send)
+        except Exception:  # PROCESSING without a reference: the sweeper sends it again
+            logger.exception("payout %s not handed to its channel; the sweeper sends it again", payout)
+    submit_approved_payouts.delay()
+    return claimed
+
+
 def payout_submit_dispatch(*, payout_id: int) -> None:
-    """Queue the submission task; a broker outage is left to the sweeper (sweep_stuck_payouts)."""
+    """Queue one payout's submission task (the sweeper's); a broker outage is left to the next sweep."""
     from apps.payout.tasks import submit_payout
 
     try:
@@ -280,6 +328,10 @@ def payout_submit(*, payout_id: int) -> Payout:
     """APPROVED → PROCESSING (committed), then hand the order to its channel adapter, outside any transaction
     (apps.payout.failover: another channel when this one definitely did not take it)."""
     payout, send = _payout_mark_processing(payout_id=payout_id)
+    return _payout_send_marked(payout, send)
+
+
+def _payout_send_marked(payout: Payout, send: bool) -> Payout:
     if not send:
         return payout
     from apps.payout.failover import payout_send
@@ -289,10 +341,19 @@ def payout_submit(*, payout_id: int) -> Payout:
     return payout_send(payout=payout, first=first)  # the channel, or the next one (docs/channels.md, "Failover")
 
 
+def _lock_next_approved() -> Payout | None:
+    """The oldest APPROVED payout whose row no one else holds (another drain submitting it), locked."""
+    return (Payout.objects.select_for_update(of=("self",), skip_locked=True).select_related("merchant", "channel")
+            .filter(status=Payout.Status.APPROVED).order_by("created_at").first())
+
+
 @retry_conflicts
 @transaction.atomic(durable=True)
-def _payout_mark_processing(*, payout_id: int) -> tuple[Payout, bool]:
-    payout = lock_payout(payout_id=payout_id)
+def _payout_mark_processing(*, payout_id: int | None = None) -> tuple[Payout | None, bool]:
+    """`payout_id` None: the next APPROVED payout (a drain), (None, False) when there is none."""
+    payout = lock_payout(payout_id=payout_id) if payout_id is not None else _lock_next_approved()
+    if payout is None:
+        return None, False
     if payout.status == Payout.Status.PROCESSING:
         # Submitted before; send again only if the adapter never acknowledged it (lost worker, upstream down).
         stale = not payout.upstream_reference and payout.submitted_at < timezone.now() - RESUBMIT_AFTER

@@ -1,4 +1,5 @@
-"""Payout tasks: submission to the channel (dispatched after commit) and the sweeper (beat, every 15 s)."""
+"""Payout tasks: submission to the channel (a drain woken after commit, one payout's task from the sweeper) and the
+sweeper (beat, every 15 s)."""
 
 from django.utils import timezone
 
@@ -6,6 +7,13 @@ from apps.common.models import Heartbeat
 from apps.common.retry import money_task
 from apps.payout import services
 from apps.payout.sweep import payouts_sweep
+
+
+@money_task
+def submit_approved_payouts() -> int:
+    """Submit every APPROVED payout (services.payout_submit_drain), queued after the commit of an approval or an
+    APPROVED create when no queued drain has yet to look (the wake mark)."""
+    return services.payout_submit_drain()
 
 
 @money_task

@@ -127,7 +127,7 @@ REDIS_URL = env("REDIS_URL", default="")
 REDIS_SOCKET_TIMEOUT = env.float("REDIS_SOCKET_TIMEOUT", default=2.0)
 REDIS_CLIENT_OPTIONS = {"socket_connect_timeout": REDIS_SOCKET_TIMEOUT, "socket_timeout": REDIS_SOCKET_TIMEOUT}
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+    CACHES = {"default": {"BACKEND": "config.cache.RedisCache", "LOCATION": REDIS_URL,  # config/cache.py
                           "OPTIONS": REDIS_CLIENT_OPTIONS}}
     CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, **REDIS_CLIENT_OPTIONS}

@@ -747,6 +747,7 @@ def quiet_dispatch(monkeypatch):
     from apps.channels.sandbox_payout import SandboxPayoutAdapter
 
     monkeypatch.setattr("apps.callbacks.enqueue.callback_dispatch", lambda *, event_id, merchant_id=None: True)
+    monkeypatch.setattr("apps.payout.services.payout_submit_wake", lambda: None)
     monkeypatch.setattr("apps.payout.services.payout_submit_dispatch", lambda *, payout_id: None)
     monkeypatch.setattr(SandboxPayoutAdapter, "start_disbursement",
                         lambda self, *, payout: f"MODEL-{payout.platform_order_no}")
