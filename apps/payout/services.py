@@ -269,15 +269,16 @@ def payout_reject(*, payout_id: int, reviewer, reason: str, via: str = "admin", 
 
 # The submission's wake mark (apps.common.wake): after an APPROVED payout commits, a drain (submit_approved_payouts)
 # is queued only when the mark was free; every drain releases it, then submits every APPROVED payout it can claim.
-# So drains run side by side while creates keep coming (each create after a release queues one more, and SKIP LOCKED
-# shares the payouts out), and a burst before the first drain starts queues one. One mark, not several as the
-# callbacks' bulkhead has: a create that finds the marks set tries every one, a Redis round trip each. The mark
-# expires after SUBMIT_WAKE_SECONDS: a drain lost with its message holds the next creates back this long at most,
-# and the sweeper queues their submission after SUBMIT_GRACE anyway. Measured against one message per payout:
-# docs/performance.md, helper "payout".
+# A drain that claims a payout queues one more drain before it hands that payout to its channel, so a burst
+# committed before any drain started (one drain queued) is still spread over the worker's threads: each drain's
+# first claim starts the next one, SKIP LOCKED shares the payouts out, and the drain that finds nothing ends the
+# chain. One mark, not several as the callbacks' bulkhead has: a create that finds the marks set tries every one, a
+# Redis round trip each. The mark expires after SUBMIT_WAKE_SECONDS: a drain lost with its message holds the next
+# creates back this long at most, and the sweeper queues their submission after SUBMIT_GRACE anyway. Measured
+# against one message per payout: docs/performance.md, helper "payout".
 SUBMIT_WAKE_KEYS = ["payout:submit:wake"]
 SUBMIT_WAKE_SECONDS = 10
-# Payouts one drain submits before it queues the next drain behind other tasks (the adapters' HTTP calls are serial).
+# Payouts one drain submits before it queues the next drain behind other tasks (its adapters' HTTP calls are serial).
 SUBMIT_DRAIN_MAX = 200
 
 
@@ -293,24 +294,35 @@ def payout_submit_wake() -> None:
         logger.warning("payout submission not queued (%s); the sweeper will retry", type(exc).__name__)
 
 
+def _drain_queue_next() -> None:
+    """One more drain, for the payouts this one leaves behind. Broker down: the sweeper submits them."""
+    from apps.payout.tasks import submit_approved_payouts
+
+    try:
+        submit_approved_payouts.delay()
+    except Exception as exc:  # noqa: BLE001 - broker down: the sweeper submits the APPROVED payouts
+        logger.warning("next payout drain not queued (%s); the sweeper will retry", type(exc).__name__)
+
+
 def payout_submit_drain() -> int:
     """Release the wake mark, then submit every APPROVED payout no other drain holds, one at a time, up to
     SUBMIT_DRAIN_MAX (then the next drain is queued). The release comes before the first look: a payout whose create
-    saw the mark set committed before that, so this drain finds it. Returns how many it claimed."""
-    from apps.payout.tasks import submit_approved_payouts
-
+    saw the mark set committed before that, so this drain finds it. The first claim queues the next drain (the
+    chain above). Returns how many it claimed."""
     wake_marks_release(SUBMIT_WAKE_KEYS, what="payout submission")
     claimed = 0
     while claimed < SUBMIT_DRAIN_MAX:
         payout, send = _payout_mark_processing()
         if payout is None:
             return claimed
+        if not claimed:
+            _drain_queue_next()
         claimed += 1
         try:
             _payout_send_marked(payout, send)
         except Exception:  # PROCESSING without a reference: the sweeper sends it again
             logger.exception("payout %s not handed to its channel; the sweeper sends it again", payout)
-    submit_approved_payouts.delay()
+    _drain_queue_next()
     return claimed
 
 

@@ -1,6 +1,7 @@
 """Submission after commit through the wake mark (docs/payouts.md, "Disbursement"): a burst of APPROVED payouts
-queues one drain, not one message each; no payout committed around a drain is left behind; two drains at once
-submit each payout once; a payout in review is never submitted."""
+queues one drain, not one message each, and that drain's first claim queues the next, so the burst is sent side by
+side; no payout committed around a drain is left behind; two drains at once submit each payout once; a payout in
+review is never submitted."""
 
 import threading
 import time
@@ -36,12 +37,56 @@ def test_a_burst_of_approved_creates_queues_one_drain_and_each_payout_is_submitt
     assert drains["drains"] == 1  # the first create's; the others found the mark set
     assert drains["single"] == []
     assert tasks.submit_approved_payouts() == 20  # the drain finds every one
-    assert tasks.submit_approved_payouts() == 0  # a second drain (the sweeper's, a redelivery) finds none
+    assert drains["drains"] == 2  # its first claim queued the next drain (the chain that spreads a burst)
+    assert tasks.submit_approved_payouts() == 0  # that one (or the sweeper's, a redelivery) finds none
+    assert drains["drains"] == 2  # and, claiming nothing, ends the chain
     assert statuses(burst) == {"PROCESSING"}
     assert sorted(number for number, _ in adapter_calls) == sorted(p.platform_order_no for p in burst)
     assert Payout.objects.get(pk=frozen.pk).status == "FROZEN"  # in review: never submitted
     new_payout(funded, payee_account="00990100")
-    assert drains["drains"] == 2  # the drain released the mark: the next create queues one again
+    assert drains["drains"] == 3  # the drain released the mark: the next create queues one again
+
+
+def test_a_burst_is_spread_over_drains_in_parallel_while_the_first_waits_on_its_channel(funded, adapter_calls,
+                                                                                        monkeypatch):
+    """One drain queued for a burst must not send it alone, one slow channel call after another: its first claim
+    queues the next drain, which takes the next payout while the first one's call is in flight."""
+    burst = [new_payout(funded, payee_account=f"0095{i:04d}") for i in range(6)]
+    recorded = SandboxPayoutAdapter.start_disbursement
+    in_flight, most = [0], [0]
+    lock = threading.Lock()
+    queued = []
+
+    def slow_start_disbursement(self, *, payout):
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+        time.sleep(0.3)  # a slow channel
+        with lock:
+            in_flight[0] -= 1
+        return recorded(self, payout=payout)
+
+    def drain():
+        try:
+            services.payout_submit_drain()
+        finally:
+            connection.close()
+
+    def delay():  # a worker thread picks each queued drain up at once
+        thread = threading.Thread(target=drain)
+        queued.append(thread)
+        thread.start()
+
+    monkeypatch.setattr(SandboxPayoutAdapter, "start_disbursement", slow_start_disbursement)
+    monkeypatch.setattr(tasks.submit_approved_payouts, "delay", delay)
+    delay()
+    deadline = time.monotonic() + 60
+    while any(thread.is_alive() for thread in queued) and time.monotonic() < deadline:
+        for thread in list(queued):
+            thread.join(timeout=1)
+    assert statuses(burst) == {"PROCESSING"}
+    assert sorted(number for number, _ in adapter_calls) == sorted(p.platform_order_no for p in burst)  # once each
+    assert most[0] >= 2  # sent side by side, not one after another
 
 
 def test_a_payout_committed_while_a_drain_runs_is_submitted_by_it(funded, adapter_calls, drains, monkeypatch):
@@ -58,7 +103,9 @@ def test_a_payout_committed_while_a_drain_runs_is_submitted_by_it(funded, adapte
     monkeypatch.setattr(SandboxPayoutAdapter, "start_disbursement", start_disbursement)
     assert tasks.submit_approved_payouts() == 2
     assert statuses([first, *late]) == {"PROCESSING"}
-    assert drains["drains"] == 2  # its create found the mark free too: a drain that would have found it is queued
+    # the drain's first claim queued the next drain, and the late create found the mark free too: a drain that
+    # would have found it is queued
+    assert drains["drains"] == 3
 
 
 def test_a_payout_committed_while_the_mark_is_set_is_found_by_the_queued_drain(funded, adapter_calls, drains):
@@ -70,6 +117,7 @@ def test_a_payout_committed_while_the_mark_is_set_is_found_by_the_queued_drain(f
     assert drains["drains"] == 0
     assert tasks.submit_approved_payouts() == 1
     assert statuses([waiting]) == {"PROCESSING"}
+    assert drains["drains"] == 1  # the next drain, queued by the first claim
 
 
 def test_two_drains_at_once_submit_each_payout_once(funded, adapter_calls, drains, monkeypatch):
