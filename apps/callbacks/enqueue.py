@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from apps.callbacks.models import CallbackEvent
 from apps.common import signing
+from apps.common.cache_scripts import cache_script
 from apps.merchants.models import Merchant
 
 logger = logging.getLogger(__name__)
@@ -149,8 +150,22 @@ def callback_wake_release(*, merchant_id: int) -> None:
         logger.warning("callback wake mark of merchant %s not released (%s)", merchant_id, type(exc).__name__)
 
 
+# The first free mark set, in one round trip: under load a merchant's marks are all taken, and Django's `cache.add`
+# per mark cost that many round trips (and a redis-py client built for each) on every pay-in: a third of the hosted
+# Pay's CPU (docs/performance.md, helper "payin2"). The marks stay the keys `cache.add` sets and `delete_many` frees.
+_WAKE_SET = """
+for _, key in ipairs(KEYS) do
+  if redis.call('SET', key, '1', 'NX', 'EX', ARGV[1]) then return 1 end
+end
+return 0
+"""
+
+
 def _wake_set(merchant_id: int) -> bool:
-    return any(cache.add(key, 1, WAKE_SECONDS) for key in _wake_keys(merchant_id))
+    script = cache_script(_WAKE_SET)
+    if script is None:  # the database cache (make run without REDIS_URL)
+        return any(cache.add(key, 1, WAKE_SECONDS) for key in _wake_keys(merchant_id))
+    return script(keys=[cache.make_key(key) for key in _wake_keys(merchant_id)], args=[WAKE_SECONDS]) == 1
 
 
 def callback_dispatch(*, event_id: int, merchant_id: int | None = None) -> bool:
