@@ -224,6 +224,26 @@ def test_post_from_no_referrer_page_with_origin_null_and_valid_token_is_accepted
     assert order.status == "SUCCESS"
 
 
+def test_the_pay_page_neither_reads_nor_saves_a_session_the_browser_brings(client, merchant, browser_client,
+                                                                           admin_user):
+    """Issue 23: the hosted page runs without sessions, a signed-in user or messages (SESSIONLESS_PATH_PREFIXES); a
+    payer signed in to the portal or the admin on the same host gets no session row read or saved by it. Its own CSRF
+    check stays (the tests around this one)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    browser_client.force_login(admin_user)
+    order = create_ok(client, merchant)
+    with CaptureQueriesContext(connection) as queries:
+        page = browser_client.get(path_of(order))
+        token = soup(page).find("input", {"name": "csrfmiddlewaretoken"})["value"]
+        response = browser_client.post(path_of(order), {"csrfmiddlewaretoken": token, "action": "pay"})
+    assert response.status_code == 302
+    assert not [q["sql"] for q in queries.captured_queries if "django_session" in q["sql"]]
+    order.refresh_from_db()
+    assert order.status == "SUCCESS"
+
+
 def test_post_from_foreign_origin_is_refused(client, merchant, browser_client):
     order = create_ok(client, merchant)
     response = csrf_post(browser_client, order, "pay", Origin="https://evil.example")
