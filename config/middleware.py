@@ -6,9 +6,11 @@ and it answers JSON. Yet sessions, CSRF, authentication and messages ran on ever
 a lazy user built, the CSRF cookie read, a message storage made, and with a browser's session cookie a session row
 read and saved again (SESSION_SAVE_EVERY_REQUEST). Each of the four classes below is Django's own, and does exactly
 what Django's does on every other path; on a path under BROWSERLESS_PATH_PREFIXES (the signed API, /openapi/v1/)
-it passes the request straight on. What every path still gets: SecurityMiddleware (HSTS, nosniff, the HTTPS
-redirect), the request id and the request log's context, the Prometheus histogram, CommonMiddleware,
-X-Frame-Options and the reference-data scope.
+it passes the request straight on. So it does under SESSIONLESS_PATH_PREFIXES (the hosted pay page, /pay/): a
+browser page, but the payer has no session, the page shows no user or message, and its view checks CSRF itself
+(apps.collection.views._HostedPageCsrf: Django's check, run by the view's decorator). What every path still gets:
+SecurityMiddleware (HSTS, nosniff, the HTTPS redirect), the request id and the request log's context, the
+Prometheus histogram, CommonMiddleware, X-Frame-Options and the reference-data scope.
 
 They stay subclasses of Django's classes, so the admin's system checks (admin.E408-E410) still find them.
 """
@@ -27,7 +29,7 @@ class _BrowserOnly:
         super().__init__(get_response)
         # Matched against path_info, what the URLconf resolves (never request.path: SCRIPT_NAME comes from the server
         # and may come from a client's header, see apps.common.history.admin_prefix).
-        self._browserless = tuple(settings.BROWSERLESS_PATH_PREFIXES)
+        self._browserless = (*settings.BROWSERLESS_PATH_PREFIXES, *settings.SESSIONLESS_PATH_PREFIXES)
 
     def __call__(self, request):
         if request.path_info.startswith(self._browserless):

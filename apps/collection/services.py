@@ -31,6 +31,7 @@ from apps.collection.selectors import (
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.models import Heartbeat
 from apps.common.orders import order_create_or_replay, replay_or_conflict
+from apps.common.refcache import generation_subquery, refcache_scope
 from apps.common.retry import retry_conflicts
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
@@ -124,12 +125,16 @@ def collection_upstream_open(*, platform_order_no: str) -> str | None:
 
 # ---------------------------------------------------------------------------------------------- paid
 
-def _order_locked(**unique_key) -> CollectionOrder | None:
+def _order_locked(*, reference_generation: bool = False, **unique_key) -> CollectionOrder | None:
     """The order by one of its unique keys, `SELECT … FOR UPDATE`: the order's columns only, no join and no ORDER BY
     (the key matches one row). What a locked order needs of its merchant or channel comes from the reference cache
     (merchant_cached, channel_cached): building and compiling the joined statement was a fifth of the hosted Pay's
-    CPU (docs/performance.md, "pay-in, pay/create, pay/query")."""
+    CPU (docs/performance.md, "pay-in, pay/create, pay/query"). With `reference_generation`, the same statement
+    reads the reference generation for those lookups (`order.reference_generation`, for refcache_scope) instead of
+    a statement of its own."""
     orders = CollectionOrder.objects.select_for_update(of=("self",))
+    if reference_generation:
+        orders = orders.annotate(reference_generation=generation_subquery())
     return next(iter(orders.filter(**unique_key).order_by()[:1]), None)
 
 
@@ -174,9 +179,14 @@ def collection_sandbox_pay(*, pay_token: str) -> tuple[CollectionOrder | None, s
     """The hosted page's Pay on a sandbox order: the sandbox upstream's 'paid' notification, decided under the order's
     row lock, which is the page's one read of the order (docs/performance.md). The same locked transition as
     collection_notify_paid. Returns the order (None: no order has this pay_token) and a SandboxPay outcome."""
-    order = _order_locked(pay_token=pay_token)
+    order = _order_locked(pay_token=pay_token, reference_generation=True)
     if order is None:
         return None, SandboxPay.REFUSED
+    with refcache_scope(generation=order.reference_generation):
+        return _sandbox_pay_locked(order)
+
+
+def _sandbox_pay_locked(order: CollectionOrder) -> tuple[CollectionOrder, str]:
     order.channel = channel_cached(order.channel_id)
     order.merchant = merchant_cached(order.merchant_id)  # the page of a refused or expired order shows its name
     try:

@@ -56,9 +56,14 @@ def _generation() -> int:
 def refcache_scope(*, generation: int | None = None) -> Iterator[None]:
     """The lookups inside see the reference data of one generation: `generation`, read by the caller in a statement
     that ran before them (see the staleness rule), else one read on the first lookup. Inside a request or an
-    enclosing scope, that one's generation is kept. For a short unit of work (one callback attempt): a change
-    committed after the generation was read is seen by the next scope, not by this one."""
-    if getattr(_local, "generation", None) is not None:
+    enclosing scope, that one's generation is kept, except in a request that has made no lookup yet: `generation` is
+    then the request's one read, for the rest of it (the hosted Pay reads it with the order's lock). For a short unit
+    of work (one callback attempt): a change committed after the generation was read is seen by the next scope, not by
+    this one."""
+    current = getattr(_local, "generation", None)
+    if current is _PENDING and generation is not None:
+        _local.generation = generation
+    if current is not None:
         yield
         return
     _local.generation = _PENDING if generation is None else generation

@@ -62,6 +62,10 @@ MIDDLEWARE = [
 # Paths that are served without sessions, CSRF, a signed-in user or messages (config/middleware.py): the signed
 # merchant API, authenticated by each request's signature alone (contract §2).
 BROWSERLESS_PATH_PREFIXES = ["/openapi/v1/"]
+# Browser pages served without sessions, a signed-in user or messages, whose views check CSRF themselves: the hosted
+# pay page (the payer has no session; apps.collection.views._HostedPageCsrf guards its form), where the middleware of
+# the line above is skipped too (docs/performance.md, helper "payin2").
+SESSIONLESS_PATH_PREFIXES = ["/pay/"]
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"

@@ -150,6 +150,34 @@ def test_pay_reads_the_order_once_under_its_row_lock(client, merchant, browser_c
     assert order.status == "SUCCESS"
 
 
+def test_pay_reads_the_reference_generation_with_the_orders_lock_and_sees_a_change_committed_before(
+        client, merchant, browser_client):
+    """Issue 23: the Pay's cached lookups (its channel, its merchant) take their generation from the order's locking
+    statement, not from a statement of their own; a reference change committed before the Pay is still seen."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from apps.callbacks.models import CallbackEvent
+
+    token = soup(browser_client.get(path_of(create_ok(client, merchant)))).find(
+        "input", {"name": "csrfmiddlewaretoken"})["value"]
+
+    def pay(order: CollectionOrder) -> CollectionOrder:
+        assert browser_client.post(path_of(order), {"csrfmiddlewaretoken": token, "action": "pay"}).status_code == 302
+        return order
+
+    orders = [create_ok(client, merchant, amount=5000) for _ in range(4)]
+    pay(orders[0]), pay(orders[1])  # the merchant and the channel cached under the current generation
+    merchant.merchant.collection_callback_url = "https://shop.example/hooks/new"
+    merchant.merchant.save(update_fields=["collection_callback_url"])  # a reference write: the generation moves
+    pay(orders[2])
+    assert CallbackEvent.objects.get(platform_order_no=orders[2].platform_order_no).url == "https://shop.example/hooks/new"
+    with CaptureQueriesContext(connection) as queries:
+        pay(orders[3])
+    generation_reads = [q["sql"] for q in queries.captured_queries if "common_referencegeneration" in q["sql"]]
+    assert len(generation_reads) == 1 and generation_reads[0].endswith('FOR UPDATE OF "collection_collectionorder"')
+
+
 def test_paid_page_without_return_url_has_no_return_link(client, merchant, browser_client):
     order = create_ok(client, merchant)
     csrf_post(browser_client, order, "pay")
@@ -192,6 +220,26 @@ def test_post_from_no_referrer_page_with_origin_null_and_valid_token_is_accepted
     order = create_ok(client, merchant)
     response = csrf_post(browser_client, order, "pay", Origin="null")
     assert response.status_code == 302
+    order.refresh_from_db()
+    assert order.status == "SUCCESS"
+
+
+def test_the_pay_page_neither_reads_nor_saves_a_session_the_browser_brings(client, merchant, browser_client,
+                                                                           admin_user):
+    """Issue 23: the hosted page runs without sessions, a signed-in user or messages (SESSIONLESS_PATH_PREFIXES); a
+    payer signed in to the portal or the admin on the same host gets no session row read or saved by it. Its own CSRF
+    check stays (the tests around this one)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    browser_client.force_login(admin_user)
+    order = create_ok(client, merchant)
+    with CaptureQueriesContext(connection) as queries:
+        page = browser_client.get(path_of(order))
+        token = soup(page).find("input", {"name": "csrfmiddlewaretoken"})["value"]
+        response = browser_client.post(path_of(order), {"csrfmiddlewaretoken": token, "action": "pay"})
+    assert response.status_code == 302
+    assert not [q["sql"] for q in queries.captured_queries if "django_session" in q["sql"]]
     order.refresh_from_db()
     assert order.status == "SUCCESS"
 

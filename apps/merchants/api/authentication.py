@@ -2,7 +2,6 @@
 
 import re
 import time
-from functools import lru_cache
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -10,6 +9,7 @@ from django.core.cache import cache
 from rest_framework.authentication import BaseAuthentication
 
 from apps.common import signing
+from apps.common.cache_scripts import cache_script
 from apps.common.errors import ApiError, ErrorCode
 from apps.merchants.models import App, Merchant, MerchantKey
 from apps.merchants.selectors import merchant_key_for_request, public_key_object
@@ -86,29 +86,16 @@ return 2
 """
 
 
-@lru_cache(maxsize=1)
-def _admit_script(location: str):
-    # Imported here: redis-py (with its asyncio client) took 1.5-2 s of every process's start-up, manage.py commands
-    # included, for the web's first signed request only (issue 25, docs/performance.md "Start-up").
-    import redis
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
-
-    client = redis.Redis.from_url(location, **settings.REDIS_CLIENT_OPTIONS, retry=Retry(NoBackoff(), 0))
-    return client.register_script(_ADMIT)
-
-
 def request_admit(*, merchant_id: int, nonce: str) -> ErrorCode | None:
     """Spend one unit of the merchant's rate budget, then the nonce; the error if refused. On the cache's Redis, in
     one script; with another cache (make run without REDIS_URL: the database cache) through Django's cache API."""
-    config = settings.CACHES["default"]
-    if "RedisCache" not in config["BACKEND"]:
+    script = cache_script(_ADMIT)
+    if script is None:
         if not rate_limit_allows(merchant_id=merchant_id):
             return ErrorCode.RATE_LIMITED
         return None if nonce_claim(merchant_id=merchant_id, nonce=nonce) else ErrorCode.NONCE_REUSED
     keys = [cache.make_key(_rate_key(merchant_id)), cache.make_key(_nonce_key(merchant_id, nonce))]
-    outcome = _admit_script(config["LOCATION"])(keys=keys, args=[settings.RATE_LIMIT_PER_SECOND,
-                                                                  settings.NONCE_TTL_SECONDS])
+    outcome = script(keys=keys, args=[settings.RATE_LIMIT_PER_SECOND, settings.NONCE_TTL_SECONDS])
     return {0: None, 1: ErrorCode.RATE_LIMITED, 2: ErrorCode.NONCE_REUSED}[int(outcome)]
 
 

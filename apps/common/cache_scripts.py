@@ -1,0 +1,38 @@
+"""Lua scripts on the cache's Redis: several commands in one round trip, through one redis-py client per process.
+
+Django's RedisCache builds a new `redis.Redis` client (copying its ~200 response callbacks) for every cache call;
+a script registered here runs on a client built once (docs/performance.md: the signed request's admission, the
+callback wake marks). With another cache (make run without REDIS_URL: the database cache) there is no script, and
+the caller does the same through Django's cache API.
+"""
+
+from collections.abc import Callable
+from functools import lru_cache
+
+from django.conf import settings
+
+
+def cache_script(source: str) -> Callable | None:
+    """The script, callable as `script(keys=[...], args=[...])` (keys through `cache.make_key`), or None when the
+    cache is not Redis."""
+    config = settings.CACHES["default"]
+    if "RedisCache" not in config["BACKEND"]:
+        return None
+    return _registered(config["LOCATION"], source)
+
+
+@lru_cache(maxsize=16)
+def _registered(location: str, source: str):
+    return _client(location).register_script(source)
+
+
+@lru_cache(maxsize=4)
+def _client(location: str):
+    # Imported here: redis-py (with its asyncio client) took 1.5-2 s of every process's start-up, manage.py commands
+    # included (issue 25, docs/performance.md "Start-up").
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    # Tried once, as a cache command (settings.REDIS_CLIENT_OPTIONS: docs/faults.md, drill 5).
+    return redis.Redis.from_url(location, **settings.REDIS_CLIENT_OPTIONS, retry=Retry(NoBackoff(), 0))
