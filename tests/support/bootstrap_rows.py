@@ -10,7 +10,8 @@ same triggers as the command's own inserts: the settings trail writes its event 
 clock (the platform key's and the audit row's `created_at`) are the test's clock (time_machine included); ids are the
 ones of the first run (the sequences are already past them: nothing restarts them in the suite).
 
-The command itself runs, as it always did, when a test's settings differ from the suite's (a `settings` change or an
+The first run is kept from a test in its own transaction (pytest-django's `db`), where nothing else writes. The command
+itself runs, as it always did, when a test's settings differ from the suite's (a `settings` change or an
 override made before `bootstrapped`: the environment, the key's encryption key), or when a reference table the command
 writes already holds a row (a fixture that made its own currency or product first).
 """
@@ -64,7 +65,10 @@ class BootstrapRows:
 
     def run(self, command) -> None:
         """Run `command` (the real bootstrap); keep what it wrote if it is what every run writes."""
-        if self.rows is not None or not _settings_as_the_suite_has_them():
+        # Kept only from a test inside its own transaction (pytest-django's `db`): nothing else writes to the database
+        # there, so the row counts changed by the command alone (a `transaction=True` test may have a live worker or a
+        # drill's processes writing beside it).
+        if self.rows is not None or not _settings_as_the_suite_has_them() or not connection.in_atomic_block:
             command()
             return
         tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
