@@ -42,7 +42,7 @@ def bootstrap_command(bootstrap_platform_key, monkeypatch):
 @pytest.fixture
 def bootstrapped(db, bootstrap_command, _bootstrap_rows):
     """What `manage.py bootstrap` writes into the test's empty database: the command's first run in this process, then
-    its rows put back (tests/support/bootstrap_rows.py: the same rows through the same triggers, in one round trip)."""
+    its rows put back (tests/support/bootstrap_rows.py: the same rows through the same triggers, in two round trips)."""
     if not _bootstrap_rows.put_back():
         _bootstrap_rows.run(bootstrap_command)
 

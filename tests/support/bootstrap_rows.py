@@ -1,5 +1,6 @@
 """The `bootstrapped` fixture's rows (tests/conftest.py): `manage.py bootstrap` runs once per process, and every later
-test gets the rows it wrote put back in one round trip instead of running the command again.
+test gets the rows it wrote put back (an emptiness check, then one insert per table sent in one execute) instead of
+running the command again.
 
 The command ran in some 900 tests of the suite: about 30 statements (get_or_create per sandbox channel, the seeds'
 reads back, the platform key), each with the settings trail's context in front, 0.3-0.85 s of a test's set-up on the
@@ -92,13 +93,14 @@ class BootstrapRows:
         self.rows, self.clock_cells = rows, clock_cells
 
     def put_back(self) -> bool:
-        """The first run's rows into this test's database, in one round trip; False (nothing done) when the command
+        """The first run's rows into this test's database, in two round trips; False (nothing done) when the command
         must run instead: no first run yet, settings overridden, or a table it writes not empty."""
         if self.rows is None or not _settings_as_the_suite_has_them():
             return False
         quote = connection.ops.quote_name
         with connection.cursor() as cursor:
-            cursor.execute("SELECT " + " AND ".join(f"NOT EXISTS (SELECT 1 FROM {quote(table)})" for table in self.rows))
+            cursor.execute("SELECT " + " AND ".join(f"NOT EXISTS (SELECT 1 FROM {quote(table)})"
+                                                    for table in self.rows))
             if not cursor.fetchone()[0]:
                 return False
         now = timezone.now().isoformat()
@@ -110,6 +112,7 @@ class BootstrapRows:
             batches.append(json.dumps(rows))
         # The command's own context (apps.common.management.json_command): the trail's events name it and its operator.
         with transaction.atomic(), command_context(command="bootstrap"), connection.cursor() as cursor:
-            cursor.execute("; ".join(f"INSERT INTO {quote(table)} SELECT * FROM json_populate_recordset(NULL::{quote(table)}, %s)"
+            cursor.execute("; ".join(f"INSERT INTO {quote(table)} "
+                                     f"SELECT * FROM json_populate_recordset(NULL::{quote(table)}, %s)"
                                      for table in self.rows), batches)
         return True
