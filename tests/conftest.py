@@ -18,13 +18,33 @@ def bootstrap_platform_key():
     return signing.generate_private_key()
 
 
+@pytest.fixture(scope="session")
+def _bootstrap_rows():
+    from tests.support.bootstrap_rows import BootstrapRows
+
+    return BootstrapRows()
+
+
 @pytest.fixture
-def bootstrapped(db, bootstrap_platform_key, monkeypatch):
-    # The database starts empty in every test, so bootstrap makes platform key version 1 each time: 50 ms of RSA
-    # generation in some 900 tests. It takes the run's key instead; keys made later (rotations) are generated anew.
-    with monkeypatch.context() as patch:
-        patch.setattr(signing, "generate_private_key", lambda bits=2048: bootstrap_platform_key)
-        call_command("bootstrap", stdout=open("/dev/null", "w"))
+def bootstrap_command(bootstrap_platform_key, monkeypatch):
+    """`manage.py bootstrap` as the suite runs it. The database starts empty in every test, so it makes platform key
+    version 1 each time: 50 ms of RSA generation. It takes the run's key instead; keys made later (rotations) are
+    generated anew."""
+
+    def bootstrap():
+        with monkeypatch.context() as patch:
+            patch.setattr(signing, "generate_private_key", lambda bits=2048: bootstrap_platform_key)
+            call_command("bootstrap", stdout=open("/dev/null", "w"))
+
+    return bootstrap
+
+
+@pytest.fixture
+def bootstrapped(db, bootstrap_command, _bootstrap_rows):
+    """What `manage.py bootstrap` writes into the test's empty database: the command's first run in this process, then
+    its rows put back (tests/support/bootstrap_rows.py: the same rows through the same triggers, in two round trips)."""
+    if not _bootstrap_rows.put_back():
+        _bootstrap_rows.run(bootstrap_command)
 
 
 def make_merchant(private_key, *, name="Acme", currencies=("PHP",), collection_callback_url="",
@@ -142,7 +162,7 @@ def pytest_collection_modifyitems(config, items):
       time would double that load on a 2-core machine and each other's timing;
     - a module whose tests share a module-scoped fixture (a Chromium, a generated key): one worker runs it, so the
       fixture is made once, not once per worker.
-    Groups are sent out largest first (xdist's loadscopereorder), so the drills start at once."""
+    Work goes out in collection order (START_FIRST below), so the soak, the drills and the model test start at once."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
     # In a worker (where the suffix matters: the controller schedules by the ids workers collect) xdist has set
@@ -159,10 +179,17 @@ def pytest_collection_modifyitems(config, items):
             _set_nodeid(item, nodeid)
 
 
-# Tests that take minutes by themselves: in an xdist worker they are collected first, so they start at once instead
-# of after everything else and leave one worker running them alone at the end (the model test: ~100 s alone; the
-# 90-second soak: about 5 minutes of wall time with its set-up and quiet period).
-START_FIRST = ("tests/model/", "tests/soak/")
+# What takes minutes by itself, longest first: the 90-second soak (3-5 minutes of wall time with its set-up and quiet
+# period), the drills (one group, one after another: 3-7 minutes), the model test (~100 s alone). In an xdist worker
+# they are collected first, and the controller hands work out in collection order (pytest_configure turns xdist's
+# loadscopereorder off: it sends the groups with the most tests first, the signing and docs-page modules, so the
+# drills waited for a worker to finish one of those and the soak and the model test for every group to be handed out,
+# then ran alone at the end). Each of the three gets a worker at once; the rest follow in pytest-django's order.
+START_FIRST = ("tests/soak/", "tests/faults/", "tests/model/")
+
+
+def _start_rank(item) -> int:
+    return next((rank for rank, prefix in enumerate(START_FIRST) if item.nodeid.startswith(prefix)), len(START_FIRST))
 
 
 class _StartFirst:
@@ -170,7 +197,7 @@ class _StartFirst:
 
     @pytest.hookimpl(trylast=True)  # after pytest-django's ordering (database tests, then transactional ones)
     def pytest_collection_modifyitems(self, items):
-        items.sort(key=lambda item: not item.nodeid.startswith(START_FIRST))  # stable: the rest keep their order
+        items.sort(key=_start_rank)  # stable: the rest keep their order
 
 
 def _unique_nodeid(item) -> str:
@@ -243,6 +270,8 @@ def django_db_keepdb(request):
 def pytest_configure(config):
     if hasattr(config, "workerinput"):
         config.pluginmanager.register(_StartFirst(), "start-first")
+    elif config.pluginmanager.hasplugin("xdist"):
+        config.option.loadscopereorder = False  # the controller: work in collection order (START_FIRST above)
     from tests.support import log_guard
 
     log_guard.install()  # every log record of the session, from here on
