@@ -37,9 +37,13 @@ from apps.common.refcache import generation_subquery, refcache_scope
 from apps.merchants.models import Merchant
 from apps.merchants.selectors import platform_key_current, platform_private_key
 
-# Threads making the POSTs of a batch beside the task's own: a worker's Celery threads (Procfile: 16) each
-# drive one merchant's batch of at most CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT attempts.
-POSTERS = 48
+# Threads making the POSTs of the batches: a worker's Celery threads (Procfile: 16) each drive one merchant's batch
+# of at most CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT attempts.
+POSTERS = 64
+# Attempts of a batch that end within this of its first POSTs' start are written together by the batch's record;
+# after it, each outcome is written as soon as it is known while others of the batch are still in flight. Writing
+# every outcome apart cost a fast endpoint's batch 60 % more CPU for its outcomes (docs/performance.md, "cb2").
+TOGETHER_SECONDS = 0.05
 
 logger = logging.getLogger(__name__)
 
@@ -332,10 +336,11 @@ _posters_lock = threading.Lock()
 def _attempts_make(claims: list[Claim]) -> tuple[list[PostResult], frozenset[int]]:
     """The POSTs of one batch (one merchant's), at once: each is in flight as it would be in a task of its own, so a
     slow endpoint holds a batch no longer than its slowest attempt (one deadline), and a merchant keeps the
-    parallelism its bulkhead allows. An outcome known while others of the batch are still in flight is written at
-    once, by the calling thread (it holds the task's database connection; the posting threads have none); the last
-    ones are left to the batch's record, which follows at once. Returns the results and the attempts written. A
-    single attempt is made in the calling thread."""
+    parallelism its bulkhead allows. When the batch has not ended after TOGETHER_SECONDS, the outcomes known by then,
+    and each later one while others are still in flight, are written at once by the calling thread (it holds the
+    task's database connection; the posting threads have none); the last ones are left to the batch's record, which
+    follows at once. Returns the results and the attempts written. A single attempt is made in the calling
+    thread."""
     global _posters
     if len(claims) == 1:
         return [_attempt(claims[0])], frozenset()
@@ -345,15 +350,17 @@ def _attempts_make(claims: list[Claim]) -> tuple[list[PostResult], frozenset[int
                 _posters = ThreadPoolExecutor(max_workers=POSTERS, thread_name_prefix="callback-post")
     futures = {_posters.submit(_attempt, claim): n for n, claim in enumerate(claims)}
     results: list[PostResult | None] = [None] * len(claims)
-    written, pending = set(), set(futures)
-    while pending:
-        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+    written = set()
+    done, pending = wait(futures, timeout=TOGETHER_SECONDS)
+    while True:
         for future in done:
             results[futures[future]] = future.result()
-        if pending:
+        if not pending:
+            return results, frozenset(written)
+        if done:
             callback_attempts_finish(outcomes=[(claims[futures[f]], results[futures[f]]) for f in done])
             written.update(claims[futures[f]].attempt_id for f in done)
-    return results, frozenset(written)
+        done, pending = wait(pending, return_when=FIRST_COMPLETED)
 
 
 # A forked child (a prefork pool) must not inherit the parent's pool, whose threads did not survive the fork.
