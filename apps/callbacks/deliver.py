@@ -40,10 +40,12 @@ from apps.merchants.selectors import platform_key_current, platform_private_key
 # Threads making the POSTs of the batches: a worker's Celery threads (Procfile: 16) each drive one merchant's batch
 # of at most CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT attempts.
 POSTERS = 64
-# Attempts of a batch that end within this of its first POSTs' start are written together by the batch's record;
-# after it, each outcome is written as soon as it is known while others of the batch are still in flight. Writing
-# every outcome apart cost a fast endpoint's batch 60 % more CPU for its outcomes (docs/performance.md, "cb2").
-TOGETHER_SECONDS = 0.05
+# A batch that ends within this (a healthy endpoint's, even on a loaded host) has its outcomes written together by
+# its record; after it (an attempt is slow), the outcomes known, and each later one while others of the batch are
+# still in flight, are written at once. Writing every outcome apart, or after 50 ms, cost the bench's batches about
+# 60 % more CPU for their outcomes: on a busy worker the POSTs of a batch end tens of ms apart (docs/performance.md,
+# "cb2").
+TOGETHER_SECONDS = 1.0
 
 logger = logging.getLogger(__name__)
 

@@ -132,10 +132,11 @@ def test_a_failure_after_a_late_success_leaves_the_event_delivered(hooked_mercha
 
 def test_a_worker_lost_before_its_batch_is_recorded_keeps_the_outcomes_of_the_attempts_answered_meanwhile(
         hooked_merchant, callback_receiver, enqueue, clock, dispatched, monkeypatch):
-    # Two attempts of the batch are answered at once (200 and 500), the third two seconds later: the first two are
-    # written as they end, not when the slowest does. The worker is lost before the batch's record: it loses only the
-    # slow one, and the sweeper applies the written outcomes when the leases run out.
-    callback_receiver.script(Reply(200, "success"), Reply(500, "down"), Reply(200, "success", delay=2))
+    # Two attempts of the batch are answered at once (200 and 500), the third four seconds later: the first two are
+    # written once the batch has been open TOGETHER_SECONDS (1 s), not when the slowest ends. The worker is lost
+    # before the batch's record: it loses only the slow one, and the sweeper applies the written outcomes when the
+    # leases run out.
+    callback_receiver.script(Reply(200, "success"), Reply(500, "down"), Reply(200, "success", delay=4))
     events = [enqueue(hooked_merchant, no=f"C2026010100000{n}abc") for n in range(3)]
 
     def lost(**kwargs):
