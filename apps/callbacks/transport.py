@@ -17,7 +17,7 @@
 - Every error is a sentence an operator can act on (it is stored on the attempt and shown in the admin).
 
 It was requests' HTTPAdapter with a pinning override until issue 23: requests' request preparation, cookie jar,
-hooks and Response cost about half of an attempt's CPU in a worker (docs/performance.md, helper "cb2").
+hooks and Response were most of the POST's CPU in a worker (docs/performance.md, helper "cb2").
 """
 
 import ipaddress
