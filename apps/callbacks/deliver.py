@@ -1,11 +1,13 @@
 """Callback outbox, delivery phase (contract §6): attempts at one merchant's due events, in batches.
 
 Claim (a short transaction: lease up to the merchant's free bulkhead slots of its due events, sign each body, write
-their attempt rows), POST outside any transaction (apps.callbacks.transport; a batch's POSTs at once), record (a
-second short transaction: each outcome on its attempt and event: delivered, the next attempt counted from the end of
-this one, or dead; the merchant's next batch claimed in the same transaction while the drain bound allows). Anything
-that goes wrong between claim and record is a failed attempt on the schedule; a worker lost in between leaves its
-leases, which the sweeper closes as failed attempts (apps.callbacks.sweep). A batch never mixes merchants.
+their attempt rows), POST outside any transaction (apps.callbacks.transport; a batch's POSTs at once; an outcome
+known while others of the batch are still in flight is written on its attempt's row at once), record (a second
+short transaction: the other outcomes on their attempts, and each on its event: delivered, the next attempt counted
+from the end of the batch, or dead; the merchant's next batch claimed in the same transaction while the drain bound
+allows). Anything that goes wrong between claim and record is a failed
+attempt on the schedule; a worker lost in between leaves its leases: the sweeper applies the outcomes already
+written and closes the attempts still in flight as failed (apps.callbacks.sweep). A batch never mixes merchants.
 
 Bulkhead: a merchant holds at most CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT leases at once, so a slow endpoint cannot
 take the worker slots other merchants' callbacks need. Claim and record both lock the merchant's row: the count and
@@ -17,7 +19,7 @@ import os
 import re
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -35,9 +37,15 @@ from apps.common.refcache import generation_subquery, refcache_scope
 from apps.merchants.models import Merchant
 from apps.merchants.selectors import platform_key_current, platform_private_key
 
-# Threads making the POSTs of a batch beside the task's own: a worker's Celery threads (Procfile: 16) each
-# drive one merchant's batch of at most CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT attempts.
-POSTERS = 48
+# Threads making the POSTs of the batches: a worker's Celery threads (Procfile: 16) each drive one merchant's batch
+# of at most CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT attempts.
+POSTERS = 64
+# A batch that ends within this (a healthy endpoint's, even on a loaded host) has its outcomes written together by
+# its record; after it (an attempt is slow), the outcomes known, and each later one while others of the batch are
+# still in flight, are written at once. Writing every outcome apart, or after 50 ms, cost the bench's batches about
+# 60 % more CPU for their outcomes: on a busy worker the POSTs of a batch end tens of ms apart (docs/performance.md,
+# "cb2").
+TOGETHER_SECONDS = 1.0
 
 logger = logging.getLogger(__name__)
 
@@ -206,6 +214,32 @@ def storable(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text.replace("\x00", "\ufffd"))
 
 
+def callback_attempts_finish(*, outcomes: list[tuple[Claim, PostResult]]) -> None:
+    """Outcomes on their attempts' rows while others of their batch are still in flight (one UPDATE per outcome but
+    the duration, outside any transaction), not when the batch's slowest attempt ends: a worker lost before its batch's record
+    loses only the attempts still in flight, and the sweeper applies a written outcome to its event once the lease
+    has run out (apps.callbacks.sweep.callback_lease_expire)."""
+    _outcomes_write(outcomes=outcomes, now=timezone.now())
+
+
+def _outcomes_write(*, outcomes: list[tuple[Claim, PostResult]], now: datetime) -> None:
+    # One UPDATE per distinct outcome but the duration (a fast endpoint answers a batch alike), the durations of a
+    # group in one CASE: four attempts answered `success` in 3, 4, 5 and 6 ms cost 2.75 ms of CPU this way against
+    # 4.0 for four UPDATEs (docs/performance.md, helper "cb2"). `bulk_update`'s CASE per row and field costs more.
+    groups = {}
+    for claim, result in outcomes:
+        outcome = (now, result.http_status, storable(result.reply), storable(result.error), result.success)
+        groups.setdefault(outcome, {})[claim.attempt_id] = result.duration_ms
+    for outcome, durations in groups.items():
+        duration = next(iter(durations.values())) if len(set(durations.values())) == 1 else Case(
+            *[When(pk=pk, then=Value(ms)) for pk, ms in durations.items()])
+        CallbackAttempt.objects.filter(pk__in=list(durations)).update(
+            duration_ms=duration, **dict(zip(_ATTEMPT_OUTCOME, outcome, strict=True)))
+
+
+_ATTEMPT_OUTCOME = ["finished_at", "http_status", "response_excerpt", "error", "success"]
+
+
 def callback_attempt_record(*, claim: Claim, result: PostResult) -> CallbackEvent:
     """Store the outcome of a claimed attempt on its row and on the event: delivered, the next attempt counted from
     now (the end of this one), or dead; then hand the freed bulkhead slot to the merchant's next waiting event."""
@@ -215,10 +249,11 @@ def callback_attempt_record(*, claim: Claim, result: PostResult) -> CallbackEven
 
 @transaction.atomic(durable=True)
 def callback_attempts_record(*, outcomes: list[tuple[Claim, PostResult]], claim_next: bool = False,
-                             limit: int | None = None,
-                             waiting_only: bool = True) -> tuple[list[CallbackEvent], list[Claim], bool]:
-    """Store the outcomes of one merchant's claimed attempts on their rows and on their events (delivered, the next
-    attempt counted from now, the end of this one, or dead), in one transaction under the merchant's lock. Then,
+                             limit: int | None = None, waiting_only: bool = True,
+                             written: frozenset[int] = frozenset()) -> tuple[list[CallbackEvent], list[Claim], bool]:
+    """Store the outcomes of one merchant's claimed attempts on their rows (but those `written` already:
+    callback_attempts_finish) and on their events (delivered, the next attempt counted from now, the end of the
+    batch, or dead), in one transaction under the merchant's lock. Then,
     with `claim_next`, claim the merchant's next due events in the same transaction (the slots just freed, and any
     other free ones: `_claim_locked`); else hand a freed slot to the merchant's next waiting event (with
     `waiting_only=False`: to its oldest due event, whether or not a task was queued for it: the continuation of a
@@ -228,32 +263,28 @@ def callback_attempts_record(*, outcomes: list[tuple[Claim, PostResult]], claim_
     claims = {claim.event_id: (claim, result) for claim, result in outcomes}
     events = {event.pk: event for event in _locked_events().annotate(reference_generation=generation_subquery())
               .filter(pk__in=list(claims))}
-    attempts, groups, freed = {}, {}, False
+    groups, freed = {}, False
     for event_id, (claim, result) in claims.items():
         event = events[event_id]
         error = storable(result.error)
-        outcome = (now, result.duration_ms, result.http_status, storable(result.reply), error, result.success)
-        attempts.setdefault(outcome, []).append(claim.attempt_id)
         if event.attempts_count != claim.number or event.locked_until is None:
             # Our lease ran out and the sweeper counted this attempt as lost: the event's schedule is set. The
             # merchant did get a late success, though.
             if not (result.success and event.status != CallbackEvent.Status.DELIVERED):
                 continue
-            _delivered(event, now)
+            event_delivered(event, now)
         else:
             freed = True
             event.locked_until = None
             if result.success:
-                _delivered(event, now)
+                event_delivered(event, now)
             elif event.status != CallbackEvent.Status.DELIVERED:  # else an earlier attempt, counted lost, arrived
                 schedule_after_failure(event, number=claim.number, manual=claim.manual, error=error, failed_at=now)
         # One UPDATE per outcome: the events of a batch mostly share theirs (all delivered, or all failed at once).
         values = (event.locked_until, event.status, event.delivered_at, event.next_attempt_at, event.last_error)
         groups.setdefault(values, []).append(event_id)
-    # Likewise the attempts: one UPDATE per distinct outcome (a fast endpoint answers a batch alike, often within the
-    # same millisecond); `bulk_update`'s CASE per row and field cost more Python than these few statements.
-    for outcome, ids in attempts.items():
-        CallbackAttempt.objects.filter(pk__in=ids).update(**dict(zip(_ATTEMPT_OUTCOME, outcome, strict=True)))
+    _outcomes_write(outcomes=[(claim, result) for claim, result in outcomes if claim.attempt_id not in written],
+                    now=now)
     for (locked_until, status, delivered_at, next_attempt_at, last_error), ids in groups.items():
         CallbackEvent.objects.filter(pk__in=ids).update(locked_until=locked_until, status=status,
                                                         delivered_at=delivered_at, next_attempt_at=next_attempt_at,
@@ -267,10 +298,8 @@ def callback_attempts_record(*, outcomes: list[tuple[Claim, PostResult]], claim_
     return recorded, [], handed_off
 
 
-_ATTEMPT_OUTCOME = ["finished_at", "duration_ms", "http_status", "response_excerpt", "error", "success"]
-
-
-def _delivered(event: CallbackEvent, now: datetime) -> None:
+def event_delivered(event: CallbackEvent, now: datetime) -> None:
+    """The event delivered at `now` (not saved here)."""
     # `delivered_at` is the first success (docs/api.md §9): a re-send of a delivered event leaves it as it was.
     event.status, event.delivered_at, event.next_attempt_at, event.last_error = (
         CallbackEvent.Status.DELIVERED, event.delivered_at or now, None, "")
@@ -306,19 +335,34 @@ _posters: ThreadPoolExecutor | None = None
 _posters_lock = threading.Lock()
 
 
-def _post_all(claims: list[Claim]) -> list[PostResult]:
+def _attempts_make(claims: list[Claim]) -> tuple[list[PostResult], frozenset[int]]:
     """The POSTs of one batch (one merchant's), at once: each is in flight as it would be in a task of its own, so a
     slow endpoint holds a batch no longer than its slowest attempt (one deadline), and a merchant keeps the
-    parallelism its bulkhead allows. A single attempt is made in the calling thread."""
+    parallelism its bulkhead allows. When the batch has not ended after TOGETHER_SECONDS, the outcomes known by then,
+    and each later one while others are still in flight, are written at once by the calling thread (it holds the
+    task's database connection; the posting threads have none); the last ones are left to the batch's record, which
+    follows at once. Returns the results and the attempts written. A single attempt is made in the calling
+    thread."""
     global _posters
     if len(claims) == 1:
-        return [_attempt(claims[0])]
+        return [_attempt(claims[0])], frozenset()
     if _posters is None:
         with _posters_lock:
             if _posters is None:
                 _posters = ThreadPoolExecutor(max_workers=POSTERS, thread_name_prefix="callback-post")
-    futures = [_posters.submit(_attempt, claim) for claim in claims[1:]]
-    return [_attempt(claims[0]), *(future.result() for future in futures)]
+    futures = {_posters.submit(_attempt, claim): n for n, claim in enumerate(claims)}
+    results: list[PostResult | None] = [None] * len(claims)
+    written = set()
+    done, pending = wait(futures, timeout=TOGETHER_SECONDS)
+    while True:
+        for future in done:
+            results[futures[future]] = future.result()
+        if not pending:
+            return results, frozenset(written)
+        if done:
+            callback_attempts_finish(outcomes=[(claims[futures[f]], results[futures[f]]) for f in done])
+            written.update(claims[futures[f]].attempt_id for f in done)
+        done, pending = wait(pending, return_when=FIRST_COMPLETED)
 
 
 # A forked child (a prefork pool) must not inherit the parent's pool, whose threads did not survive the fork.
@@ -344,12 +388,13 @@ def callback_deliver(*, event_id: int) -> CallbackEvent | None:
     started, made = time.monotonic(), 0
     while True:
         while claims:
-            results = _post_all(claims)
+            results, written = _attempts_make(claims)
             made += len(claims)
             more = (made < settings.CALLBACK_DRAIN_MAX_EVENTS
                     and time.monotonic() - started < settings.CALLBACK_DRAIN_MAX_SECONDS)
             recorded, next_claims, handed_off = callback_attempts_record(
-                outcomes=list(zip(claims, results, strict=True)), claim_next=more, waiting_only=False)
+                outcomes=list(zip(claims, results, strict=True)), claim_next=more, waiting_only=False,
+                written=written)
             for claim, result, event in zip(claims, results, recorded, strict=True):
                 attempt_counted(event=event, success=result.success, first_delivery=not claim.delivered_before)
                 if event.pk == event_id:

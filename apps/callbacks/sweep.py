@@ -12,7 +12,7 @@ from django.db.models import Count, F, Q, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
-from apps.callbacks.deliver import schedule_after_failure
+from apps.callbacks.deliver import event_delivered, schedule_after_failure
 from apps.callbacks.enqueue import callback_dispatch
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
 from apps.common.models import Heartbeat
@@ -39,20 +39,27 @@ def callbacks_sweep(*, now: datetime | None = None, limit: int = 500) -> list[in
 
 @transaction.atomic(durable=True)
 def callback_lease_expire(*, event_id: int, now: datetime) -> CallbackEvent | None:
-    """A lease that ran out: its worker was lost before recording the outcome (the merchant may or may not have
-    received the callback). The attempt counts as failed when the lease ran out; the schedule goes on from there,
-    and after the ninth attempt the event is dead. None when the outcome was recorded meanwhile."""
+    """A lease that ran out: its worker was lost before recording the event's outcome. An attempt whose POST ended
+    while others of its batch were in flight has its outcome on its row (callback_attempts_finish): that outcome is
+    applied as the record would have (delivered, or the schedule from the attempt's end). One still in flight (the
+    merchant may or may not have received the callback) counts as failed when the lease ran out; the schedule goes on
+    from there, and after the ninth attempt the event is dead. None when the outcome was recorded meanwhile."""
     event = (CallbackEvent.objects.select_for_update()
              .filter(pk=event_id, status=CallbackEvent.Status.PENDING, locked_until__lte=now).first())
     if event is None:
         return None
     lost_at = event.locked_until
     attempt = CallbackAttempt.objects.get(event=event, number=event.attempts_count)
-    attempt.finished_at, attempt.error = lost_at, LOST_ERROR
-    attempt.save(update_fields=["finished_at", "error"])
     event.locked_until = None
-    schedule_after_failure(event, number=attempt.number, manual=attempt.manual, error=LOST_ERROR, failed_at=lost_at)
-    event.save(update_fields=["locked_until", "last_error", "status", "next_attempt_at"])
+    if attempt.finished_at is None:
+        attempt.finished_at, attempt.error = lost_at, LOST_ERROR
+        attempt.save(update_fields=["finished_at", "error"])
+    if attempt.success:
+        event_delivered(event, attempt.finished_at)
+    else:
+        schedule_after_failure(event, number=attempt.number, manual=attempt.manual, error=attempt.error,
+                               failed_at=attempt.finished_at)
+    event.save(update_fields=["locked_until", "last_error", "status", "next_attempt_at", "delivered_at"])
     return event
 
 

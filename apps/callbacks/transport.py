@@ -1,21 +1,23 @@
-"""HTTP POST of one callback attempt (contract §6): requests, with one small adapter for the SSRF guard.
+"""HTTP POST of one callback attempt (contract §6): urllib3's connection pools, with the SSRF guard in front.
 
 - The URL must be http(s), with a host and without credentials.
 - The host is resolved once, when the request is sent; with CALLBACK_ALLOW_PRIVATE_HOSTS off (production) it is
-  refused if ANY address it resolves to is not public. The connection goes to the address that was checked
-  (PinnedAddressAdapter, the approach of requests-hardened's IPFilterAdapter): the Host header, TLS SNI and the
-  certificate check keep the hostname, so DNS rebinding between check and connect cannot reach an internal address.
-- No Session: a Session is what follows redirects and reads proxies and netrc from the environment (a proxy would
-  bypass the address check); the adapter alone does neither.
-- Connections are kept alive and reused: one adapter per worker process, whose pools are keyed by the hostname (the
-  Host header, and for TLS the SNI) AND the checked address. Every attempt resolves and checks the host again, so a
-  changed DNS answer gets a pool (and a connection) of its own, and a host now resolving to a non-public address is
-  refused before any pooled connection is looked at. A reply longer than MAX_REPLY_BYTES, or cut, closes its
-  connection instead of returning it. A kept connection the merchant's server closed is noticed by urllib3 when it is
-  taken from its pool (and a new one opened).
+  refused if ANY address it resolves to is not public. The connection goes to the address that was checked (the
+  pool's host is that address): the Host header, TLS SNI and the certificate check keep the hostname, so DNS
+  rebinding between check and connect cannot reach an internal address.
+- No redirects are followed, no proxy and no .netrc is read from the environment: urllib3's pools do neither.
+- Connections are kept alive and reused: one pool per (scheme, hostname, port, checked address) per worker process,
+  the least recently used closed beyond POOLS_KEPT. Every attempt resolves and checks the host again, so a changed
+  DNS answer gets a pool (and a connection) of its own, a host now resolving to a non-public address is refused
+  before any pooled connection is looked at, and two hostnames on one address never share a connection. A reply
+  longer than MAX_REPLY_BYTES, or cut, closes its connection instead of returning it. A kept connection the
+  merchant's server closed is noticed by urllib3 when it is taken from its pool (and a new one opened).
 - CALLBACK_TIMEOUT_SECONDS bounds the whole attempt (_Watchdog), on a new or a reused connection; the reply is read
   up to MAX_REPLY_BYTES.
 - Every error is a sentence an operator can act on (it is stored on the attempt and shown in the admin).
+
+It was requests' HTTPAdapter with a pinning override until issue 23: requests' request preparation, cookie jar,
+hooks and Response were most of the POST's CPU in a worker (docs/performance.md, helper "cb2").
 """
 
 import ipaddress
@@ -30,22 +32,27 @@ from dataclasses import dataclass
 from email.message import Message
 from urllib.parse import urlsplit
 
-import requests
+import requests.adapters
 from django.conf import settings
-from requests.adapters import HTTPAdapter
+from urllib3 import Timeout
+from urllib3._collections import RecentlyUsedContainer
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import (ConnectTimeoutError, HTTPError, NewConnectionError, ProtocolError, SSLError,
+                                TimeoutError)
 
 # Enough to see "success" and to keep an excerpt; a larger reply is not "success" anyway.
 MAX_REPLY_BYTES = 8192
 # Kept connections per worker process: pools for this many (hostname, address) pairs, the least recently used closed
-# beyond; in each, up to a worker's thread count (Procfile: 16) idle connections. Bounded: file descriptors.
+# beyond; in each, up to a worker's attempts in flight (16 threads × a batch of 4) idle connections. Bounded: file
+# descriptors.
 POOLS_KEPT = 32
 CONNECTIONS_PER_POOL = 64
-HEADERS = {"Content-Type": "application/json; charset=utf-8", "User-Agent": "payments-callback/1"}
+HEADERS = {"Content-Type": "application/json; charset=utf-8", "User-Agent": "payments-callback/1",
+           "Accept": "*/*"}
 
 
-class AttemptRefused(requests.RequestException):
+class AttemptRefused(Exception):
     """The attempt cannot go ahead (bad URL, unresolvable or non-public host); the message says why."""
 
 
@@ -107,29 +114,6 @@ def checked_address(host: str, port: int) -> str:
                 raise AttemptRefused(f"callback host {host} resolves to a non-public address {sockaddr[0]} "
                                      f"({reason}); refused")
     return infos[0][4][0]
-
-
-class PinnedAddressAdapter(HTTPAdapter):
-    """Connects to the address checked_address() returned, never to a second DNS answer, and puts every socket it
-    opens under the attempt's deadline."""
-
-    def init_poolmanager(self, *args, **kwargs) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
-
-    def build_connection_pool_key_attributes(self, request, verify, cert=None):
-        host_params, pool_kwargs = super().build_connection_pool_key_attributes(request, verify, cert)
-        hostname, port, scheme = host_params["host"], host_params["port"], host_params["scheme"]
-        # The hostname stays what the merchant sees: the Host header, and for TLS the SNI and the certificate check.
-        request.headers["Host"] = (f"[{hostname}]" if ":" in hostname else hostname) + (f":{port}" if port else "")
-        if scheme == "https":
-            pool_kwargs["server_hostname"] = pool_kwargs["assert_hostname"] = hostname
-        # The pool's default headers are part of urllib3's pool key: a pool, and its kept connections, per hostname
-        # too, never shared by two hostnames that resolve to one address (requests sends its own headers anyway).
-        pool_kwargs["headers"] = {"Host": request.headers["Host"]}
-        address = checked_address(hostname, port or (443 if scheme == "https" else 80))
-        host_params["host"] = f"[{address}]" if ":" in address else address
-        return host_params, pool_kwargs
 
 
 # --------------------------------------------------------------------------------------- the deadline
@@ -245,32 +229,44 @@ class _HTTPSPool(HTTPSConnectionPool):
 
 # ------------------------------------------------------------------------------------------- the POST
 
-_adapter: PinnedAddressAdapter | None = None
-_adapter_lock = threading.Lock()
+_pools = RecentlyUsedContainer(POOLS_KEPT, dispose_func=lambda pool: pool.close())
+_pools_lock = threading.Lock()
 
 
-def _shared_adapter() -> PinnedAddressAdapter:
-    """The worker process's adapter: its pools keep connections alive between attempts (thread-safe, as urllib3's
-    pools are)."""
-    global _adapter
-    if _adapter is None:
-        with _adapter_lock:
-            if _adapter is None:
-                _adapter = PinnedAddressAdapter(pool_connections=POOLS_KEPT, pool_maxsize=CONNECTIONS_PER_POOL)
-    return _adapter
+def _pool(scheme: str, hostname: str, port: int) -> HTTPConnectionPool:
+    """The worker process's pool for this hostname at the address it resolves to now (checked_address: refused
+    before any kept connection is looked at). Thread-safe, as urllib3's pools are."""
+    address = checked_address(hostname, port)
+    key = (scheme, hostname, port, address)
+    with _pools_lock:
+        pool = _pools.get(key)
+        if pool is None:
+            host = f"[{address}]" if ":" in address else address
+            if scheme == "https":
+                # SNI and the certificate check on the hostname; the trust store is requests' CA bundle (certifi's),
+                # as when requests sent these.
+                pool = _HTTPSPool(host, port, maxsize=CONNECTIONS_PER_POOL, server_hostname=hostname,
+                                  assert_hostname=hostname, cert_reqs="CERT_REQUIRED",
+                                  ca_certs=requests.adapters.DEFAULT_CA_BUNDLE_PATH)
+            else:
+                pool = _HTTPPool(host, port, maxsize=CONNECTIONS_PER_POOL)
+            _pools[key] = pool
+    return pool
 
 
 def close_connections() -> None:
     """Close every kept connection (tests; a process that stops delivering)."""
-    global _adapter
-    with _adapter_lock:
-        adapter, _adapter = _adapter, None
-    if adapter is not None:
-        adapter.close()
+    with _pools_lock:
+        _pools.clear()  # each pool closed by dispose_func
+
+
+def _forget_pools() -> None:
+    global _pools, _pools_lock
+    _pools, _pools_lock = RecentlyUsedContainer(POOLS_KEPT, dispose_func=lambda pool: pool.close()), threading.Lock()
 
 
 # A forked child (a prefork pool) must not share its parent's sockets: it opens its own.
-os.register_at_fork(after_in_child=lambda: globals().update(_adapter=None, _adapter_lock=threading.Lock()))
+os.register_at_fork(after_in_child=_forget_pools)
 
 
 def post_callback(url: str, body: dict) -> PostResult:
@@ -282,7 +278,7 @@ def post_callback(url: str, body: dict) -> PostResult:
     with _watchdog.attempt(timeout) as attempt:
         try:
             status, reply, error = _post(url, body, timeout)
-        except requests.RequestException as exc:
+        except (AttemptRefused, HTTPError, OSError) as exc:
             error = _describe(exc, timeout)
     if attempt.expired and error and not error.startswith("timeout"):  # cut by the watchdog: say why
         error = _late(timeout)
@@ -292,19 +288,31 @@ def post_callback(url: str, body: dict) -> PostResult:
 
 def _post(url: str, body: dict, timeout: float) -> tuple[int | None, str, str]:
     check_url(url)
-    data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    request = requests.Request("POST", url, data=data, headers=HEADERS).prepare()
-    response = _shared_adapter().send(request, stream=True, timeout=(timeout, timeout), verify=True, proxies={})
+    parts = urlsplit(url)
+    hostname = parts.hostname
     try:
-        raw = response.raw.read(MAX_REPLY_BYTES, decode_content=True) or b""
+        port = parts.port
+    except ValueError as exc:
+        raise AttemptRefused(f"callback URL has an invalid port ({exc}); refused") from exc
+    pool = _pool(parts.scheme, hostname, port or (443 if parts.scheme == "https" else 80))
+    # The Host header names the merchant's host as its URL does, whatever address the pool connects to.
+    headers = {**HEADERS, "Host": (f"[{hostname}]" if ":" in hostname else hostname) + (f":{port}" if port else "")}
+    data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    response = pool.urlopen("POST", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), body=data,
+                            headers=headers, retries=False, redirect=False, assert_same_host=False,
+                            timeout=Timeout(connect=timeout, read=timeout), preload_content=False)
+    try:
+        raw = response.read(MAX_REPLY_BYTES, decode_content=True) or b""
     except Exception:  # noqa: BLE001 - a reply cut off or stalled mid-body is a failed attempt
-        return response.status_code, "", f"HTTP {response.status_code}, but reading the reply failed"
+        return response.status, "", f"HTTP {response.status}, but reading the reply failed"
     finally:
         # A reply read to its end has already gone back to its pool (urllib3 releases it); one left unread (longer
-        # than MAX_REPLY_BYTES, or cut) closes its connection here.
+        # than MAX_REPLY_BYTES, or cut) closes its connection here, and the closed connection goes back to free its
+        # place in the pool.
         response.close()
+        response.release_conn()
     reply = decode_reply(raw, response.headers.get("Content-Type"))
-    status = response.status_code
+    status = response.status
     if 300 <= status < 400:
         return status, reply, f"redirect to {response.headers.get('Location', '?')!r} not followed"
     if status != 200:
@@ -330,13 +338,15 @@ def decode_reply(raw: bytes, content_type: str | None) -> str:
 def _describe(exc: BaseException, timeout: float) -> str:
     if isinstance(exc, AttemptRefused):
         return str(exc)
-    if isinstance(exc, requests.ConnectTimeout):
+    if isinstance(exc, NewConnectionError):  # a ConnectTimeoutError to urllib3, but refused or unreachable
+        return f"connection failed: {_cause(exc)}"
+    if isinstance(exc, ConnectTimeoutError):
         return f"timeout after {timeout:g} s: no connection"
-    if isinstance(exc, requests.Timeout):
+    if isinstance(exc, TimeoutError):
         return _late(timeout)
-    if isinstance(exc, requests.exceptions.SSLError):
+    if isinstance(exc, SSLError):
         return f"TLS handshake failed: {_cause(exc)}"
-    if isinstance(exc, requests.ConnectionError):
+    if isinstance(exc, (ProtocolError, OSError)):
         return f"connection failed: {_cause(exc)}"
     return f"the request could not be sent: {_cause(exc)}"
 
@@ -347,7 +357,7 @@ def _late(timeout: float) -> str:
 
 def _cause(exc: BaseException) -> str:
     """The innermost cause in its own words (`Connection refused`), without the wrappers' names and addresses."""
-    for _ in range(10):  # requests wraps urllib3's error, which wraps the socket's or the TLS library's
+    for _ in range(10):  # urllib3's error wraps the socket's or the TLS library's
         reason = getattr(exc, "reason", None)  # urllib3's MaxRetryError
         inner = reason if isinstance(reason, BaseException) else (
             exc.__cause__ or next((a for a in reversed(exc.args) if isinstance(a, BaseException)), None))

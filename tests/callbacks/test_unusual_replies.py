@@ -128,3 +128,46 @@ def test_a_failure_after_a_late_success_leaves_the_event_delivered(hooked_mercha
     event = callback_attempt_record(claim=retry, result=post_callback(retry.url, retry.body))
     assert (event.status, event.locked_until, event.next_attempt_at) == (CallbackEvent.Status.DELIVERED, None, None)
     assert [a.success for a in event.attempts.order_by("number")] == [True, False]
+
+
+def test_a_worker_lost_before_its_batch_is_recorded_keeps_the_outcomes_of_the_attempts_answered_meanwhile(
+        hooked_merchant, callback_receiver, enqueue, clock, dispatched, monkeypatch):
+    # Two attempts of the batch are answered at once (200 and 500), the third four seconds later: the first two are
+    # written once the batch has been open TOGETHER_SECONDS (1 s), not when the slowest ends. The worker is lost
+    # before the batch's record: it loses only the slow one, and the sweeper applies the written outcomes when the
+    # leases run out.
+    callback_receiver.script(Reply(200, "success"), Reply(500, "down"), Reply(200, "success", delay=4))
+    events = [enqueue(hooked_merchant, no=f"C2026010100000{n}abc") for n in range(3)]
+
+    def lost(**kwargs):
+        raise RuntimeError("worker lost before the batch's record")
+
+    monkeypatch.setattr(deliver, "callback_attempts_record", lost)
+    with pytest.raises(RuntimeError):
+        callback_deliver(event_id=events[0].pk)
+    answered_at = clock.now
+    attempts = {a.event_id: a for a in deliver.CallbackAttempt.objects.filter(event__in=events)}
+    assert sorted((a.http_status or 0, a.finished_at is not None) for a in attempts.values()) == [
+        (0, False), (200, True), (500, True)]
+
+    clock.advance(lease_seconds())
+    lease_end = clock.now
+    callbacks_sweep()
+    outcomes = set()
+    for event in events:
+        event.refresh_from_db()
+        attempt = attempts[event.pk]
+        assert event.locked_until is None and event.attempts_count == 1
+        if attempt.success:
+            assert (event.status, event.delivered_at, event.next_attempt_at) == (
+                CallbackEvent.Status.DELIVERED, answered_at, None)
+        elif attempt.http_status == 500:
+            # The schedule goes on from the end of the answered attempt, with its own error, not "worker lost".
+            assert (event.status, event.last_error, event.next_attempt_at) == (
+                CallbackEvent.Status.PENDING, "HTTP 500", answered_at + timedelta(seconds=DELAYS[0]))
+        else:  # in flight when the worker was lost
+            assert (event.status, event.last_error, event.next_attempt_at) == (
+                CallbackEvent.Status.PENDING, LOST_ERROR, lease_end + timedelta(seconds=DELAYS[0]))
+        outcomes.add(event.status)
+    assert outcomes == {CallbackEvent.Status.DELIVERED, CallbackEvent.Status.PENDING}
+    assert len(callback_receiver.requests) == 3  # the delivered one is not sent again
