@@ -53,3 +53,26 @@ def test_without_redis_the_cache_api_path_keeps_the_same_rules(client, merchant)
         assert_ok(post_json(client, BALANCE, body))
         assert_error(post_json(client, BALANCE, body), "1103", 401)  # the same nonce again
         assert_error(signed_post(client, merchant, BALANCE, {}), "1106", 429)  # the third request of the second
+
+
+def test_the_admission_survives_a_redis_connection_closed_between_requests_and_a_flushed_script(client, merchant,
+                                                                                             monkeypatch):
+    """The admission runs on its thread's own Redis connection (apps/merchants/api/authentication.py): one the
+    server closed since the last request (a restart, an idle timeout) is replaced before the script is sent, and a
+    script Redis no longer holds is sent by its text."""
+    import redis
+    from django.conf import settings
+
+    from apps.merchants.api import authentication
+
+    assert_ok(signed_post(client, merchant, BALANCE, {}))
+    connection = authentication._local.admit[1]
+    connection.send_command("CLIENT", "ID")
+    client_id = connection.read_response()
+    admin = redis.Redis.from_url(settings.CACHES["default"]["LOCATION"])
+    assert admin.execute_command("CLIENT", "KILL", "ID", client_id) == 1
+    time.sleep(0.1)  # the server's close reaches this side's socket
+    assert_ok(signed_post(client, merchant, BALANCE, {}))
+    monkeypatch.setattr(authentication, "_ADMIT_SHA1", "0" * 40)  # as after SCRIPT FLUSH or a restart
+    assert_ok(signed_post(client, merchant, BALANCE, {}, nonce="nonce-by-text-1"))
+    assert_error(signed_post(client, merchant, BALANCE, {}, nonce="nonce-by-text-1"), "1103", 401)

@@ -1,8 +1,9 @@
 """Signed-request authentication for every endpoint under /openapi/v1/ (contract §2), checks in its order."""
 
+import hashlib
 import re
+import threading
 import time
-from functools import lru_cache
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -84,18 +85,57 @@ if n > tonumber(ARGV[1]) then return 1 end
 if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[2]) then return 0 end
 return 2
 """
+_ADMIT_SHA1 = hashlib.sha1(_ADMIT.encode()).hexdigest()
 
 
-@lru_cache(maxsize=1)
-def _admit_script(location: str):
-    # Imported here: redis-py (with its asyncio client) took 1.5-2 s of every process's start-up, manage.py commands
-    # included, for the web's first signed request only (issue 25, docs/performance.md "Start-up").
-    import redis
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
+_local = threading.local()  # .admit: this thread's (location, Redis connection) for the admission script
 
-    client = redis.Redis.from_url(location, **settings.REDIS_CLIENT_OPTIONS, retry=Retry(NoBackoff(), 0))
-    return client.register_script(_ADMIT)
+
+def _admit_connection(location: str):
+    """This thread's connection to the cache's Redis, ready for a command. One per thread, used directly: redis-py's
+    client would take it from its pool and give it back around every command, with its locks and observability hooks:
+    40 % of the admission's CPU (docs/performance.md, helper "pcq"). As the pool does, a connection that has data
+    waiting or was closed by the server (a Redis restart) is replaced before the command is sent, never after."""
+    held = getattr(_local, "admit", None)
+    if held is None or held[0] != location:
+        # Imported here: redis-py (with its asyncio client) took 1.5-2 s of every process's start-up, manage.py
+        # commands included, for the web's first signed request only (issue 25, docs/performance.md "Start-up").
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        pool = redis.ConnectionPool.from_url(location, **settings.REDIS_CLIENT_OPTIONS, retry=Retry(NoBackoff(), 0))
+        held = _local.admit = (location, pool.make_connection())
+    from redis.exceptions import ConnectionError, TimeoutError  # noqa: A004 - redis-py's, as its pool catches them
+
+    connection = held[1]
+    try:
+        if connection.can_read():  # connects if not connected
+            raise ConnectionError("Redis connection has unread data")
+    except (ConnectionError, TimeoutError, OSError):
+        connection.disconnect()  # the command below connects again
+    return connection
+
+
+def _admit_run(location: str, keys: list[str], args: list[int]) -> int:
+    """The admission script on this thread's connection: by its SHA1, else (Redis restarted or its scripts flushed)
+    by its text, which loads it again. Any failure other than Redis's answer closes the connection: a reply may be
+    half read."""
+    from redis.exceptions import NoScriptError, ResponseError
+
+    connection = _admit_connection(location)
+    try:
+        try:
+            connection.send_command("EVALSHA", _ADMIT_SHA1, len(keys), *keys, *args)
+            return connection.read_response()
+        except NoScriptError:
+            connection.send_command("EVAL", _ADMIT, len(keys), *keys, *args)
+            return connection.read_response()
+    except ResponseError:
+        raise
+    except BaseException:
+        connection.disconnect()
+        raise
 
 
 def request_admit(*, merchant_id: int, nonce: str) -> ErrorCode | None:
@@ -107,8 +147,7 @@ def request_admit(*, merchant_id: int, nonce: str) -> ErrorCode | None:
             return ErrorCode.RATE_LIMITED
         return None if nonce_claim(merchant_id=merchant_id, nonce=nonce) else ErrorCode.NONCE_REUSED
     keys = [cache.make_key(_rate_key(merchant_id)), cache.make_key(_nonce_key(merchant_id, nonce))]
-    outcome = _admit_script(config["LOCATION"])(keys=keys, args=[settings.RATE_LIMIT_PER_SECOND,
-                                                                  settings.NONCE_TTL_SECONDS])
+    outcome = _admit_run(config["LOCATION"], keys, [settings.RATE_LIMIT_PER_SECOND, settings.NONCE_TTL_SECONDS])
     return {0: None, 1: ErrorCode.RATE_LIMITED, 2: ErrorCode.NONCE_REUSED}[int(outcome)]
 
 
