@@ -1,5 +1,6 @@
 """Reads of collection orders. Every merchant-facing read is scoped to the authenticated merchant."""
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from django.db.models import QuerySet
@@ -9,12 +10,16 @@ from apps.common.orders import order_lookup
 
 
 def collection_order_for_merchant(*, merchant_id: int, platform_order_no: str | None = None,
-                                  mch_order_no: str | None = None) -> CollectionOrder | None:
+                                  mch_order_no: str | None = None,
+                                  fields: Sequence[str] | None = None) -> CollectionOrder | None:
     """The merchant's order by platform_order_no (preferred when both are given) or mch_order_no: the order's columns
     only (pay/query answers from them; a replay's product is read when it is needed), no ORDER BY (each key matches
-    one row). The joins and the ordering were half of pay/query's CPU (docs/performance.md)."""
-    return order_lookup(CollectionOrder.objects.filter(merchant_id=merchant_id), platform_order_no=platform_order_no,
-                        mch_order_no=mch_order_no)
+    one row). The joins and the ordering were half of pay/query's CPU (docs/performance.md). `fields`: only these
+    columns (pay/query's answer): compiling and loading all 24 was a further 0.2 ms (helper "pcq")."""
+    orders = CollectionOrder.objects.filter(merchant_id=merchant_id)
+    if fields is not None:
+        orders = orders.only(*fields)
+    return order_lookup(orders, platform_order_no=platform_order_no, mch_order_no=mch_order_no)
 
 
 def collection_order_by_pay_token(*, pay_token: str) -> CollectionOrder | None:

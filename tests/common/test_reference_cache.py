@@ -194,3 +194,18 @@ def test_a_connection_killed_between_requests_is_replaced_and_the_request_succee
     assert_ok(signed_post(client, merchant, PAY, pay_body(2)))
     assert connection.connection.info.backend_pid != dead_pid
     assert CollectionOrder.objects.filter(mch_order_no__in=["rc1", "rc2"]).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_generation_read_is_the_health_check_of_a_kept_connection(client, merchant, persistent_connection,
+                                                                      monkeypatch):
+    """A signed request on a kept connection sends no `SELECT 1` of its own: its first statement, the generation read,
+    is the check (docs/performance.md, helper "pcq"); a dead connection is still replaced (test above)."""
+    assert_ok(signed_post(client, merchant, PAY, pay_body(1)))
+    checks = []
+    monkeypatch.setattr(connection, "is_usable", lambda: checks.append(1) or True)
+    _request_starts()
+    assert not connection.health_check_done
+    assert_ok(signed_post(client, merchant, PAY, pay_body(2)))
+    assert checks == []
+    assert connection.health_check_done

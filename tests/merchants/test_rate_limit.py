@@ -53,3 +53,25 @@ def test_without_redis_the_cache_api_path_keeps_the_same_rules(client, merchant)
         assert_ok(post_json(client, BALANCE, body))
         assert_error(post_json(client, BALANCE, body), "1103", 401)  # the same nonce again
         assert_error(signed_post(client, merchant, BALANCE, {}), "1106", 429)  # the third request of the second
+
+
+def test_the_admission_survives_a_redis_connection_closed_between_requests_and_a_flushed_script(client, merchant):
+    """The admission runs on a Redis client kept for the process (apps/common/cache_scripts.py): a connection the
+    server closed since the last request (a restart, an idle timeout) is replaced before the script is sent, and a
+    script Redis no longer holds (SCRIPT FLUSH, a restart) is loaded again; the nonce is still spent once."""
+    import redis
+    from django.conf import settings
+
+    from apps.common import cache_scripts
+
+    location = settings.CACHES["default"]["LOCATION"]
+    assert_ok(signed_post(client, merchant, BALANCE, {}))
+    kept = cache_scripts._client(location)
+    assert len(kept.connection_pool._available_connections) == 1  # this thread's one request used one connection
+    admin = redis.Redis.from_url(location)
+    assert admin.client_kill_filter(_id=kept.client_id()) == 1  # closed by the server (only this process's)
+    time.sleep(0.1)  # the server's close reaches this side's socket
+    assert_ok(signed_post(client, merchant, BALANCE, {}))
+    admin.script_flush()
+    assert_ok(signed_post(client, merchant, BALANCE, {}, nonce="nonce-by-text-1"))
+    assert_error(signed_post(client, merchant, BALANCE, {}, nonce="nonce-by-text-1"), "1103", 401)

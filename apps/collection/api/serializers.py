@@ -73,6 +73,10 @@ def pay_create_data(order) -> dict:
     }
 
 
+# The columns pay_query_data reads: pay/query loads only these.
+PAY_QUERY_FIELDS = ("platform_order_no", "mch_order_no", "amount", "currency_id", "status", "paid_at", "attach")
+
+
 def pay_query_data(order) -> dict:
     data = {
         "platform_order_no": order.platform_order_no,

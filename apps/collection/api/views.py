@@ -1,8 +1,8 @@
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
-from apps.collection.api.serializers import (PayCreateRequestSerializer, PayCreateSerializer, PayQuerySerializer,
-                                             pay_create_data, pay_query_data)
+from apps.collection.api.serializers import (PAY_QUERY_FIELDS, PayCreateRequestSerializer, PayCreateSerializer,
+                                             PayQuerySerializer, pay_create_data, pay_query_data)
 from apps.collection.selectors import collection_order_for_merchant
 from apps.collection.services import collection_create
 from apps.common.api.envelope import envelope
@@ -40,7 +40,7 @@ class PayQueryView(SignedAPIView):
         params = self.validated(OrderLookupRequestSerializer)
         order = collection_order_for_merchant(merchant_id=self.signed.merchant.pk,
                                               platform_order_no=params.get("platform_order_no"),
-                                              mch_order_no=params.get("mch_order_no"))
+                                              mch_order_no=params.get("mch_order_no"), fields=PAY_QUERY_FIELDS)
         if order is None:
             raise ApiError(ErrorCode.ORDER_NOT_FOUND, "collection order not found.")
         return Response(envelope(pay_query_data(order)))
