@@ -4,7 +4,7 @@ Creates a fresh PostgreSQL database, bootstraps it, creates merchants with real 
 serves the app with gunicorn (production settings, DEBUG off, Redis), then for each endpoint replays
 pre-signed bodies (each with a fresh nonce) at a fixed concurrency and prints requests/s, p50/p99 latency
 and the error count, with each endpoint's ratio to a reference view (verify one signature, insert one row),
-measured right before and right after each row (the host's speed drifts within minutes).
+interleaved with each row's slices (the host's speed drifts within minutes).
 Then the pay-in success path (the sandbox channel's paid notification, the hosted page's Pay, to the posted
 credit) for orders of 100 merchants, directly and with PgBouncer in transaction pooling between the app and
 PostgreSQL. Also measures callback delivery throughput of one worker process to a local receiver.
@@ -80,6 +80,7 @@ class Bench:
         self.results: list[dict] = []
         self.reference_runs: list[dict] = []  # every reference run's result, in order
         self.fresh_reference: float | None = None  # the last one, while nothing ran after it in the same server
+        self.slice_seconds = max(1, round(args.duration / args.slices))  # wrk takes whole seconds
 
     # ---- set-up -------------------------------------------------------------------------------------
     def manage(self, *argv: str) -> str:
@@ -204,52 +205,94 @@ class Bench:
 
     # ---- load --------------------------------------------------------------------------------------
     def wrk(self, name: str, path: str, bodies: Path, count: int, script: str = "wrk_bodies.lua",
-            script_args: tuple[str, ...] = (), more: str = "--bodies", record: bool = True) -> dict:
-        """`count` bodies (or paths) in `bodies` replayed by wrk with `script`; `more` is the option that raises
-        `count` when the run used them all. A row of the table when `record`, else a reference bracket."""
+            script_args: tuple[str, ...] = (), more: str = "--bodies", offset: int = 0, seconds: int | None = None,
+            quiet: bool = False) -> dict:
+        """wrk replaying the bodies (or paths) of `bodies` from line `offset` on with `script` for `seconds` (a
+        slice's); `count` lines in all, `more` the option that raises it when a run wrapped round. `consumed`: the
+        lines the run used (a request is built before it is answered, so this counts the unanswered last ones too);
+        the next slice starts after them."""
         threads = 2
-        cmd = ["wrk", "-t", str(threads), "-c", str(self.args.connections), "-d", f"{self.args.duration}s",
+        seconds = seconds or self.slice_seconds
+        cmd = ["wrk", "-t", str(threads), "-c", str(self.args.connections), "-d", f"{seconds}s",
                "--latency", "-s", str(ROOT / "bench" / script), self.base + path, "--",
-               str(bodies), str(threads), *script_args]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=self.args.duration + 60)
+               str(bodies), str(threads), str(offset), *script_args]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
         line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")), None)
         if line is None:
             raise SystemExit(f"wrk failed for {name}: {out.stdout}\n{out.stderr}")
         fields = dict(part.split("=") for part in line.split()[1:])
         requests_done = int(fields["requests"])
+        consumed = int(fields["consumed"])
         result = {
             "name": name,
             "requests": requests_done,
+            "seconds": int(fields["duration_us"]) / 1e6,
             "rps": requests_done / (int(fields["duration_us"]) / 1e6),
             "p50_ms": int(fields["p50_us"]) / 1000,
             "p99_ms": int(fields["p99_us"]) / 1000,
             "errors": int(fields["errors"]) + int(fields["socket_errors"]),
-            "short_of_bodies": more if requests_done > count else "",
+            "consumed": consumed,
+            "short_of_bodies": more if offset + consumed > count else "",
         }
         if out.stderr.strip() and self.args.verbose:
             print(out.stderr.strip()[:600], file=sys.stderr)
-        if record:
-            self.results.append(result)
-        print(f"  {name:<42} {result['rps']:8.1f} req/s  p50 {result['p50_ms']:6.1f} ms  "
-              f"p99 {result['p99_ms']:6.1f} ms  errors {result['errors']}", file=sys.stderr)
+        if not quiet:
+            print(f"  {name:<42} {result['rps']:8.1f} req/s  p50 {result['p50_ms']:6.1f} ms  "
+                  f"p99 {result['p99_ms']:6.1f} ms  errors {result['errors']}", file=sys.stderr)
         return result
 
-    # ---- the reference, measured around every row ---------------------------------------------------------
+    # ---- the reference, interleaved with every row -----------------------------------------------------------
     # This host's speed moves by up to a factor of two within minutes (docs/performance.md, 2026-11-26), more than
-    # any change measured here; a ratio to one reference run made minutes before a row measured that drift. Each
-    # row's ratio is to the reference measured right before and right after it (their mean), in the same server
-    # (the PgBouncer row's reference goes through PgBouncer too).
+    # any change measured here; a ratio to one reference run made minutes before a row measured that drift. So each
+    # row runs in --slices slices, each between two reference runs of the same length (reference, slice, reference,
+    # slice, ..., reference), in the same server (the PgBouncer row's reference goes through PgBouncer too): the
+    # row's ratio is its rate over all its slices to the mean rate of the reference runs around them, and drift
+    # slower than a slice cancels out.
     def reference(self) -> float:
-        """One reference run now (not a row of the table); its rate, remembered as fresh until the server restarts."""
+        """One reference run now (not a row of the table); its rate, remembered as fresh until the server restarts
+        or a slice runs."""
         result = self.wrk("reference (bracket)", "/bench/reference", self.reference_bodies, self.args.bodies,
-                          record=False)
+                          quiet=True)
         self.reference_runs.append(result)
         self.fresh_reference = result["rps"]
         return result["rps"]
 
+    def sliced(self, name: str, run_slice) -> dict:
+        """A row of the table: `run_slice(offset)` (one wrk run from that line of its bodies) --slices times, each
+        between reference runs; requests and seconds summed over the slices, `reference_rps` the mean of the
+        reference runs around them."""
+        references = [self.fresh_reference or self.reference()]
+        slices, offset = [], 0
+        for _ in range(self.args.slices):
+            piece = run_slice(offset)
+            offset += piece["consumed"]
+            self.fresh_reference = None
+            slices.append(piece)
+            references.append(self.reference())
+        p50s = sorted(piece["p50_ms"] for piece in slices)
+        result = {
+            "name": name,
+            "requests": sum(piece["requests"] for piece in slices),
+            "seconds": sum(piece["seconds"] for piece in slices),
+            "p50_ms": p50s[len(p50s) // 2],  # the median slice's
+            "p99_ms": max(piece["p99_ms"] for piece in slices),  # the worst slice's
+            "errors": sum(piece["errors"] for piece in slices),
+            "consumed": offset,
+            "short_of_bodies": next((piece["short_of_bodies"] for piece in slices if piece["short_of_bodies"]), ""),
+            "reference_rps": sum(references) / len(references),
+            "reference_range": (min(references), max(references)),
+        }
+        result["rps"] = result["requests"] / result["seconds"]
+        self.results.append(result)
+        print(f"  {name:<42} {result['rps']:8.1f} req/s  p50 {result['p50_ms']:6.1f} ms  "
+              f"p99 {result['p99_ms']:6.1f} ms  errors {result['errors']}  ratio "
+              f"{result['rps'] / result['reference_rps']:.2f} (reference {min(references):.0f}-"
+              f"{max(references):.0f} req/s over {len(references)} runs)", file=sys.stderr)
+        return result
+
     def bracketed(self, measure) -> dict:
-        """`measure()` (a row's result), with `reference_rps`: the mean of the reference runs right before and right
-        after it."""
+        """`measure()` (a row that cannot be sliced: the callback worker drains a fixed set of events), with
+        `reference_rps`: the mean of the reference runs right before and right after it."""
         before = self.fresh_reference or self.reference()
         result = measure()
         self.fresh_reference = None
@@ -295,7 +338,7 @@ class Bench:
             if wanted and not any(name.startswith(w) for w in wanted):
                 continue
             bodies = self.write_bodies(name.split()[0].replace("/", "_"), n, make)
-            self.bracketed(lambda: self.wrk(name, path, bodies, n))  # noqa: B023 - called at once
+            self.sliced(name, lambda offset: self.wrk(name, path, bodies, n, offset=offset))  # noqa: B023
         if not self.reference_runs:
             self.reference()
         if not wanted or any("pay-in success".startswith(w) for w in wanted):
@@ -309,13 +352,13 @@ class Bench:
         pooling (DATABASE_POOLER=pgbouncer-transaction), one server connection per gunicorn worker."""
         n = self.args.payin_orders
         merchants = self.payin_merchants()
-        self.bracketed(lambda: self.wrk_pay(f"pay-in success ({len(merchants)} merchants)", n))
+        self.wrk_pay(f"pay-in success ({len(merchants)} merchants)", n)
 
         bouncer = self.start_pgbouncer()
         self.stop_server()
         self.start_server({**self.env, "DATABASE_URL": bouncer.url(), "DATABASE_POOLER": "pgbouncer-transaction"})
         before = bouncer.stats()["total_xact_count"]
-        self.bracketed(lambda: self.wrk_pay(f"pay-in success ({len(merchants)} merchants, PgBouncer)", n))
+        self.wrk_pay(f"pay-in success ({len(merchants)} merchants, PgBouncer)", n)
         carried = bouncer.stats()["total_xact_count"] - before
         print(f"  {'':42} {carried} transactions through PgBouncer "
               f"({len(bouncer.clients())} client connections)", file=sys.stderr)
@@ -350,7 +393,8 @@ class Bench:
 
     def wrk_pay(self, name: str, count: int) -> dict:
         """`count` new orders, spread over the pay-in merchants and created through the create service, then their
-        hosted pages' Pay under wrk (bench/wrk_pay_page.lua); every answered Pay must have paid its order."""
+        hosted pages' Pay under wrk (bench/wrk_pay_page.lua), a row of slices; every answered Pay must have paid its
+        order."""
         from django.db import connection
 
         from apps.collection.models import CollectionOrder
@@ -370,8 +414,9 @@ class Bench:
         # The hosted page's CSRF check: a cookie and a form field carrying the same secret (a browser gets both
         # from the page's GET, which is not part of the paid notification measured here).
         csrf = secrets.token_hex(16)
-        result = self.wrk(name, "/pay/", paths, count, script="wrk_pay_page.lua", script_args=(csrf,),
-                          more="--payin-orders")
+        result = self.sliced(name, lambda offset: self.wrk(name, "/pay/", paths, count, script="wrk_pay_page.lua",
+                                                            script_args=(csrf,), more="--payin-orders",
+                                                            offset=offset))
         paid = CollectionOrder.objects.filter(mch_order_no__startswith=prefix,
                                               status=CollectionOrder.Status.SUCCESS).count()
         answered = result["requests"] - result["errors"]
@@ -429,13 +474,14 @@ class Bench:
         backlog row's ratio to the empty one (floor 0.9: within 10 %)."""
         print()
         print(f"make bench  {time.strftime('%Y-%m-%d %H:%M %Z')}  concurrency {self.args.connections}, "
-              f"{self.args.duration}s per endpoint, gunicorn {self.args.workers}x{self.args.threads} "
+              f"{self.args.slices} x {self.slice_seconds}s per endpoint, gunicorn {self.args.workers}x{self.args.threads} "
               f"{self.args.worker_class}, "
               f"{os.cpu_count()} cores")
         runs = sorted(self.reference_runs, key=lambda r: r["rps"])
-        print("Each row's ratio is to the reference view measured right before and right after it (their mean, the "
-              f"last column); the reference's own rate moved between {runs[0]['rps']:.1f} and {runs[-1]['rps']:.1f} "
-              f"req/s over {len(runs)} runs (its row: the median run).")
+        print(f"Each row ran in {self.args.slices} slices, each between two runs of the reference view; its ratio is "
+              "to the mean of those runs (the last column; a callback row: the runs right before and after it). The "
+              f"reference's own rate moved between {runs[0]['rps']:.1f} and {runs[-1]['rps']:.1f} req/s over "
+              f"{len(runs)} runs (its row: the median run).")
         print("| endpoint | req/s | p50 ms | p99 ms | errors | ratio to reference | reference req/s |")
         print("|---|---:|---:|---:|---:|---:|---:|")
         median = {**runs[len(runs) // 2], "name": "reference (verify + insert)", "short_of_bodies": ""}
@@ -464,7 +510,10 @@ class Bench:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     Bench.add_environment_arguments(parser)
-    parser.add_argument("--duration", type=int, default=10)
+    parser.add_argument("--duration", type=int, default=10,
+                        help="seconds of load per row, in --slices slices of whole seconds")
+    parser.add_argument("--slices", type=int, default=5,
+                        help="slices per row, each between two reference runs of the same length")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1)

@@ -1,7 +1,9 @@
 -- Replays pre-signed request bodies (one JSON per line, each with its own nonce) and counts
--- responses whose envelope code is not "0". Each wrk thread takes its own slice of the file.
+-- responses whose envelope code is not "0". Each wrk thread takes its own share of the file's lines from the offset
+-- (the third script argument: the lines the row's earlier slices used) on.
 local bodies = {}
 local counter = 0
+used = 0  -- global, as bad: lines taken (wrapping round counts on), read by done()
 bad = 0  -- global: done() reads it from each thread with thread:get
 local threads = {}
 
@@ -13,9 +15,10 @@ end
 function init(args)
   local path = args[1]
   local nthreads = tonumber(args[2])
+  local offset = tonumber(args[3])  -- lines an earlier slice of the row used
   local i = 0
   for line in io.lines(path) do
-    if i % nthreads == tid then
+    if i >= offset and (i - offset) % nthreads == tid then
       table.insert(bodies, line)
     end
     i = i + 1
@@ -26,6 +29,7 @@ end
 
 function request()
   counter = counter + 1
+  used = used + 1
   if counter > #bodies then
     counter = 1 -- wrapped: nonces repeat, the server answers 1103 and the run is reported as short of bodies
   end
@@ -42,7 +46,10 @@ end
 function done(summary, latency, requests)
   local total_bad = 0
   for _, t in ipairs(threads) do total_bad = total_bad + (t:get("bad") or 0) end
-  io.write(string.format("RESULT requests=%d duration_us=%d p50_us=%d p99_us=%d errors=%d socket_errors=%d\n",
+  local most = 0  -- lines used by the thread that used most, times the threads: the next slice starts after them
+  for _, t in ipairs(threads) do most = math.max(most, t:get("used") or 0) end
+  io.write(string.format("RESULT requests=%d duration_us=%d p50_us=%d p99_us=%d errors=%d socket_errors=%d consumed=%d\n",
     summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
-    total_bad, summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
+    total_bad, summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
+    most * #threads))
 end
