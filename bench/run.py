@@ -15,6 +15,7 @@ Every loop is bounded in count and time; all traffic goes to 127.0.0.1.
 import argparse
 import json
 import os
+import resource
 import secrets
 import shutil
 import signal
@@ -37,6 +38,47 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+# ---- where a row's CPU goes: /proc, summed over the row's slices -------------------------------------------
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# The kinds of process a row's CPU is told apart by (comm, as /proc/<pid>/stat gives it); gunicorn's workers run
+# this interpreter's executable, so they are told by their parent instead.
+PROCESS_KINDS = {"postgres": "PostgreSQL", "redis-server": "Redis", "pgbouncer": "PgBouncer"}
+
+
+def cpu_snapshot() -> dict:
+    """CPU seconds so far: the whole machine's busy time (all cores, from /proc/stat), every process's (from
+    /proc/<pid>/stat: its parent, its kind, its time) and wrk's (this process's ended children: wrk is the only
+    child that ends during a row)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    busy = sum(int(v) for v in fields[:8]) - int(fields[3]) - int(fields[4])  # less idle and iowait
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    processes = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        rest = stat[stat.rindex(")") + 2:].split()
+        processes[int(entry.name)] = (stat[stat.index("(") + 1:stat.rindex(")")], int(rest[1]),
+                                      (int(rest[11]) + int(rest[12])) / CLOCK_TICKS)  # comm, ppid, utime + stime
+    return {"machine": busy / CLOCK_TICKS, "wrk": children.ru_utime + children.ru_stime, "processes": processes}
+
+
+def cpu_used(before: dict, after: dict, gunicorn_pids: set[int]) -> dict[str, float]:
+    """CPU seconds between two snapshots: the machine's, wrk's, and per kind of process (gunicorn's master and
+    workers, PostgreSQL's processes, Redis, PgBouncer), counted per process alive at the second (a process that ended
+    in between, say another database's backend, is missed rather than subtracted)."""
+    used = {"machine": after["machine"] - before["machine"], "wrk": after["wrk"] - before["wrk"], "gunicorn": 0.0}
+    for pid, (comm, ppid, seconds) in after["processes"].items():
+        kind = "gunicorn" if pid in gunicorn_pids or ppid in gunicorn_pids else PROCESS_KINDS.get(comm)
+        if kind:
+            earlier = before["processes"].get(pid)
+            used[kind] = used.get(kind, 0.0) + seconds - (earlier[2] if earlier and earlier[0] == comm else 0.0)
+    return used
 
 
 def recreate_database(admin_url: str, name: str) -> None:
@@ -251,8 +293,10 @@ class Bench:
     def reference(self) -> float:
         """One reference run now (not a row of the table); its rate, remembered as fresh until the server restarts
         or a slice runs."""
+        before = cpu_snapshot()
         result = self.wrk("reference (bracket)", "/bench/reference", self.reference_bodies, self.args.bodies,
                           quiet=True)
+        result["cpu"] = cpu_used(before, cpu_snapshot(), {proc.pid for proc in self.procs})
         self.reference_runs.append(result)
         self.fresh_reference = result["rps"]
         return result["rps"]
@@ -263,8 +307,12 @@ class Bench:
         reference runs around them."""
         references = [self.fresh_reference or self.reference()]
         slices, offset = [], 0
+        cpu: dict[str, float] = {}
         for _ in range(self.args.slices):
+            before = cpu_snapshot()
             piece = run_slice(offset)
+            for kind, used in cpu_used(before, cpu_snapshot(), {proc.pid for proc in self.procs}).items():
+                cpu[kind] = cpu.get(kind, 0.0) + used
             offset += piece["consumed"]
             self.fresh_reference = None
             slices.append(piece)
@@ -283,6 +331,9 @@ class Bench:
             "reference_range": (min(references), max(references)),
         }
         result["rps"] = result["requests"] / result["seconds"]
+        # CPU ms per answered request, by kind of process, and how busy the machine's cores were meanwhile
+        result["cpu_ms"] = {kind: 1000 * used / max(result["requests"], 1) for kind, used in cpu.items()}
+        result["busy"] = cpu.get("machine", 0.0) / (result["seconds"] * os.cpu_count())
         self.results.append(result)
         print(f"  {name:<42} {result['rps']:8.1f} req/s  p50 {result['p50_ms']:6.1f} ms  "
               f"p99 {result['p99_ms']:6.1f} ms  errors {result['errors']}  ratio "
@@ -474,8 +525,8 @@ class Bench:
         backlog row's ratio to the empty one (floor 0.9: within 10 %)."""
         print()
         print(f"make bench  {time.strftime('%Y-%m-%d %H:%M %Z')}  concurrency {self.args.connections}, "
-              f"{self.args.slices} x {self.slice_seconds}s per endpoint, gunicorn {self.args.workers}x{self.args.threads} "
-              f"{self.args.worker_class}, "
+              f"{self.args.slices} x {self.slice_seconds}s per endpoint, "
+              f"gunicorn {self.args.workers}x{self.args.threads} {self.args.worker_class}, "
               f"{os.cpu_count()} cores")
         runs = sorted(self.reference_runs, key=lambda r: r["rps"])
         print(f"Each row ran in {self.args.slices} slices, each between two runs of the reference view; its ratio is "
@@ -490,6 +541,7 @@ class Bench:
             flag = f" (bodies wrapped: raise {r['short_of_bodies']})" if r["short_of_bodies"] else ""
             print(f"| {r['name']} | {r['rps']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['errors']} | "
                   f"{r['rps'] / r['reference_rps']:.2f}{flag} | {r['reference_rps']:.1f} |")
+        self.report_cpu()
         for name, result in (callbacks or {}).items():
             print(f"| callback delivery, 1 worker, {name} | {result['events_per_s']:.1f} events/s | | | "
                   f"{result['events'] - result['delivered']} undelivered | "
@@ -505,6 +557,31 @@ class Bench:
                 print(f"callback delivery, {name}: worker {result['worker_cpu_ms_per_event']:.2f} ms CPU/event, "
                       f"PostgreSQL {result['postgres_cpu_ms_per_event']:.2f} ms CPU/event, "
                       f"{result['tcp_connections']} TCP connections for {result['delivered']} deliveries")
+
+
+    def report_cpu(self) -> None:
+        """Where each row's CPU went: ms per answered request by kind of process (from /proc, over the row's
+        slices), the rest of the machine's busy time (the kernel's network stack, everything else), and how busy
+        its cores were: a row at ~100 % is bound by CPU, one well under it by waiting (locks, fsync)."""
+        kinds = ["gunicorn", "PostgreSQL", "Redis", "wrk", "PgBouncer"]
+        print()
+        print("CPU ms per answered request, by process (the sum over the row's slices, from /proc):")
+        print("| endpoint | " + " | ".join(kinds) + " | rest of the machine | all | cores busy |")
+        print("|---|" + "---:|" * (len(kinds) + 3))
+        runs = self.reference_runs
+        cpu = {kind: sum(run["cpu"].get(kind, 0.0) for run in runs) for kind in set().union(*(r["cpu"] for r in runs))}
+        requests_done, seconds = sum(run["requests"] for run in runs), sum(run["seconds"] for run in runs)
+        reference = {"name": f"reference (all {len(runs)} runs)",
+                     "busy": cpu.get("machine", 0.0) / (seconds * os.cpu_count()),
+                     "cpu_ms": {kind: 1000 * used / max(requests_done, 1) for kind, used in cpu.items()}}
+        for r in [reference, *self.results]:
+            cpu = r.get("cpu_ms")
+            if not cpu:
+                continue
+            named = sum(cpu.get(kind, 0.0) for kind in kinds)
+            print(f"| {r['name']} | " + " | ".join(f"{cpu.get(kind, 0.0):.2f}" for kind in kinds)
+                  + f" | {cpu['machine'] - named:.2f} | {cpu['machine']:.2f} | {100 * r['busy']:.0f} % |")
+        print()
 
 
 def main() -> None:

@@ -162,7 +162,7 @@ def pytest_collection_modifyitems(config, items):
       time would double that load on a 2-core machine and each other's timing;
     - a module whose tests share a module-scoped fixture (a Chromium, a generated key): one worker runs it, so the
       fixture is made once, not once per worker.
-    Work goes out in collection order (START_FIRST below), so the soak, the drills and the model test start at once."""
+    Groups are sent out largest first (xdist's loadscopereorder), so the drills start at once."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
     # In a worker (where the suffix matters: the controller schedules by the ids workers collect) xdist has set
@@ -179,17 +179,12 @@ def pytest_collection_modifyitems(config, items):
             _set_nodeid(item, nodeid)
 
 
-# What takes minutes by itself, longest first: the 90-second soak (3-5 minutes of wall time with its set-up and quiet
-# period), the drills (one group, one after another: 3-7 minutes), the model test (~100 s alone). In an xdist worker
-# they are collected first, and the controller hands work out in collection order (pytest_configure turns xdist's
-# loadscopereorder off: it sends the groups with the most tests first, the signing and docs-page modules, so the
-# drills waited for a worker to finish one of those and the soak and the model test for every group to be handed out,
-# then ran alone at the end). Each of the three gets a worker at once; the rest follow in pytest-django's order.
-START_FIRST = ("tests/soak/", "tests/faults/", "tests/model/")
-
-
-def _start_rank(item) -> int:
-    return next((rank for rank, prefix in enumerate(START_FIRST) if item.nodeid.startswith(prefix)), len(START_FIRST))
+# Tests that take minutes by themselves: in an xdist worker they are collected first, so they start at once instead
+# of after everything else and leave one worker running them alone at the end (the model test: ~100 s alone; the
+# 90-second soak: about 5 minutes of wall time with its set-up and quiet period). The drills are not among them: with
+# the soak, the drills and the model test all started at second 0 (helper "suite2", 2026-11-26) the three fought
+# for the 2 cores and a clean-clone `make test` took 1,161 s against 647-720 s before (docs/performance.md).
+START_FIRST = ("tests/model/", "tests/soak/")
 
 
 class _StartFirst:
@@ -197,7 +192,7 @@ class _StartFirst:
 
     @pytest.hookimpl(trylast=True)  # after pytest-django's ordering (database tests, then transactional ones)
     def pytest_collection_modifyitems(self, items):
-        items.sort(key=_start_rank)  # stable: the rest keep their order
+        items.sort(key=lambda item: not item.nodeid.startswith(START_FIRST))  # stable: the rest keep their order
 
 
 def _unique_nodeid(item) -> str:
@@ -270,8 +265,6 @@ def django_db_keepdb(request):
 def pytest_configure(config):
     if hasattr(config, "workerinput"):
         config.pluginmanager.register(_StartFirst(), "start-first")
-    elif config.pluginmanager.hasplugin("xdist"):
-        config.option.loadscopereorder = False  # the controller: work in collection order (START_FIRST above)
     from tests.support import log_guard
 
     log_guard.install()  # every log record of the session, from here on
