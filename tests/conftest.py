@@ -183,7 +183,8 @@ def pytest_collection_modifyitems(config, items):
 # of after everything else and leave one worker running them alone at the end (the model test: ~100 s alone; the
 # 90-second soak: about 5 minutes of wall time with its set-up and quiet period). The drills are not among them: with
 # the soak, the drills and the model test all started at second 0 (helper "suite2", 2026-11-26) the three fought
-# for the 2 cores and a clean-clone `make test` took 1,161 s against 647-720 s before (docs/performance.md).
+# for the 2 cores and a clean-clone `make test` took 1,161 s, against 895 s with this order on the same machine
+# (docs/performance.md, "Suite").
 START_FIRST = ("tests/model/", "tests/soak/")
 
 
