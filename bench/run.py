@@ -122,7 +122,11 @@ class Bench:
         self.results: list[dict] = []
         self.reference_runs: list[dict] = []  # every reference run's result, in order
         self.fresh_reference: float | None = None  # the last one, while nothing ran after it in the same server
-        self.slice_seconds = max(1, round(args.duration / args.slices))  # wrk takes whole seconds
+
+    @property
+    def slice_seconds(self) -> int:
+        """One slice of a row (--duration over --slices); wrk takes whole seconds."""
+        return max(1, round(self.args.duration / self.args.slices))
 
     # ---- set-up -------------------------------------------------------------------------------------
     def manage(self, *argv: str) -> str:
