@@ -30,7 +30,7 @@ from apps.collection.selectors import (
 )
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.models import Heartbeat
-from apps.common.orders import order_create_or_replay, replay_or_conflict
+from apps.common.orders import order_by_key, order_create_or_replay, replay_or_conflict
 from apps.common.refcache import generation_subquery, refcache_scope
 from apps.common.retry import retry_conflicts
 from apps.ledger import services as ledger
@@ -135,7 +135,7 @@ def _order_locked(*, reference_generation: bool = False, **unique_key) -> Collec
     orders = CollectionOrder.objects.select_for_update(of=("self",))
     if reference_generation:
         orders = orders.annotate(reference_generation=generation_subquery())
-    return next(iter(orders.filter(**unique_key).order_by()[:1]), None)
+    return order_by_key(orders, **unique_key)
 
 
 def lock_collection_order(*, platform_order_no: str | None = None, order_id: int | None = None) -> CollectionOrder:

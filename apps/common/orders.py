@@ -14,12 +14,16 @@ def order_lookup(orders: QuerySet, *, platform_order_no: str | None = None,
     each key matches one row (unique constraints), and the sort cost pay/query a share of its CPU
     (docs/performance.md, "payin")."""
     if platform_order_no:
-        key = {"platform_order_no": platform_order_no}
-    elif mch_order_no:
-        key = {"mch_order_no": mch_order_no}
-    else:
-        return None
-    return next(iter(orders.filter(**key).order_by()[:1]), None)
+        return order_by_key(orders, platform_order_no=platform_order_no)
+    if mch_order_no:
+        return order_by_key(orders, mch_order_no=mch_order_no)
+    return None
+
+
+def order_by_key(orders: QuerySet, **unique_key) -> Model | None:
+    """The one row of `orders` with that unique key, or None: `LIMIT 1` and no ORDER BY (`first()` would sort by the
+    primary key, a cost with nothing to sort; docs/performance.md, "payin")."""
+    return next(iter(orders.filter(**unique_key).order_by()[:1]), None)
 
 
 def replay_or_conflict(order: Model, *, stored: dict, request: dict) -> Model:

@@ -285,23 +285,24 @@ SUBMIT_DRAIN_MAX = 200
 def payout_submit_wake() -> None:
     """After the commit of an APPROVED payout: queue a drain unless a queued one has yet to look (the mark is set).
     Redis or the broker down: logged, the payout stays APPROVED and the sweeper queues it."""
-    from apps.payout.tasks import submit_approved_payouts
-
     try:
-        if wake_mark_set(SUBMIT_WAKE_KEYS, seconds=SUBMIT_WAKE_SECONDS):
-            submit_approved_payouts.delay()
-    except Exception as exc:  # noqa: BLE001 - broker down: the sweeper submits the APPROVED payouts
+        free = wake_mark_set(SUBMIT_WAKE_KEYS, seconds=SUBMIT_WAKE_SECONDS)
+    except Exception as exc:  # noqa: BLE001 - Redis down: the sweeper submits the APPROVED payouts
         logger.warning("payout submission not queued (%s); the sweeper will retry", type(exc).__name__)
+        return
+    if free:
+        _drain_queue_next()
 
 
 def _drain_queue_next() -> None:
-    """One more drain, for the payouts this one leaves behind. Broker down: the sweeper submits them."""
+    """One more drain: after a create's wake, or for the payouts a drain leaves behind. Broker down: the sweeper
+    submits them."""
     from apps.payout.tasks import submit_approved_payouts
 
     try:
         submit_approved_payouts.delay()
     except Exception as exc:  # noqa: BLE001 - broker down: the sweeper submits the APPROVED payouts
-        logger.warning("next payout drain not queued (%s); the sweeper will retry", type(exc).__name__)
+        logger.warning("payout drain not queued (%s); the sweeper will retry", type(exc).__name__)
 
 
 def payout_submit_drain() -> int:
