@@ -481,31 +481,42 @@ class Bench:
 
     # ---- callbacks ---------------------------------------------------------------------------------
     def run_callbacks(self) -> dict | None:
+        """Each callback row `--callback-runs` times (default 3), the empty-backlog runs first, then the backlog's
+        (its 100,000 events written once, before the first of them, and left pending for the others). One 15-s run
+        cannot hold the backlog row's 10 % bound on this host (2026-11-26: 0.78, then 0.91 and 1.05 for the same
+        code), so every run is bracketed by reference runs and each row reports its median run by ratio to them."""
         try:
             import bench.callback_throughput  # noqa: F401
         except ImportError:
             return None
 
+        rows = [("empty backlog", 0)]
+        if self.args.callback_backlog:
+            rows.append((f"{self.args.callback_backlog:,} dead events pending", self.args.callback_backlog))
         results = {}
-        for name, backlog in (("empty backlog", 0), (f"{self.args.callback_backlog:,} dead events pending",
-                                                     self.args.callback_backlog)):
-            if name != "empty backlog" and not backlog:
-                continue
-            # The reference around each row is served directly (not through the PgBouncer of the row before); the
-            # web server stops while the worker is measured (measure_callbacks) and starts again for the one after.
-            self.stop_server()
-            self.start_server()
-
-            def measure(backlog=backlog):
-                result = self.measure_callbacks(events=self.args.callback_events, timeout=120, backlog=backlog)
+        for name, backlog in rows:
+            runs = []
+            for run in range(self.args.callback_runs):
+                # The reference around each run is served directly (not through the PgBouncer of the row before);
+                # the web server stops while the worker is measured (measure_callbacks) and starts again after.
+                self.stop_server()
                 self.start_server()
-                return result
 
-            result = results[name] = self.bracketed(measure)
-            print(f"  {'callback delivery (1 worker, ' + name + ')':<42} {result['events_per_s']:8.1f} events/s "
-                  f"({result['delivered']}/{result['events']} delivered, worker "
-                  f"{result.get('worker_cpu_ms_per_event', 0):.2f} ms CPU/event, PostgreSQL "
-                  f"{result.get('postgres_cpu_ms_per_event', 0):.2f} ms CPU/event)", file=sys.stderr)
+                def measure(write=backlog if run == 0 else 0):
+                    result = self.measure_callbacks(events=self.args.callback_events, timeout=120, backlog=write)
+                    self.start_server()
+                    return result
+
+                result = self.bracketed(measure)
+                result["ratio"] = result["events_per_s"] / result["reference_rps"]
+                runs.append(result)
+                print(f"  {'callback delivery (1 worker, ' + name + ')':<42} {result['events_per_s']:8.1f} events/s "
+                      f"ratio {result['ratio']:.2f} (run {run + 1} of {self.args.callback_runs}; "
+                      f"{result['delivered']}/{result['events']} delivered, worker "
+                      f"{result.get('worker_cpu_ms_per_event', 0):.2f} ms CPU/event, PostgreSQL "
+                      f"{result.get('postgres_cpu_ms_per_event', 0):.2f} ms CPU/event)", file=sys.stderr)
+            median = sorted(runs, key=lambda r: r["ratio"])[len(runs) // 2]
+            results[name] = {**median, "runs": runs}
         return results
 
     def measure_callbacks(self, *, events: int, timeout: float, concurrency: int = 16, backlog: int = 0) -> dict:
@@ -547,15 +558,17 @@ class Bench:
                   f"{r['rps'] / r['reference_rps']:.2f}{flag} | {r['reference_rps']:.1f} |")
         self.report_cpu()
         for name, result in (callbacks or {}).items():
-            print(f"| callback delivery, 1 worker, {name} | {result['events_per_s']:.1f} events/s | | | "
-                  f"{result['events'] - result['delivered']} undelivered | "
-                  f"{result['events_per_s'] / result['reference_rps']:.2f} | {result['reference_rps']:.1f} |")
+            ratios = ", ".join(f"{run['ratio']:.2f}" for run in result["runs"])
+            print(f"| callback delivery, 1 worker, {name} (median of {len(result['runs'])} runs) | "
+                  f"{result['events_per_s']:.1f} events/s | | | "
+                  f"{sum(r['events'] - r['delivered'] for r in result['runs'])} undelivered | "
+                  f"{result['ratio']:.2f} (runs: {ratios}) | {result['reference_rps']:.1f} |")
         rates = list((callbacks or {}).values())
-        if len(rates) == 2 and rates[0]["events_per_s"]:
-            print(f"callback delivery with the backlog / without: "
-                  f"{rates[1]['events_per_s'] / rates[0]['events_per_s']:.2f} (floor 0.90); "
-                  f"without the backlog / reference: {rates[0]['events_per_s'] / rates[0]['reference_rps']:.2f} "
-                  f"(floor 0.30)")
+        if len(rates) == 2 and rates[0]["ratio"]:
+            # Each run against the reference runs around it, so the host's drift between the rows cancels out.
+            print(f"callback delivery with the backlog / without (median ratios to the reference): "
+                  f"{rates[1]['ratio'] / rates[0]['ratio']:.2f} (floor 0.90); "
+                  f"without the backlog / reference: {rates[0]['ratio']:.2f} (floor 0.30)")
         for name, result in (callbacks or {}).items():
             if "worker_cpu_ms_per_event" in result:
                 print(f"callback delivery, {name}: worker {result['worker_cpu_ms_per_event']:.2f} ms CPU/event, "
@@ -609,6 +622,8 @@ def main() -> None:
     parser.add_argument("--callback-events", type=int, default=2000)
     parser.add_argument("--callback-backlog", type=int, default=100_000,
                         help="pending events of a dead merchant in the second callback row (0: no such row)")
+    parser.add_argument("--callback-runs", type=int, default=3,
+                        help="runs of each callback row (the empty-backlog runs first); each row reports its median")
     parser.add_argument("--skip-callbacks", action="store_true")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--one-channel", action="store_true",
