@@ -28,6 +28,7 @@ from apps.collection.selectors import (
     collection_order_for_merchant,
     collection_orders_due_for_release,
 )
+from apps.common.connection_check import first_transaction_checks_connection
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.models import Heartbeat
 from apps.common.orders import order_by_key, order_create_or_replay, replay_or_conflict
@@ -125,6 +126,13 @@ def collection_upstream_open(*, platform_order_no: str) -> str | None:
 
 # ---------------------------------------------------------------------------------------------- paid
 
+# The locking querysets, built once (as refcache's generation read): each lock clones one and adds its key's filter, so
+# the statement is still built and compiled on every call. Building the `select_for_update` and the generation's
+# subquery afresh was a quarter of the lock's CPU (docs/performance.md, helper "payin3").
+_LOCKED = CollectionOrder.objects.select_for_update(of=("self",))
+_LOCKED_WITH_GENERATION = _LOCKED.annotate(reference_generation=generation_subquery())
+
+
 def _order_locked(*, reference_generation: bool = False, **unique_key) -> CollectionOrder | None:
     """The order by one of its unique keys, `SELECT … FOR UPDATE`: the order's columns only, no join and no ORDER BY
     (the key matches one row). What a locked order needs of its merchant or channel comes from the reference cache
@@ -132,10 +140,7 @@ def _order_locked(*, reference_generation: bool = False, **unique_key) -> Collec
     CPU (docs/performance.md, "pay-in, pay/create, pay/query"). With `reference_generation`, the same statement
     reads the reference generation for those lookups (`order.reference_generation`, for refcache_scope) instead of
     a statement of its own."""
-    orders = CollectionOrder.objects.select_for_update(of=("self",))
-    if reference_generation:
-        orders = orders.annotate(reference_generation=generation_subquery())
-    return order_by_key(orders, **unique_key)
+    return order_by_key(_LOCKED_WITH_GENERATION if reference_generation else _LOCKED, **unique_key)
 
 
 def lock_collection_order(*, platform_order_no: str | None = None, order_id: int | None = None) -> CollectionOrder:
@@ -173,12 +178,15 @@ class SandboxPay:
     NOT_PAYABLE = "not_payable"  # expired (even if the expiry task has not run yet, contract §4): nothing moved
 
 
+@first_transaction_checks_connection
 @retry_conflicts
 @transaction.atomic(durable=True)
 def collection_sandbox_pay(*, pay_token: str) -> tuple[CollectionOrder | None, str]:
     """The hosted page's Pay on a sandbox order: the sandbox upstream's 'paid' notification, decided under the order's
     row lock, which is the page's one read of the order (docs/performance.md). The same locked transition as
-    collection_notify_paid. Returns the order (None: no order has this pay_token) and a SandboxPay outcome."""
+    collection_notify_paid. Returns the order (None: no order has this pay_token) and a SandboxPay outcome. The Pay's
+    first use of the database, so its transaction is the request's connection health check (no `SELECT 1` before
+    it: apps.common.connection_check)."""
     order = _order_locked(pay_token=pay_token, reference_generation=True)
     if order is None:
         return None, SandboxPay.REFUSED

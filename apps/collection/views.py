@@ -3,6 +3,7 @@
 import logging
 from functools import wraps
 
+from django.http import HttpResponseRedirect
 from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -111,12 +112,12 @@ def pay_page(request, pay_token: str):
     if not getattr(adapter, "is_sandbox", False) or action != "fail":  # "pay" is _pay's
         return _page_for(request, order, status=400)
     if order.status == CollectionOrder.Status.SUCCESS:
-        return redirect(request.path)
+        return HttpResponseRedirect(request.path)
     if not order.is_payable():
         # An expired link takes no payment, even if the expiry task has not run yet (contract §4).
         return _page_for(request, order, status=409)
     adapter.simulate_failed(order=order)
-    return redirect(f"{request.path}?result=failed")
+    return HttpResponseRedirect(f"{request.path}?result=failed")
 
 
 def _pay(request, pay_token: str):
@@ -127,7 +128,7 @@ def _pay(request, pay_token: str):
         # Another press of Pay (or the upstream's notice) held the order past every retry: nothing was done
         # here; the page shows what the order is now, paid by that other request or payable again.
         logger.warning("pay page: busy, answered with the order's current page")
-        return redirect(request.path)
+        return HttpResponseRedirect(request.path)
     if order is None:
         return _not_found(request)
     if outcome == SandboxPay.REFUSED:
@@ -135,7 +136,8 @@ def _pay(request, pay_token: str):
     if outcome == SandboxPay.NOT_PAYABLE:
         # An expired link takes no payment, even if the expiry task has not run yet (contract §4).
         return _page_for(request, order, status=409)
-    return redirect(request.path)
+    # The page's own path, not `redirect()`: that first tries the path as a URL name (`reverse`, which fails here).
+    return HttpResponseRedirect(request.path)
 
 
 def _not_found(request):

@@ -35,7 +35,8 @@ def wake_mark_set(keys: list[str], *, seconds: int) -> bool:
     script = cache_script(_FIRST_FREE)
     if script is None:  # the database cache (make run without REDIS_URL)
         return any(cache.add(key, 1, seconds) for key in keys)
-    return script(keys=[cache.make_key(key) for key in keys], args=[seconds]) == 1
+    make_key = cache.make_key  # one lookup of the cache (a thread-local), not one per key
+    return script(keys=[make_key(key) for key in keys], args=[seconds]) == 1
 
 
 def wake_marks_release(keys: list[str], *, what: str) -> None:
