@@ -1,5 +1,7 @@
 """POST /openapi/v1/pay/query (interface §4.4): lookup by either number, scoped to the merchant."""
 
+import json
+
 import pytest
 
 from apps.collection.services import collection_notify_paid
@@ -112,3 +114,15 @@ def test_query_loads_only_the_columns_of_its_answer(client, merchant):
     assert len(reads) == 1, reads
     selected = reads[0].split(" FROM ")[0]
     assert '"pay_token"' not in selected and '"route_reason"' not in selected and '"fee"' not in selected, selected
+
+
+def test_answer_is_compact_utf8_json_with_line_separators_escaped_and_only_post_allowed(client, merchant):
+    # The success envelope's bytes and headers as DRF's JSONRenderer gives them (SignedAPIView.answer renders it
+    # without DRF's Response): no spaces, non-ASCII as UTF-8, U+2028/U+2029 escaped, Content-Type without charset.
+    create(client, merchant, mch_order_no="Q-json", attach="café \u2028\u2029 ✓")
+    response = client.post(QUERY, data=json.dumps(merchant.signed_body({"mch_order_no": "Q-json"})),
+                           content_type="application/json")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json" and response["Allow"] == "POST"
+    assert response.content.startswith(b'{"code":"0","msg":"OK","data":{"platform_order_no":"')
+    assert '"attach":"café \\u2028\\u2029 ✓"}}'.encode() in response.content

@@ -1,12 +1,10 @@
 from drf_spectacular.utils import extend_schema
-from rest_framework.response import Response
 
 from apps.callbacks.api.serializers import (CallbackResendDataSerializer, CallbacksListDataSerializer,
                                             CallbacksListRequestSerializer, CallbacksResendRequestSerializer,
                                             callback_resend_data, callbacks_list_data, created_range)
 from apps.callbacks.resend import callback_resend_by_merchant
 from apps.callbacks.selectors import callback_events_for_merchant
-from apps.common.api.envelope import envelope
 from apps.common.api.schema import signed_request_schema
 from apps.merchants.api.base import SignedAPIView
 
@@ -38,7 +36,7 @@ class CallbacksListView(SignedAPIView):
             merchant_id=self.signed.merchant.pk, limit=params["limit"], platform_order_no=params.get("platform_order_no"),
             type=params.get("type"), status=params.get("status"), before_id=params.get("cursor"),
             **created_range(params))
-        return Response(envelope(callbacks_list_data(events, has_more)))
+        return self.answer(callbacks_list_data(events, has_more))
 
 
 class CallbacksResendView(SignedAPIView):
@@ -52,4 +50,4 @@ class CallbacksResendView(SignedAPIView):
     def post(self, request):
         params = self.validated(CallbacksResendRequestSerializer)
         event = callback_resend_by_merchant(merchant=self.signed.merchant, **params)
-        return Response(envelope(callback_resend_data(event)))
+        return self.answer(callback_resend_data(event))

@@ -1,11 +1,9 @@
 from drf_spectacular.utils import extend_schema
-from rest_framework.response import Response
 
 from apps.collection.api.serializers import (PAY_QUERY_FIELDS, PayCreateRequestSerializer, PayCreateSerializer,
                                              PayQuerySerializer, pay_create_data, pay_query_data)
 from apps.collection.selectors import collection_order_for_merchant
 from apps.collection.services import collection_create
-from apps.common.api.envelope import envelope
 from apps.common.api.schema import signed_request_schema
 from apps.common.api.serializers import OrderLookupRequestSerializer
 from apps.common.errors import ApiError, ErrorCode
@@ -25,7 +23,7 @@ class PayCreateView(SignedAPIView):
     def post(self, request):
         params = self.validated(PayCreateRequestSerializer)
         order = collection_create(merchant=self.signed.merchant, **params)
-        return Response(envelope(pay_create_data(order)))
+        return self.answer(pay_create_data(order))
 
 
 class PayQueryView(SignedAPIView):
@@ -43,4 +41,4 @@ class PayQueryView(SignedAPIView):
                                               mch_order_no=params.get("mch_order_no"), fields=PAY_QUERY_FIELDS)
         if order is None:
             raise ApiError(ErrorCode.ORDER_NOT_FOUND, "collection order not found.")
-        return Response(envelope(pay_query_data(order)))
+        return self.answer(pay_query_data(order))

@@ -1,9 +1,7 @@
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework.response import Response
 
-from apps.common.api.envelope import envelope
 from apps.common.api.schema import signed_request_schema
 from apps.common.errors import ApiError, ErrorCode
 from apps.currencies.selectors import currency_get
@@ -28,8 +26,8 @@ class BalanceView(SignedAPIView):
         if currency is None:
             raise ApiError(ErrorCode.CURRENCY_NOT_AVAILABLE, f"currency {params['currency']} is not known.")
         balances = merchant_balances(merchant_id=self.signed.merchant.pk, currency=currency.code)
-        return Response(envelope({"currency": currency.code, "available": balances["available"],
-                                  "settling": balances["settling"]}))
+        return self.answer({"currency": currency.code, "available": balances["available"],
+                            "settling": balances["settling"]})
 
 
 STATEMENT_EXAMPLE = {
@@ -75,4 +73,4 @@ class StatementView(SignedAPIView):
             response["Content-Disposition"] = (f'attachment; filename="statement-{merchant.merchant_no}-'
                                                f'{currency.code}-{statement.date.isoformat()}.csv"')
             return response
-        return Response(envelope(statement_data(statement)))
+        return self.answer(statement_data(statement))

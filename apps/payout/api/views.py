@@ -1,7 +1,5 @@
 from drf_spectacular.utils import extend_schema
-from rest_framework.response import Response
 
-from apps.common.api.envelope import envelope
 from apps.common.api.schema import signed_request_schema
 from apps.common.api.serializers import OrderLookupRequestSerializer
 from apps.common.errors import ApiError, ErrorCode
@@ -24,7 +22,7 @@ class PayoutCreateView(SignedAPIView):
     def post(self, request):
         params = self.validated(PayoutCreateRequestSerializer)
         payout = payout_create(merchant=self.signed.merchant, **params)
-        return Response(envelope(payout_create_data(payout)))
+        return self.answer(payout_create_data(payout))
 
 
 class PayoutQueryView(SignedAPIView):
@@ -43,4 +41,4 @@ class PayoutQueryView(SignedAPIView):
                                      mch_order_no=params.get("mch_order_no"))
         if payout is None:
             raise ApiError(ErrorCode.ORDER_NOT_FOUND, "payout order not found.")
-        return Response(envelope(payout_query_data(payout)))
+        return self.answer(payout_query_data(payout))
