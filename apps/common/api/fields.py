@@ -4,11 +4,7 @@ Formats hold on the value as sent (contract §1): no field trims whitespace (DRF
 would turn "abc\n" and " abc " into the idempotency key "abc"), and every pattern is anchored with \A and \Z
 (a `$` also matches before a final newline)."""
 
-import re
-
-from django.core.validators import MaxLengthValidator, ProhibitNullCharactersValidator, RegexValidator
 from rest_framework import serializers
-from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from apps.common.amounts import MAX_AMOUNT
 ORDER_NO_REGEX = r"\A[A-Za-z0-9_-]{1,64}\Z"
@@ -39,44 +35,11 @@ class StrictRegexField(serializers.RegexField):
     def __init__(self, regex, **kwargs):
         kwargs.setdefault("trim_whitespace", False)  # checked as sent (contract §1)
         super().__init__(regex, **kwargs)
-        self._sufficient_match = re.compile(regex).search if _match_implies_validators(regex, self) else None
 
     def to_internal_value(self, data):
         if not isinstance(data, str):
             self.fail("not_a_string")
         return super().to_internal_value(data)
-
-    def run_validators(self, value):
-        # A value the pattern matches passes every validator of the field (_match_implies_validators): one match
-        # instead of four validators (pay/create: 4 such fields, payout/create 6). Any other value runs them all,
-        # in DRF's order, so its first error (the one `msg` names) is DRF's.
-        if self._sufficient_match is not None and self._sufficient_match(value):
-            return
-        super().run_validators(value)
-
-
-# \A[...]{m,n}\Z or \A[...]{n}\Z over ranges of ASCII letters and digits, '_' and '-': at most n characters, none of
-# them NUL or a surrogate.
-_BOUNDED_ASCII_PATTERN = re.compile(r"\\A\[(?:A-Z|a-z|0-9|_|-)+\]\{(?:\d+,)?(\d+)\}\\Z")
-_IMPLIED = (MaxLengthValidator, ProhibitNullCharactersValidator, ProhibitSurrogateCharactersValidator)
-
-
-def _match_implies_validators(regex: str, field: serializers.CharField) -> bool:
-    """True when every string `regex` matches passes all of `field`'s validators: the pattern is of the bounded ASCII
-    shape above, within max_length, no min_length, and the validators are CharField's own plus this RegexValidator."""
-    shape = _BOUNDED_ASCII_PATTERN.fullmatch(regex)
-    if shape is None or field.min_length is not None:
-        return False
-    if field.max_length is not None and int(shape.group(1)) > field.max_length:
-        return False
-    for validator in field.validators:
-        if isinstance(validator, RegexValidator):
-            if validator.regex.pattern != regex or validator.regex.flags != re.compile(regex).flags \
-                    or validator.inverse_match:
-                return False
-        elif type(validator) not in _IMPLIED:
-            return False
-    return True
 
 
 class StrictIntegerField(serializers.IntegerField):
