@@ -2,8 +2,9 @@
 
 With persistent connections Django checks a kept connection before a request's first statement
 (`CONN_HEALTH_CHECKS`: a `SELECT 1` round trip) and replaces it if dead (docs/faults.md, drill 3). A service that is
-the first use of the connection in its request can stand for that check itself, as the signed API's generation read
-does (apps/common/refcache.py): one round trip fewer per request (docs/performance.md, helper "payin3")."""
+the first use of the connection in its request can stand for that check itself: the signed API's generation read
+(apps/common/refcache.py) and the hosted Pay (apps/collection/services.py), one round trip fewer per request
+(docs/performance.md, helpers "pcq" and "payin3")."""
 
 import functools
 
@@ -11,8 +12,8 @@ from django.db import InterfaceError, OperationalError, transaction
 
 
 def first_transaction_checks_connection(service):
-    """Run a durable service (`@transaction.atomic(durable=True)`, under `retry_conflicts`) without Django's health
-    check before it when the service is the first use of a kept connection. If its transaction fails on a dead
+    """Run a durable service (`@transaction.atomic(durable=True)`, under `retry_conflicts`), or one read, without
+    Django's health check before it when the service is the first use of a kept connection. If its transaction fails on a dead
     connection, the connection is closed and the service runs once more on a new one, as Django does when `SELECT 1`
     fails. That is safe because the service is one durable transaction that is idempotent: a transaction cut off by
     a lost connection is rolled back by the server (or, lost during COMMIT, has committed, and running it again finds

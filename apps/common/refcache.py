@@ -18,8 +18,9 @@ from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from django.db import DatabaseError, transaction
+from django.db import transaction
 
+from apps.common.connection_check import first_transaction_checks_connection
 from apps.common.models import ReferenceGeneration
 
 T = TypeVar("T")
@@ -37,27 +38,17 @@ _local = threading.local()  # .generation (inside a request) and .entries (this 
 _GENERATION = ReferenceGeneration.objects.filter(pk=1).values_list("value", flat=True)[:1]
 
 
-def _generation_read() -> int:
-    """The generation row's value. A request's first statement on a kept connection (CONN_MAX_AGE) is preceded by
-    Django's health check (CONN_HEALTH_CHECKS: a `SELECT 1` round trip); when the read is that first statement, the
-    read is the check: on a database error the connection is closed and the read made again on a new one, as a failed
-    `SELECT 1` would have done (docs/faults.md, drill 3). One round trip fewer per signed request (docs/performance.md,
-    helper "pcq")."""
-    connection = transaction.get_connection()
-    if (connection.connection is not None and connection.health_check_enabled and not connection.health_check_done
-            and not connection.in_atomic_block):
-        connection.health_check_done = True
-        try:
-            return _generation_select()
-        except DatabaseError:
-            connection.close()
-    return _generation_select()
-
-
 def _generation_select() -> int:
     for value in _GENERATION.all():
         return value
     raise ReferenceGeneration.DoesNotExist("the reference generation row is missing")
+
+
+# A request's first statement on a kept connection (CONN_MAX_AGE) is preceded by Django's health check
+# (CONN_HEALTH_CHECKS: a `SELECT 1` round trip); when the generation read is that first statement, the read is the
+# check (apps.common.connection_check; docs/faults.md, drill 3): one round trip fewer per signed request
+# (docs/performance.md, helper "pcq").
+_generation_read = first_transaction_checks_connection(_generation_select)
 
 
 def _generation() -> int:
