@@ -13,12 +13,12 @@ from django.db import InterfaceError, OperationalError, transaction
 
 def first_transaction_checks_connection(service):
     """Run a durable service (`@transaction.atomic(durable=True)`, under `retry_conflicts`), or one read, without
-    Django's health check before it when the service is the first use of a kept connection. If its transaction fails on a dead
-    connection, the connection is closed and the service runs once more on a new one, as Django does when `SELECT 1`
-    fails. That is safe because the service is one durable transaction that is idempotent: a transaction cut off by
-    a lost connection is rolled back by the server (or, lost during COMMIT, has committed, and running it again finds
-    its work done), and nothing outside it was done (side effects run after commit). Any other error is raised as is;
-    so is a failure on a connection that still answers."""
+    Django's health check before it when the service is the first use of a kept connection. If its transaction fails
+    on a dead connection, the connection is closed and the service runs once more on a new one, as Django does when
+    `SELECT 1` fails. That is safe because the service is one durable transaction that is idempotent: a transaction
+    cut off by a lost connection is rolled back by the server (or, lost during COMMIT, has committed, and running it
+    again finds its work done), and nothing outside it was done (side effects run after commit). Any other error is
+    raised as is; so is a failure on a connection that still answers."""
 
     @functools.wraps(service)
     def wrapper(*args, **kwargs):
