@@ -271,6 +271,9 @@ def django_db_keepdb(request):
 def pytest_configure(config):
     if hasattr(config, "workerinput"):
         config.pluginmanager.register(_StartFirst(), "start-first")
+    from tests.support import flush
+
+    flush.install()  # a transactional test's flush keeps post_migrate's rows when unchanged (tests/support/flush.py)
     from tests.support import log_guard
 
     log_guard.install()  # every log record of the session, from here on
