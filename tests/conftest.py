@@ -26,17 +26,19 @@ def _bootstrap_rows():
 
 
 @pytest.fixture
-def bootstrap_command(bootstrap_platform_key, monkeypatch):
+def bootstrap_command(bootstrap_platform_key):
     """`manage.py bootstrap` as the suite runs it. The database starts empty in every test, so it makes platform key
     version 1 each time: 50 ms of RSA generation. It takes the run's key instead; keys made later (rotations) are
     generated anew."""
 
-    def bootstrap():
-        with monkeypatch.context() as patch:
-            patch.setattr(signing, "generate_private_key", lambda bits=2048: bootstrap_platform_key)
-            call_command("bootstrap", stdout=open("/dev/null", "w"))
+    return lambda: bootstrap_with(bootstrap_platform_key)
 
-    return bootstrap
+
+def bootstrap_with(platform_key) -> None:
+    """`manage.py bootstrap`, its platform key version 1 the given one (bootstrap_command)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(signing, "generate_private_key", lambda bits=2048: platform_key)
+        call_command("bootstrap", stdout=open("/dev/null", "w"))
 
 
 @pytest.fixture
@@ -161,7 +163,8 @@ def pytest_collection_modifyitems(config, items):
       Each starts its own gunicorn, Celery worker and redis-server and kills some of them on a timetable; two at a
       time would double that load on a 2-core machine and each other's timing;
     - a module whose tests share a module-scoped fixture (a Chromium, a generated key): one worker runs it, so the
-      fixture is made once, not once per worker.
+      fixture is made once, not once per worker; except test data built once per module (BUILT_ONCE_PER_WORKER, a
+      build of seconds): its tests are spread like any others, and each worker builds it for its share.
     Groups are sent out largest first (xdist's loadscopereorder), so the drills start at once."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
@@ -221,6 +224,8 @@ def _xdist_group(item) -> str | None:
     path = item.nodeid.split("::")[0]
     if path.startswith("tests/faults/"):
         return "faults"
+    if getattr(getattr(item, "module", None), "BUILT_ONCE_PER_WORKER", False):
+        return None  # its module fixture is test data built in seconds (tests/support/built_once.py): spread the tests
     fixtures = getattr(item, "_fixtureinfo", None)
     definitions = fixtures.name2fixturedefs.values() if fixtures else ()
     if any(defs and defs[-1].scope == "module" for defs in definitions):
@@ -266,6 +271,9 @@ def django_db_keepdb(request):
 def pytest_configure(config):
     if hasattr(config, "workerinput"):
         config.pluginmanager.register(_StartFirst(), "start-first")
+    from tests.support import flush
+
+    flush.install()  # a transactional test's flush keeps post_migrate's rows when unchanged (tests/support/flush.py)
     from tests.support import log_guard
 
     log_guard.install()  # every log record of the session, from here on

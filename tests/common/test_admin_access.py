@@ -26,9 +26,14 @@ from apps.ledger.statements import statement_today
 from apps.merchants.models import MerchantKey
 from apps.payout import services as payout_services
 from apps.payout.models import DenyListedAccount, Payout
+from tests.conftest import bootstrap_with, make_merchant
+from tests.support.built_once import fresh, one_transaction
 from tests.support.staff import add_authenticator, admin_login
 
 pytestmark = pytest.mark.django_db
+# The world below is built once per module and worker (~2 s): under xdist its tests are spread over the workers like
+# any others instead of kept in one (tests/conftest.py, _xdist_group).
+BUILT_ONCE_PER_WORKER = True
 
 REGISTRY = sorted(admin.site._registry.items(), key=lambda item: item[0]._meta.label_lower)
 LABELS = [model._meta.label_lower for model, _ in REGISTRY]
@@ -40,11 +45,33 @@ ALL_ACTIONS = sorted((label, name) for label, model_admin in ADMINS.items()
 
 # --- a populated platform: at least one object behind every admin page ---------------------------------------
 
-@pytest.fixture
-def world(merchant, rsa_keys, monkeypatch):
+def _refuse_disbursements(patch):
     from apps.channels.sandbox_payout import SandboxPayoutAdapter
 
-    monkeypatch.setattr(SandboxPayoutAdapter, "start_disbursement", lambda self, *, payout: "REF-1")
+    patch.setattr(SandboxPayoutAdapter, "start_disbursement", lambda self, *, payout: "REF-1")
+
+
+@pytest.fixture(scope="module")
+def _world_once(django_db_setup, django_db_blocker, _bootstrap_rows, bootstrap_platform_key, rsa_keys):
+    """Built once per module in a transaction of its own; each test runs in a savepoint of it, so what a test writes
+    is rolled back before the next (tests/support/built_once.py, docs/testing.md "Built once"). A build per test was
+    the largest set-up of the suite: ~2 s for each of the 136 tests on the 2-core host."""
+    with one_transaction(django_db_blocker), pytest.MonkeyPatch.context() as patch:
+        if not _bootstrap_rows.put_back():  # what the `bootstrapped` fixture does, here once for the module
+            _bootstrap_rows.run(lambda: bootstrap_with(bootstrap_platform_key))
+        _refuse_disbursements(patch)
+        yield _build_world(make_merchant(rsa_keys[0], currencies=("PHP", "USD")))
+
+
+@pytest.fixture
+def world(_world_once, db, monkeypatch):
+    """The module's world, each test with copies of its objects (a test may change them) and the sandbox's
+    disbursement stubbed as while it was built."""
+    _refuse_disbursements(monkeypatch)
+    return fresh(_world_once)
+
+
+def _build_world(merchant):
     balance_adjust(merchant_no=merchant.merchant_no, currency="PHP", amount=100_000_000, reason="test funds")
     order = collection_create(merchant=merchant.merchant, mch_order_no="ADM-C1", product_code="PHP_COLLECT_D0",
                               amount=10_000, currency="PHP")
