@@ -66,8 +66,10 @@ class CollectionOrder(models.Model):
     # Not `protected=True`: django-fsm's refresh_from_db workaround flips that flag class-wide, which races in
     # threaded workers. Status changes only through the transitions below, called by apps.collection.services.
     status = FSMField(max_length=16, choices=Status.choices, default=Status.CREATED)  # indexed below
-    expire_at = models.DateTimeField(db_index=True)
-    paid_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # No plain index on expire_at or paid_at, none on status that holds CREATED orders (indexes below): an index
+    # entry written by every pay/create that no query reads (docs/ledger.md, "Indexes on the hot write tables").
+    expire_at = models.DateTimeField()
+    paid_at = models.DateTimeField(null=True, blank=True)
     # D1 only: when the settling credit was moved to available (exactly once, contract §4).
     settled_at = models.DateTimeField(null=True, blank=True)
     pay_token = models.CharField(max_length=64, default=new_pay_token, editable=False)  # unique below
@@ -90,7 +92,12 @@ class CollectionOrder(models.Model):
                                    name="collection_settled_only_d1_success"),
         ]
         indexes = [
-            models.Index(fields=["status"], name="collection_status_idx"),
+            # The admin's status filter on finished orders (CREATED ones: collection_open_by_expiry below). Partial, so
+            # that pay/create writes no entry in it; the Pay's and the expiry's UPDATE write one either way (a status
+            # change is never a HOT update).
+            models.Index(fields=["status"], condition=~Q(status="CREATED"), name="collection_finished_status_idx"),
+            # The admin's paid_at filter: paid orders only, so that pay/create writes no (NULL) entry in it.
+            models.Index(fields=["paid_at"], condition=Q(paid_at__isnull=False), name="collection_paid_at_idx"),
             # The D1 release scan: successful D1 orders not yet released.
             # Also the settling-awaiting-release figure (/metrics, operations overview), index-only by its INCLUDE.
             models.Index(fields=["paid_at"], condition=Q(settlement="D1", status="SUCCESS", settled_at__isnull=True),
