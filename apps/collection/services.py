@@ -74,16 +74,21 @@ def collection_create(*, merchant: Merchant, mch_order_no: str, product_code: st
         # No money moves at create: one INSERT, committed by itself (autocommit: no BEGIN and COMMIT statements). A
         # unique conflict (the same mch_order_no committed concurrently) then leaves the connection usable for the
         # replay, as does the savepoint taken when a caller has a transaction open.
+        # The related rows by their ids: the merchant's answer needs none of them, and assigning the instances (the
+        # foreign keys' descriptors, then save()'s check of each cached instance) was ~5 % of the create's CPU
+        # (docs/performance.md, helper "pcreate"). A caller that reads order.merchant, .product or .channel loads it.
         with transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext():
             order = CollectionOrder.objects.create(
-                merchant=merchant, mch_order_no=mch_order_no, product=route.product,
-                settlement=route.product.settlement, channel=route.channel, route_reason=route.reason,
+                merchant_id=merchant.pk, mch_order_no=mch_order_no, product_id=route.product.pk,
+                settlement=route.product.settlement, channel_id=route.channel.pk, route_reason=route.reason,
                 currency_id=currency, amount=amount,
                 fee=fee, subject=subject, return_url=return_url, attach=attach, expire_seconds=expire_seconds,
                 expire_at=timezone.now() + timedelta(seconds=expire_seconds),
             )
-            # A real upstream opens its payment (Xendit: the invoice) after commit; the sandbox opens nothing.
-            transaction.on_commit(lambda: collection_upstream_open_dispatch(order=order))
+            if _opens_upstream(route.channel):
+                # A real upstream opens its payment (Xendit: the invoice) after commit; the sandbox opens nothing.
+                order.channel = route.channel
+                transaction.on_commit(lambda: collection_upstream_open_dispatch(order=order))
             return order
 
     return order_create_or_replay(
@@ -93,12 +98,18 @@ def collection_create(*, merchant: Merchant, mch_order_no: str, product_code: st
 
 # ---------------------------------------------------------------------------------------------- upstream opening
 
+def _opens_upstream(channel) -> bool:
+    """Whether an order on this channel has an upstream payment to open: not on the sandbox, nor on an adapter this
+    process does not know."""
+    cls = payin_adapters().get(channel.adapter)
+    return cls is not None and not getattr(cls, "is_sandbox", False)
+
+
 def collection_upstream_open_dispatch(*, order: CollectionOrder) -> None:
     """After pay/create commits: a real upstream opens its payment (Xendit: the invoice) in a task, so pay/create
     answers without waiting for it. The sandbox opens nothing. A broker outage only delays it to the payer's first
     opening of pay_url, which opens it too (start_payment is idempotent per platform_order_no)."""
-    cls = payin_adapters().get(order.channel.adapter)
-    if cls is None or getattr(cls, "is_sandbox", False):
+    if not _opens_upstream(order.channel):
         return
     from apps.collection.tasks import open_upstream_payin
 
