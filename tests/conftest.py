@@ -360,3 +360,15 @@ def admin_client(db, admin_user):
     from tests.support.staff import admin_login
 
     return admin_login(Client(), admin_user)
+
+
+@pytest.fixture
+def persistent_connection(monkeypatch):
+    """The connection as served (CONN_MAX_AGE > 0): kept across requests, health-checked once per request
+    (tests/support/connections.py)."""
+    from django.db import connection
+
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 600)
+    connection.close()
+    yield
+    connection.close()

@@ -1,7 +1,6 @@
 """The hosted Pay on a kept connection: its transaction is the request's health check (no `SELECT 1` before it), and a
 connection that died between requests is still replaced (docs/performance.md, helper "payin3"; docs/faults.md)."""
 
-import psycopg
 import pytest
 from bs4 import BeautifulSoup
 from django.db import OperationalError, connection
@@ -11,29 +10,16 @@ from apps.collection.models import CollectionOrder
 from apps.common.connection_check import first_transaction_checks_connection
 from apps.ledger.models import Posting
 from tests.collection.conftest import create_ok
+from tests.support.connections import kill_backend, request_starts
 
 pytestmark = pytest.mark.django_db(transaction=True)  # autocommit, as served: the Pay's transaction is its own
-
-
-@pytest.fixture
-def persistent_connection(monkeypatch):
-    """The connection as served (CONN_MAX_AGE > 0): kept across requests, health-checked once per request."""
-    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 600)
-    connection.close()
-    yield
-    connection.close()
-
-
-def _request_starts() -> None:
-    """What Django does for every connection when a request starts (the test client skips it)."""
-    connection.close_if_unusable_or_obsolete()
 
 
 def _pay(browser_client: Client, order: CollectionOrder):
     path = f"/pay/{order.pay_token}"
     page = BeautifulSoup(browser_client.get(path).content, "html.parser")
     token = page.find("input", {"name": "csrfmiddlewaretoken"})["value"]
-    _request_starts()  # the Pay is a request of its own
+    request_starts()  # the Pay is a request of its own
     return browser_client.post(path, {"csrfmiddlewaretoken": token, "action": "pay"})
 
 
@@ -53,7 +39,7 @@ def test_the_pay_is_the_health_check_of_a_kept_connection(client, merchant, pers
     token = page.find("input", {"name": "csrfmiddlewaretoken"})["value"]
     checks = []
     monkeypatch.setattr(connection, "is_usable", lambda: checks.append(1) or True)
-    _request_starts()
+    request_starts()
     assert connection.connection is not None and not connection.health_check_done
     response = browser.post(f"/pay/{order.pay_token}", {"csrfmiddlewaretoken": token, "action": "pay"})
     assert checks == []  # no `SELECT 1`: the Pay's own transaction stood for it
@@ -67,12 +53,8 @@ def test_a_pay_on_a_connection_killed_between_requests_is_paid_on_a_new_one(clie
     path = f"/pay/{order.pay_token}"
     token = BeautifulSoup(browser.get(path).content, "html.parser").find(
         "input", {"name": "csrfmiddlewaretoken"})["value"]
-    dead_pid = connection.connection.info.backend_pid
-    db = connection.settings_dict
-    with psycopg.connect(dbname=db["NAME"], user=db["USER"], host=db["HOST"], port=db["PORT"] or None,
-                         password=db["PASSWORD"] or None, autocommit=True) as admin:
-        assert admin.execute("SELECT pg_terminate_backend(%s)", [dead_pid]).fetchone()[0]
-    _request_starts()
+    dead_pid = kill_backend()
+    request_starts()
     response = browser.post(path, {"csrfmiddlewaretoken": token, "action": "pay"})
     assert connection.connection.info.backend_pid != dead_pid
     _paid(response, order)
@@ -80,7 +62,7 @@ def test_a_pay_on_a_connection_killed_between_requests_is_paid_on_a_new_one(clie
 
 def test_an_error_on_a_connection_that_still_answers_is_raised_not_run_again(persistent_connection):
     CollectionOrder.objects.exists()  # a kept connection
-    _request_starts()
+    request_starts()
     calls = []
 
     @first_transaction_checks_connection

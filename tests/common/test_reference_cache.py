@@ -1,6 +1,5 @@
 """Reference data is cached per process, and every committed change is seen by the next request (refcache)."""
 
-import psycopg
 import pytest
 from django.db import connection, transaction
 
@@ -10,6 +9,7 @@ from apps.common.refcache import refcache_get
 from apps.currencies.models import Currency
 from apps.merchants.models import MerchantKey, Product
 from tests.helpers import assert_error, assert_ok, signed_post
+from tests.support.connections import kill_backend, request_starts
 
 PAY = "/openapi/v1/pay/create"
 PAYOUT = "/openapi/v1/payout/create"
@@ -167,30 +167,12 @@ def test_threads_never_share_a_cached_instance(bootstrapped):
     assert there[0] is not here and there[0].code == here.code
 
 
-@pytest.fixture
-def persistent_connection(monkeypatch):
-    """The connection as served (CONN_MAX_AGE > 0): kept across requests, health-checked once per request."""
-    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 600)
-    connection.close()
-    yield
-    connection.close()
-
-
-def _request_starts() -> None:
-    """What Django does for every connection when a request starts (the test client skips it)."""
-    connection.close_if_unusable_or_obsolete()
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_connection_killed_between_requests_is_replaced_and_the_request_succeeds(client, merchant,
                                                                                   persistent_connection):
     assert_ok(signed_post(client, merchant, PAY, pay_body(1)))
-    dead_pid = connection.connection.info.backend_pid
-    db = connection.settings_dict
-    with psycopg.connect(dbname=db["NAME"], user=db["USER"], host=db["HOST"], port=db["PORT"] or None,
-                         password=db["PASSWORD"] or None, autocommit=True) as admin:
-        assert admin.execute("SELECT pg_terminate_backend(%s)", [dead_pid]).fetchone()[0]
-    _request_starts()
+    dead_pid = kill_backend()
+    request_starts()
     assert_ok(signed_post(client, merchant, PAY, pay_body(2)))
     assert connection.connection.info.backend_pid != dead_pid
     assert CollectionOrder.objects.filter(mch_order_no__in=["rc1", "rc2"]).count() == 2
@@ -204,7 +186,7 @@ def test_the_generation_read_is_the_health_check_of_a_kept_connection(client, me
     assert_ok(signed_post(client, merchant, PAY, pay_body(1)))
     checks = []
     monkeypatch.setattr(connection, "is_usable", lambda: checks.append(1) or True)
-    _request_starts()
+    request_starts()
     assert not connection.health_check_done
     assert_ok(signed_post(client, merchant, PAY, pay_body(2)))
     assert checks == []
