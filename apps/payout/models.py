@@ -11,7 +11,7 @@ from django_fsm import FSMField, transition
 from apps.channels.models import Channel
 from apps.common.history import tracked
 from apps.currencies.models import Currency
-from apps.ledger.models import Hold
+from apps.ledger.models import Hold, NextHoldId
 from apps.merchants.models import Merchant, Product
 
 MASK = "\u2022\u2022\u2022\u2022"  # ••••
@@ -70,10 +70,11 @@ class Payout(models.Model):
                                      help_text="The staff user who asked for this payout on the merchant's behalf, "
                                                "if any: they may not decide it.")
     risk_reasons = models.JSONField(default=list, blank=True, help_text="Why the order went to review.")
-    # Empty only inside the create's own transaction: the row is inserted first, claiming (merchant, mch_order_no)
-    # before any ledger lock (docs/ledger.md, "Lock order"), and the hold is set before that transaction commits.
+    # The row is inserted first, claiming (merchant, mch_order_no) before any ledger lock (docs/ledger.md, "Lock
+    # order"); its INSERT draws the hold's id (the default), and hold_place inserts the hold under that id in the same
+    # transaction: the foreign key, deferred, is checked at COMMIT. So the row is written once (no UPDATE of hold_id).
     hold = models.OneToOneField(Hold, on_delete=models.PROTECT, related_name="payout", null=True,
-                                help_text="The freeze of amount + fee placed at creation.")
+                                db_default=NextHoldId(), help_text="The freeze of amount + fee placed at creation.")
 
     reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
                                     related_name="reviewed_payouts")
