@@ -6,7 +6,12 @@ money lock (payout 0010: the column's default), and `hold_place` passes that id,
 the order already holds: payout/create no longer updates its row to set `hold_id` after the posting (an UPDATE that
 wrote a new version of the row and an entry in each of its indexes). The payout's foreign key to the hold is
 deferred (checked at COMMIT), so the order may name its hold before the hold exists in the same transaction.
-Otherwise the function is 0004's.
+
+The function also runs its statements with generic plans (`SET plan_cache_mode = force_generic_plan`): under the
+default (`auto`) PL/pgSQL kept custom plans for the statements over the legs' arrays, whose known length made every
+custom plan cost less than the generic one, and so planned them again on each call (0.19 ms of PostgreSQL CPU per
+hold.place, docs/performance.md). The generic plans are the same index scans and nested loops. Otherwise the
+function is 0004's.
 """
 
 import importlib
@@ -23,7 +28,11 @@ CREATE OR REPLACE FUNCTION ledger_post(
     OUT posting_id bigint, OUT hold_id bigint,
     OUT short_account_id bigint, OUT short_merchant_id bigint, OUT short_kind text, OUT short_balance bigint,
     OUT short_needed bigint
-) LANGUAGE plpgsql AS $$
+) LANGUAGE plpgsql
+-- Generic plans for the statements inside: with custom plans (plan_cache_mode auto) PL/pgSQL planned most of them again
+-- on every call, the arrays' lengths making each custom plan look cheaper than the generic one (helper payout3).
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
     legs integer := cardinality(p_leg_amounts);
     leg_accounts bigint[];
