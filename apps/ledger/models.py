@@ -132,6 +132,18 @@ class Hold(models.Model):
         return f"hold {self.cause} {self.amount} {self.status}"
 
 
+class NextHoldId(models.Func):
+    """The next id of the holds' sequence, drawn by the INSERT of the order the hold will be placed for (a payout's
+    `hold_id` default): the order names its hold before the posting that places it (hold_place(hold_id=...), in the
+    same transaction; the order's foreign key to the hold is checked at COMMIT), so the order's row is written once."""
+
+    function = "nextval"
+    output_field = models.BigIntegerField()
+
+    def __init__(self):
+        super().__init__(models.Value(f"{Hold._meta.db_table}_id_seq"))
+
+
 class Statement(models.Model):
     """A merchant's signed statement of one closed day (in SETTLEMENT_TIME_ZONE) and currency, kept as served:
     the CSV (signed header + body), the SHA-256 of its body and the platform key version that signed it."""

@@ -89,10 +89,11 @@ def platform_account(*, currency: str, kind: AccountKind) -> LedgerAccount | Non
         merchant__isnull=True, currency_id=currency, kind=kind).first())
 
 
-# The one way to post: the PostgreSQL function of migration ledger 0004 (docs/ledger.md, "How a posting is written").
+# The one way to post: the PostgreSQL function of migration ledger 0004 (0005: the hold's id may be given; docs/ledger.md,
+# "How a posting is written").
 _LEDGER_POST = ("SELECT posting_id, hold_id, short_account_id, short_merchant_id, short_kind, short_balance, "
                 "short_needed FROM ledger_post(%s::text, %s::text, %s::text, %s::bigint, %s::text, %s::timestamptz, "
-                "%s::bigint[], %s::text[], %s::bigint[], %s::bigint)")
+                "%s::bigint[], %s::text[], %s::bigint[], %s::bigint, %s::bigint)")
 
 
 def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: int | None = None,
@@ -108,8 +109,9 @@ def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: 
 
 
 def _post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: int | None, memo: str,
-          hold_amount: int | None = None) -> tuple[Posting, int | None]:
-    """`post`, and with `hold_amount` (hold_place only) the hold recorded by the same call: (posting, hold id)."""
+          hold_amount: int | None = None, hold_id: int | None = None) -> tuple[Posting, int | None]:
+    """`post`, and with `hold_amount` (hold_place only) the hold recorded by the same call, under `hold_id` when
+    given: (posting, hold id)."""
     connection = transaction.get_connection()
     if not connection.in_atomic_block:
         raise LedgerError("ledger postings must run inside a transaction")
@@ -127,7 +129,7 @@ def _post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id:
         with connection.cursor() as cursor:
             cursor.execute(_LEDGER_POST, [kind, cause, currency, merchant_id, memo, created_at,
                                           [leg.merchant_id for leg in legs], [str(leg.kind) for leg in legs],
-                                          [leg.amount for leg in legs], hold_amount])
+                                          [leg.amount for leg in legs], hold_amount, hold_id])
             posting_id, hold_id, short_id, short_merchant_id, short_kind, short_balance, short_needed = (
                 cursor.fetchone())
     except IntegrityError as exc:  # the caller's transaction is aborted either way; name the usual cause
@@ -152,12 +154,15 @@ def _loaded(instance, alias: str):
 # --- holds: placed (available → frozen), then resolved exactly once ----------------------------------------
 
 
-def hold_place(*, merchant_id: int, currency: str, amount: int, cause: str, memo: str = "") -> Hold:
+def hold_place(*, merchant_id: int, currency: str, amount: int, cause: str, memo: str = "",
+               hold_id: int | None = None) -> Hold:
     """Move `amount` from available to frozen and record the hold; InsufficientFunds if available is short.
-    One call of `ledger_post`: the posting and the hold row it places."""
+    One call of `ledger_post`: the posting and the hold row it places, under `hold_id` when the caller drew it already
+    (a payout's, NextHoldId), else the next id."""
     posting, hold_id = _post(kind="hold.place", cause=cause, currency=currency, merchant_id=merchant_id, memo=memo,
                              legs=[Leg(AccountKind.AVAILABLE, -amount, merchant_id),
-                                   Leg(AccountKind.FROZEN, amount, merchant_id)], hold_amount=amount)
+                                   Leg(AccountKind.FROZEN, amount, merchant_id)], hold_amount=amount,
+                             hold_id=hold_id)
     return _loaded(Hold(pk=hold_id, merchant_id=merchant_id, currency_id=currency, amount=amount, cause=cause,
                         status=Hold.Status.HELD, placed_by=posting, created_at=posting.created_at),
                    posting._state.db)

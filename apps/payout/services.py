@@ -133,10 +133,11 @@ def _payout_insert(*, merchant: Merchant, route: Route, mch_order_no: str, amoun
     # The row first: its INSERT claims (merchant, mch_order_no) before any ledger lock. A replay fails here on the
     # unique constraint holding no money lock (it may wait for a transaction that holds the existing order's row,
     # never the other way round) and is answered from the stored order (docs/ledger.md, "Lock order and retries").
+    # The INSERT also draws the hold's id (Payout.hold's default, returned with the pk); the hold is placed under it.
     payout.save(force_insert=True)
     payout.hold = ledger.hold_place(merchant_id=merchant.pk, currency=currency.code, amount=amount + fee,
-                                    cause=payout.platform_order_no, memo=f"payout {mch_order_no}")
-    payout.save(update_fields=["hold"])
+                                    cause=payout.platform_order_no, memo=f"payout {mch_order_no}",
+                                    hold_id=payout.hold_id)
     # No audit row: the merchant's create is the order row itself (who: its merchant; when: created_at; what: its
     # amount, fee, payee, risk reasons and first status), and the decision trail shows it from there
     # (payout_decisions; docs/payouts.md).

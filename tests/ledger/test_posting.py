@@ -223,6 +223,31 @@ def test_hold_settles_once_to_platform_accounts(merchant):
     assert merchant_balances(merchant_id=mid, currency="PHP")["available"] == 600
 
 
+def test_hold_is_placed_under_the_id_its_caller_drew(merchant):
+    """A payout's INSERT draws its hold's id from the holds' sequence (NextHoldId) before the posting; hold_place then
+    inserts the hold under that id, and without one under the sequence's next."""
+    credit(merchant, 1000)
+    mid = merchant.merchant.pk
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT nextval('ledger_hold_id_seq')")
+            drawn = cursor.fetchone()[0]
+        hold = hold_place(merchant_id=mid, currency="PHP", amount=400, cause="payout-drawn", hold_id=drawn)
+        after = hold_place(merchant_id=mid, currency="PHP", amount=100, cause="payout-next")
+    assert hold.pk == drawn and Hold.objects.get(pk=drawn).cause == "payout-drawn"
+    assert after.pk > drawn and Hold.objects.get(pk=after.pk).cause == "payout-next"
+    assert merchant_balances(merchant_id=mid, currency="PHP") == {"available": 500, "settling": 0, "frozen": 500}
+
+
+def test_the_posting_function_plans_its_statements_once_per_connection(db):
+    """ledger_post runs its statements with generic plans: under plan_cache_mode `auto` PL/pgSQL planned them again
+    on every call (their custom plans, knowing the arrays' lengths, always looked cheaper; docs/performance.md,
+    helper "payout3")."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT proconfig FROM pg_proc WHERE proname = 'ledger_post'")
+        assert cursor.fetchall() == [(["plan_cache_mode=force_generic_plan"],)]
+
+
 def test_hold_larger_than_available_is_refused(merchant):
     credit(merchant, 100)
     with pytest.raises(InsufficientFunds), transaction.atomic():

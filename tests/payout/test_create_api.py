@@ -1,6 +1,7 @@
 """POST /payout/create and /payout/query: formats, the contract §2 validation order, replay, scoping."""
 
 import pytest
+from django.db import IntegrityError, connection, transaction
 
 from apps.channels.models import BankCode, Channel
 from apps.currencies.models import Currency
@@ -161,6 +162,23 @@ def test_payout_of_exactly_available_freezes_amount_plus_fee(client, merchant):
     payout = create_ok(client, merchant, amount=10_000)
     assert (payout.fee, payout.hold.amount, payout.hold.status) == (PHP_FEE, 10_000 + PHP_FEE, Hold.Status.HELD)
     assert balances(merchant) == {"available": 0, "settling": 0, "frozen": 10_000 + PHP_FEE}
+
+
+def test_the_orders_insert_draws_its_holds_id_and_an_order_without_that_hold_is_refused_at_commit(client, funded):
+    """The INSERT that claims the order's key also draws its hold's id (Payout.hold's default), and hold_place
+    inserts the hold under it: the row is written once. An order row whose hold was never placed cannot commit:
+    the foreign key, deferred to COMMIT, refuses it (forced here with SET CONSTRAINTS)."""
+    payout = create_ok(client, funded)
+    assert Hold.objects.get(pk=payout.hold_id).cause == payout.platform_order_no
+    orphan = Payout(merchant=funded.merchant, mch_order_no="NO-HOLD", product=payout.product, currency_id="PHP",
+                    channel=payout.channel, amount=10_000, fee=PHP_FEE, payee_name="Juan", payee_account="1",
+                    bank_code="BDO", status=Payout.Status.APPROVED)
+    with pytest.raises(IntegrityError, match="hold"), transaction.atomic():
+        orphan.save(force_insert=True)
+        assert orphan.hold_id > payout.hold_id  # drawn by the INSERT, returned with the primary key
+        with connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    assert not Payout.objects.filter(mch_order_no="NO-HOLD").exists()
 
 
 # --- the created order ----------------------------------------------------------------------------------
