@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ledger', '0005_payout3_ledger_post_hold_id'),
+        ('ledger', '0005_ledger_post_hold_id'),
         ('payout', '0009_orders_by_merchant_created'),
     ]
 

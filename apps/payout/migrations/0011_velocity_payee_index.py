@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('payout', '0010_payout3_hold_id_drawn_at_insert'),
+        ('payout', '0010_hold_id_drawn_at_insert'),
     ]
 
     operations = [
