@@ -80,8 +80,14 @@ def payout_create(*, merchant: Merchant, mch_order_no: str, product_code: str, a
     def create() -> Payout:
         route = order_route(merchant_id=merchant.pk, kind=Product.Kind.PAYOUT, currency=currency,
                             product_code=product_code, amount=amount, bank_code=bank_code)  # 2006 checked there
-        return _payout_insert(merchant=merchant, route=route, mch_order_no=mch_order_no, amount=amount,
-                              payee_name=payee_name, payee_account=payee_account, bank_code=bank_code, attach=attach)
+        payout = _payout_insert(merchant=merchant, route=route, mch_order_no=mch_order_no, amount=amount,
+                                payee_name=payee_name, payee_account=payee_account, bank_code=bank_code,
+                                attach=attach)
+        # Logged after COMMIT: not while the merchant's balance rows are locked (every create of the merchant waits
+        # for them), and only for an order that was committed.
+        logger.info("payout %s created %s: %s %s to %s", payout.platform_order_no, payout.status, amount, currency,
+                    payout.masked_payee_account)
+        return payout
 
     return order_create_or_replay(
         lookup=lambda: payout_for_merchant(merchant_id=merchant.pk, mch_order_no=mch_order_no),
@@ -143,8 +149,6 @@ def _payout_insert(*, merchant: Merchant, route: Route, mch_order_no: str, amoun
     # (payout_decisions; docs/payouts.md).
     if payout.status == Payout.Status.APPROVED:
         transaction.on_commit(payout_submit_wake)
-    logger.info("payout %s created %s: %s %s to %s", payout.platform_order_no, payout.status, amount, currency.code,
-                payout.masked_payee_account)
     return payout
 
 

@@ -181,6 +181,31 @@ def test_the_orders_insert_draws_its_holds_id_and_an_order_without_that_hold_is_
     assert not Payout.objects.filter(mch_order_no="NO-HOLD").exists()
 
 
+def test_the_create_is_logged_after_its_commit_not_while_it_holds_the_merchants_balance_rows(client, funded):
+    """The merchant's balance rows are locked from the hold's posting to COMMIT, and every create of the merchant
+    waits for them: the "created" line is written after the create's transaction, not inside it."""
+    import logging
+
+    outer = len(connection.atomic_blocks)  # the test's own transaction
+    seen = []
+
+    class Spy(logging.Handler):
+        def emit(self, record):
+            if "created" in record.getMessage():
+                seen.append(len(connection.atomic_blocks))
+
+    spy, log = Spy(level=logging.INFO), logging.getLogger("apps.payout.services")
+    old_level = log.level
+    log.addHandler(spy)
+    log.setLevel(logging.INFO)
+    try:
+        create_ok(client, funded)
+    finally:
+        log.removeHandler(spy)
+        log.setLevel(old_level)
+    assert seen == [outer]
+
+
 # --- the created order ----------------------------------------------------------------------------------
 
 
