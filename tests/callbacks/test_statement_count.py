@@ -8,8 +8,9 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from apps.callbacks.deliver import callback_deliver
-from apps.callbacks.models import CallbackEvent
+from apps.callbacks.deliver import callback_attempts_claim, callback_attempts_record, callback_deliver
+from apps.callbacks.models import CallbackAttempt, CallbackEvent
+from apps.callbacks.transport import PostResult
 from apps.common.refcache import refcache_scope
 from apps.merchants.selectors import platform_key_current
 
@@ -68,3 +69,23 @@ def test_a_batch_of_four_due_events_of_one_merchant_runs_a_fixed_number_of_state
     outcomes = [sql for sql in statements if sql.startswith('UPDATE "callbacks_callbackattempt"')]
     assert 1 <= len(outcomes) <= 4
     assert len(statements) - len(outcomes) == STATEMENTS_BATCH_OF_FOUR, "\n".join(sql[:160] for sql in statements)
+
+
+def test_a_batch_answered_alike_in_distinct_times_keeps_each_attempts_own_duration_in_one_update(
+        hooked_merchant, enqueue):
+    """The outcomes of a batch answered alike are one UPDATE whatever their durations (docs/performance.md, "cb3"):
+    each attempt's row still gets its own duration."""
+    events = [enqueue(hooked_merchant, no=f"C-durations-{n}") for n in range(4)]
+    claims = callback_attempts_claim(event_id=events[0].pk)
+    assert len(claims) == 4
+    durations = {claim.attempt_id: 3 + 1000 * n for n, claim in enumerate(claims)}
+
+    with CaptureQueriesContext(connection) as queries:
+        callback_attempts_record(outcomes=[(claim, PostResult(200, "OK", "", durations[claim.attempt_id]))
+                                           for claim in claims])
+
+    assert dict(CallbackAttempt.objects.filter(pk__in=list(durations)).values_list("pk", "duration_ms")) == durations
+    assert set(CallbackAttempt.objects.filter(pk__in=list(durations)).values_list("success", "http_status")) == {
+        (True, 200)}
+    outcomes = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "callbacks_callbackattempt"')]
+    assert len(outcomes) == 1
