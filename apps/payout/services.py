@@ -113,10 +113,11 @@ def _lock_payee_account(*, merchant_id: int, payee_account: str) -> None:
 
 
 # The new order's INSERT, written by hand (docs/performance.md, helper "payout5"): `save(force_insert=True)`
-# prepared and compiled all 32 columns one by one on every create, FIGURE. The columns left out are NULL on a new
+# prepared and compiled all 32 columns one by one on every create; by hand, payout/create's app CPU is 0.38 ms
+# (9 %) lower, interleaved request by request in one process. The columns left out are NULL on a new
 # order (review, submission, result, reversal, requested_by: set later through the ORM), and hold_id takes its
 # database default, the hold's id drawn here (NextHoldId), returned with the primary key.
-# tests/payout/test_create.py pins this list to the model: a field added to Payout fails it until it is written here.
+# tests/payout/test_create_api.py pins this list to the model: a field added to Payout fails it until it is written here.
 _PAYOUT_INSERT = (
     'INSERT INTO "payout_payout" ("merchant_id", "platform_order_no", "mch_order_no", "product_id", "currency_id", '
     '"channel_id", "route_reason", "amount", "fee", "payee_name", "payee_account", "bank_code", "attach", "status", '
