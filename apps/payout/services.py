@@ -117,7 +117,7 @@ def _lock_payee_account(*, merchant_id: int, payee_account: str) -> None:
 # (9 %) lower, interleaved request by request in one process. The columns left out are NULL on a new
 # order (review, submission, result, reversal, requested_by: set later through the ORM), and hold_id takes its
 # database default, the hold's id drawn here (NextHoldId), returned with the primary key.
-# tests/payout/test_create_api.py pins this list to the model: a field added to Payout fails it until it is written here.
+# tests/payout/test_create_api.py pins this list to the model: a field added to Payout fails there until written here.
 _PAYOUT_INSERT = (
     'INSERT INTO "payout_payout" ("merchant_id", "platform_order_no", "mch_order_no", "product_id", "currency_id", '
     '"channel_id", "route_reason", "amount", "fee", "payee_name", "payee_account", "bank_code", "attach", "status", '
