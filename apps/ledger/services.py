@@ -105,13 +105,16 @@ def post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: 
     below zero having written nothing (InsufficientFunds here), inserts the posting and its entries and moves the
     merchant balances. DuplicatePosting for a (kind, cause) already posted (callers hold the business row's lock, so
     only a bug gets there twice)."""
-    return _post(kind=kind, cause=cause, currency=currency, legs=legs, merchant_id=merchant_id, memo=memo)[0]
+    posting = _posting_new(kind=kind, cause=cause, currency=currency, legs=legs, merchant_id=merchant_id, memo=memo)
+    _post(posting, legs)
+    return posting
 
 
-def _post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: int | None, memo: str,
-          hold_amount: int | None = None, hold_id: int | None = None) -> tuple[Posting, int | None]:
-    """`post`, and with `hold_amount` (hold_place only) the hold recorded by the same call, under `hold_id` when
-    given: (posting, hold id)."""
+def _posting_new(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id: int | None,
+                 memo: str) -> Posting:
+    """The posting's checks and its instance, before `_post` takes any lock: from the call of `ledger_post` to COMMIT
+    the merchant's balance rows are locked and every posting of the merchant waits for them, so no model instance is
+    built in that window (docs/performance.md, helper "payout5")."""
     connection = transaction.get_connection()
     if not connection.in_atomic_block:
         raise LedgerError("ledger postings must run inside a transaction")
@@ -123,29 +126,38 @@ def _post(*, kind: str, cause: str, currency: str, legs: list[Leg], merchant_id:
         _check_owner(leg.merchant_id, leg.kind)
     if sum(leg.amount for leg in legs) != 0:
         raise UnbalancedPosting(f"legs of {kind}:{cause} sum to {sum(leg.amount for leg in legs)}, not 0")
+    return _loaded(Posting(kind=kind, cause=cause, merchant_id=merchant_id, currency_id=currency, memo=memo,
+                           created_at=timezone.now()), connection.alias)
 
-    created_at = timezone.now()
+
+def _post(posting: Posting, legs: list[Leg], *, hold: Hold | None = None) -> None:
+    """The one way to post: one call of `ledger_post` for `posting` (from `_posting_new`), which gets its id; with
+    `hold` (hold_place only) the hold is recorded by the same call, under `hold.pk` when the caller drew it, and
+    gets its id and `placed_by`."""
     try:
-        with connection.cursor() as cursor:
-            cursor.execute(_LEDGER_POST, [kind, cause, currency, merchant_id, memo, created_at,
-                                          [leg.merchant_id for leg in legs], [str(leg.kind) for leg in legs],
-                                          [leg.amount for leg in legs], hold_amount, hold_id])
+        with transaction.get_connection().cursor() as cursor:
+            cursor.execute(_LEDGER_POST, [posting.kind, posting.cause, posting.currency_id, posting.merchant_id,
+                                          posting.memo, posting.created_at, [leg.merchant_id for leg in legs],
+                                          [str(leg.kind) for leg in legs], [leg.amount for leg in legs],
+                                          None if hold is None else hold.amount, None if hold is None else hold.pk])
             posting_id, hold_id, short_id, short_merchant_id, short_kind, short_balance, short_needed = (
                 cursor.fetchone())
     except IntegrityError as exc:  # the caller's transaction is aborted either way; name the usual cause
         if getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None) == "ledger_posting_unique_cause":
-            raise DuplicatePosting(f"{kind}:{cause} was already posted") from exc
+            raise DuplicatePosting(f"{posting.kind}:{posting.cause} was already posted") from exc
         raise
     if posting_id is None:  # refused under the accounts' locks, nothing written: the transaction goes on
-        short = LedgerAccount(pk=short_id, merchant_id=short_merchant_id, currency_id=currency, kind=short_kind,
-                              balance=short_balance)
+        short = LedgerAccount(pk=short_id, merchant_id=short_merchant_id, currency_id=posting.currency_id,
+                              kind=short_kind, balance=short_balance)
         raise InsufficientFunds(short, short_needed)
-    return _loaded(Posting(pk=posting_id, kind=kind, cause=cause, merchant_id=merchant_id, currency_id=currency,
-                           memo=memo, created_at=created_at), connection.alias), hold_id
+    posting.pk = posting_id
+    if hold is not None:
+        hold.pk = hold_id
+        hold.placed_by_id = posting_id
 
 
 def _loaded(instance, alias: str):
-    """A model instance built from a row the database function wrote: saved, not new."""
+    """A model instance of a row the database function writes: saved, not new."""
     instance._state.adding = False
     instance._state.db = alias
     return instance
@@ -159,13 +171,14 @@ def hold_place(*, merchant_id: int, currency: str, amount: int, cause: str, memo
     """Move `amount` from available to frozen and record the hold; InsufficientFunds if available is short.
     One call of `ledger_post`: the posting and the hold row it places, under `hold_id` when the caller drew it already
     (a payout's, NextHoldId), else the next id."""
-    posting, hold_id = _post(kind="hold.place", cause=cause, currency=currency, merchant_id=merchant_id, memo=memo,
-                             legs=[Leg(AccountKind.AVAILABLE, -amount, merchant_id),
-                                   Leg(AccountKind.FROZEN, amount, merchant_id)], hold_amount=amount,
-                             hold_id=hold_id)
-    return _loaded(Hold(pk=hold_id, merchant_id=merchant_id, currency_id=currency, amount=amount, cause=cause,
+    legs = [Leg(AccountKind.AVAILABLE, -amount, merchant_id), Leg(AccountKind.FROZEN, amount, merchant_id)]
+    posting = _posting_new(kind="hold.place", cause=cause, currency=currency, merchant_id=merchant_id, memo=memo,
+                           legs=legs)
+    hold = _loaded(Hold(pk=hold_id, merchant_id=merchant_id, currency_id=currency, amount=amount, cause=cause,
                         status=Hold.Status.HELD, placed_by=posting, created_at=posting.created_at),
                    posting._state.db)
+    _post(posting, legs, hold=hold)
+    return hold
 
 
 def _lock_held(hold_id: int) -> Hold:

@@ -3,6 +3,7 @@
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from apps.common.models import AuditLog
@@ -92,21 +93,26 @@ def _deny_list_load() -> dict[str, list[tuple[str | None, str]]]:
     return listed
 
 
-# Built once, without the model's ordering: each create's `filter()` clones it, and reading up to the limit's ids
-# compiles about a third cheaper than `count()`'s aggregation (docs/performance.md, helper "payout").
-_PAYOUT_IDS = Payout.objects.order_by().values_list("pk", flat=True)
+# The velocity read, written by hand (docs/performance.md, helper "payout5"): the ORM cloned, built and compiled
+# this three-condition SELECT on every create; by hand, payout/create's app CPU is 0.53 ms (13 %) lower, interleaved
+# request by request in one process. Every condition an index condition of payout_velocity_payee_idx (payee
+# account, merchant, created_at); at most `limit` ids are read.
+_VELOCITY_IDS = ('SELECT "payout_payout"."id" FROM "payout_payout" WHERE "payout_payout"."payee_account" = %s '
+                 'AND "payout_payout"."merchant_id" = %s AND "payout_payout"."created_at" >= %s LIMIT %s')
 
 
 def payout_velocity_reason(*, merchant_id: int, payee_account: str) -> str | None:
     """The velocity rule (contract §5): more than PAYOUT_VELOCITY_LIMIT of the merchant's payouts, in any state, to
     one payee account created within 24 h. Payout create asks it holding the (merchant, payee account) lock, so two
     creates to one payee account count each other. Under the limit (nearly every create) one statement reads at
-    most `limit` ids (payout_velocity_idx); at or over it, the reason's number is counted."""
+    most `limit` ids (payout_velocity_payee_idx); at or over it, the reason's number is counted."""
     limit = settings.PAYOUT_VELOCITY_LIMIT
-    earlier = _PAYOUT_IDS.filter(merchant_id=merchant_id, payee_account=payee_account,
-                                 created_at__gte=timezone.now() - timedelta(hours=24))
-    if len(earlier[:limit]) < limit:
-        return None
+    since = timezone.now() - timedelta(hours=24)
+    with connection.cursor() as cursor:
+        cursor.execute(_VELOCITY_IDS, [payee_account, merchant_id, since, limit])
+        if len(cursor.fetchall()) < limit:
+            return None
+    earlier = Payout.objects.filter(merchant_id=merchant_id, payee_account=payee_account, created_at__gte=since)
     return f"Payout number {earlier.count() + 1} to this payee account within 24 h (more than {limit})."
 
 

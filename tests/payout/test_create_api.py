@@ -181,6 +181,28 @@ def test_the_orders_insert_draws_its_holds_id_and_an_order_without_that_hold_is_
     assert not Payout.objects.filter(mch_order_no="NO-HOLD").exists()
 
 
+def test_the_orders_insert_writes_every_field_of_the_new_order_as_the_service_returned_it(client, funded):
+    """The order's INSERT is written by hand (apps/payout/services.py, _PAYOUT_INSERT): the row read back equals the
+    instance the service returned in every field, and every column it leaves out is one a new order has NULL. A field
+    added to Payout fails here until the INSERT writes it (or it is NULL on a new order)."""
+    from apps.merchants.models import Product
+    from apps.payout.services import _PAYOUT_INSERT, payout_create
+
+    created = payout_create(merchant=funded.merchant, mch_order_no="BY-HAND", product_code="PHP_PAYOUT",
+                            amount=10_000, currency="PHP", payee_name="Juan", payee_account="0012345678",
+                            bank_code="BDO", attach="note")
+    assert not created._state.adding and created.pk and created.hold_id
+    stored = Payout.objects.get(pk=created.pk)
+    for field in Payout._meta.concrete_fields:
+        assert getattr(created, field.attname) == getattr(stored, field.attname), field.name
+    assert created.product == Product.objects.get(code="PHP_PAYOUT") and created.hold.cause == created.platform_order_no
+    written = {column.strip('"') for column in _PAYOUT_INSERT.split("(", 1)[1].split(")", 1)[0].split(", ")}
+    left_out = {field.column for field in Payout._meta.concrete_fields} - written
+    assert left_out == {field.column for field in Payout._meta.concrete_fields
+                        if field.primary_key or field.column == "hold_id"
+                        or (field.null and getattr(stored, field.attname) is None)}
+
+
 def test_the_create_is_logged_after_its_commit_not_while_it_holds_the_merchants_balance_rows(client, funded):
     """The merchant's balance rows are locked from the hold's posting to COMMIT, and every create of the merchant
     waits for them: the "created" line is written after the create's transaction, not inside it."""
