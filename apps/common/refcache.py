@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from apps.common.connection_check import first_transaction_checks_connection
 from apps.common.models import ReferenceGeneration
@@ -32,16 +32,22 @@ _PENDING = object()  # inside a request that has not read the generation yet
 _local = threading.local()  # .generation (inside a request) and .entries (this thread's cache)
 
 
-# Built once: a request's generation read clones it (`.all()`) instead of building the filter again. Building and
-# compiling `.values_list(...).get(pk=1)` was most of the read's CPU, which every signed request pays (balance: 0.30
-# -> 0.17 ms CPU per read, docs/performance.md, helper "api"). The row always exists (the migration inserts it).
-_GENERATION = ReferenceGeneration.objects.filter(pk=1).values_list("value", flat=True)[:1]
+# The generation read, a named query run through Django's cursor: the statement the ORM compiled from
+# `ReferenceGeneration.objects.filter(pk=1).values_list("value", flat=True)[:1]` costs 83 us of CPU per read against
+# 27 us for this one (the ORM's clone, compile and result iteration), and every signed request and each lookup outside
+# a request pays it: about -55 us, 3.5 % of pay/create's app CPU (docs/performance.md, helper "pcreate4"). The row
+# always exists (the migration inserts it).
+GENERATION_SELECT = "SELECT value FROM common_referencegeneration WHERE id = %s"
+_GENERATION_ROW_ID = 1
 
 
 def _generation_select() -> int:
-    for value in _GENERATION.all():
-        return value
-    raise ReferenceGeneration.DoesNotExist("the reference generation row is missing")
+    with connection.cursor() as cursor:
+        cursor.execute(GENERATION_SELECT, [_GENERATION_ROW_ID])
+        row = cursor.fetchone()
+    if row is None:
+        raise ReferenceGeneration.DoesNotExist("the reference generation row is missing")
+    return row[0]
 
 
 # A request's first statement on a kept connection (CONN_MAX_AGE) is preceded by Django's health check
