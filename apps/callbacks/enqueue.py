@@ -103,34 +103,6 @@ def callback_url_for(*, merchant: Merchant, type: str) -> str:
     return merchant.payout_callback_url
 
 
-# The event's INSERT, written by hand (STYLE.md, "One database, one way"): `CallbackEvent.objects.create` built the
-# model, prepared its 15 fields and compiled the statement on every enqueue, a sixth of the hosted Pay's CPU; by hand
-# the Pay costs −N % CPU (docs/performance.md, helper "payin4"). Every column is named (the model's defaults written
-# out: pending, no attempt, no lease, no error); the payload goes through the JSONField's own preparation.
-_EVENT_INSERT = (
-    'INSERT INTO "callbacks_callbackevent" (merchant_id, type, platform_order_no, url, payload, status, attempts_count, '
-    "next_attempt_at, created_at, delivered_at, locked_until, dispatched_at, resend_requested, last_error) "
-    "VALUES (%s, %s, %s, %s, %s, %s, 0, %s, %s, NULL, NULL, %s, false, '') RETURNING id")
-
-
-def _event_insert(*, merchant: Merchant, type: str, platform_order_no: str, url: str, payload: dict,
-                  now: datetime) -> CallbackEvent:
-    """The event row, PENDING and due now, written by _EVENT_INSERT; the saved instance."""
-    connection = transaction.get_connection()
-    status = CallbackEvent.Status.PENDING
-    with connection.cursor() as cursor:
-        cursor.execute(_EVENT_INSERT, [
-            merchant.pk, type, platform_order_no, url,
-            CallbackEvent._meta.get_field("payload").get_db_prep_save(payload, connection), status, now, now, now])
-        (event_id,) = cursor.fetchone()
-    event = CallbackEvent(pk=event_id, merchant=merchant, type=type, platform_order_no=platform_order_no, url=url,
-                          payload=payload, status=status, attempts_count=0, next_attempt_at=now, created_at=now,
-                          dispatched_at=now)
-    event._state.adding = False
-    event._state.db = connection.alias
-    return event
-
-
 def callback_enqueue(*, merchant: Merchant, type: CallbackEvent.Type, platform_order_no: str,
                      payload: dict) -> CallbackEvent:
     """Write the event in the caller's transaction; its delivery task is queued after that transaction commits.
@@ -142,8 +114,12 @@ def callback_enqueue(*, merchant: Merchant, type: CallbackEvent.Type, platform_o
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("callback_enqueue must run inside the transaction that changes the order")
     _check_payload(payload)
-    event = _event_insert(merchant=merchant, type=type, platform_order_no=platform_order_no,
-                          url=callback_url_for(merchant=merchant, type=type), payload=payload, now=timezone.now())
+    now = timezone.now()
+    event = CallbackEvent.objects.create(
+        merchant=merchant, type=type, platform_order_no=platform_order_no,
+        url=callback_url_for(merchant=merchant, type=type), payload=payload,
+        next_attempt_at=now, dispatched_at=now,
+    )
     transaction.on_commit(lambda: callback_dispatch(event_id=event.pk, merchant_id=merchant.pk))
     return event
 

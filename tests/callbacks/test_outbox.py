@@ -35,22 +35,6 @@ def test_enqueueing_the_same_order_and_type_twice_yields_one_event(hooked_mercha
     assert stored.pk == first.pk and stored.payload == first.payload
 
 
-def test_an_enqueued_event_is_stored_with_the_models_defaults_and_returned_as_stored(hooked_merchant, enqueue):
-    # The event's INSERT is a named query (apps/callbacks/enqueue.py, docs/performance.md helper "payin4"): what it
-    # writes is what the model's create wrote (its defaults), and the instance it returns is the stored row.
-    from django.db.models import Model
-
-    event = enqueue(hooked_merchant, no="C7")
-    stored = CallbackEvent.objects.get(platform_order_no="C7")
-    names = [field.attname for field in CallbackEvent._meta.concrete_fields]
-    assert [getattr(event, name) for name in names] == [getattr(stored, name) for name in names]
-    assert (stored.status, stored.attempts_count, stored.resend_requested, stored.last_error) == ("pending", 0, False, "")
-    assert stored.delivered_at is None and stored.locked_until is None
-    assert stored.next_attempt_at == stored.dispatched_at == stored.created_at
-    assert stored.url == hooked_merchant.collection_callback_url and stored.type == "collection.success"
-    assert isinstance(event, Model) and not event._state.adding
-
-
 def test_a_second_enqueue_rolls_back_the_transaction_that_tried_it(hooked_merchant, enqueue):
     first = enqueue(hooked_merchant, no="C1")
     with pytest.raises(IntegrityError), transaction.atomic():
