@@ -202,6 +202,17 @@ def test_the_pays_hand_written_lock_reads_every_column_of_the_order_as_the_orm_d
     assert generation == ReferenceGeneration.objects.get(pk=1).value
 
 
+def test_the_paid_write_stores_what_mark_paid_set_and_moves_updated_at(client, merchant, browser_client):
+    """The paid transition's UPDATE is a named query (docs/performance.md helper "payin4"): it stores the status,
+    paid_at and upstream reference the transition set, and updated_at as auto_now did."""
+    order = create_ok(client, merchant, amount=5000)
+    created_updated_at = order.updated_at
+    assert csrf_post(browser_client, order, "pay").status_code == 302
+    order.refresh_from_db()
+    assert (order.status, order.upstream_reference) == ("SUCCESS", f"SBX{order.platform_order_no}")
+    assert created_updated_at < order.paid_at <= order.updated_at
+
+
 def test_paid_page_without_return_url_has_no_return_link(client, merchant, browser_client):
     order = create_ok(client, merchant)
     csrf_post(browser_client, order, "pay")
