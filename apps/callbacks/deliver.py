@@ -168,6 +168,22 @@ _ATTEMPTS_FINISH = """UPDATE "callbacks_callbackattempt" AS a
  WHERE a.id = o.id"""
 
 
+# The outcomes of a batch's events (delivered, the next attempt's time, or dead; the lease cleared), one statement
+# whatever their outcomes: the rows as one jsonb parameter, the times in ISO 8601 with their offset. ORM (one UPDATE
+# per distinct outcome): 11 % of the worker once the statements above were named queries.
+_EVENTS_OUTCOME = """UPDATE callbacks_callbackevent AS e
+   SET locked_until = o.locked_until, status = o.status, delivered_at = o.delivered_at,
+       next_attempt_at = o.next_attempt_at, last_error = o.last_error
+  FROM jsonb_to_recordset(%s::jsonb)
+       AS o(id bigint, locked_until timestamptz, status text, delivered_at timestamptz, next_attempt_at timestamptz,
+            last_error text)
+ WHERE e.id = o.id"""
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
 def _query(sql: str, params: list) -> list[tuple]:
     """One named query through Django's cursor (the caller's transaction, Django's statement log and wrappers)."""
     with connection.cursor() as cursor:
@@ -324,7 +340,7 @@ def callback_attempts_record(*, outcomes: list[tuple[Claim, PostResult]], claim_
     now = timezone.now()
     claims = {claim.event_id: (claim, result) for claim, result in outcomes}
     events, merchant, generation = _record_lock(list(claims))
-    groups, freed = {}, False
+    changed, freed = [], False
     for event_id, (claim, result) in claims.items():
         event = events[event_id]
         error = storable(result.error)
@@ -341,15 +357,13 @@ def callback_attempts_record(*, outcomes: list[tuple[Claim, PostResult]], claim_
                 event_delivered(event, now)
             elif event.status != CallbackEvent.Status.DELIVERED:  # else an earlier attempt, counted lost, arrived
                 schedule_after_failure(event, number=claim.number, manual=claim.manual, error=error, failed_at=now)
-        # One UPDATE per outcome: the events of a batch mostly share theirs (all delivered, or all failed at once).
-        values = (event.locked_until, event.status, event.delivered_at, event.next_attempt_at, event.last_error)
-        groups.setdefault(values, []).append(event_id)
+        changed.append({"id": event_id, "locked_until": _iso(event.locked_until), "status": event.status,
+                        "delivered_at": _iso(event.delivered_at), "next_attempt_at": _iso(event.next_attempt_at),
+                        "last_error": event.last_error})
     _outcomes_write(outcomes=[(claim, result) for claim, result in outcomes if claim.attempt_id not in written],
                     now=now)
-    for (locked_until, status, delivered_at, next_attempt_at, last_error), ids in groups.items():
-        CallbackEvent.objects.filter(pk__in=ids).update(locked_until=locked_until, status=status,
-                                                        delivered_at=delivered_at, next_attempt_at=next_attempt_at,
-                                                        last_error=last_error)
+    if changed:
+        _query(_EVENTS_OUTCOME, [json.dumps(changed)])
     recorded = [events[event_id] for event_id in claims]
     if claim_next:
         return recorded, _claim_locked(merchant=merchant, generation=generation, now=now, limit=limit), False
