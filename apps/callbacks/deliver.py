@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from apps.callbacks.enqueue import callback_dispatch, callback_url_for, callback_wake_release
 from apps.callbacks.metrics import attempt_counted
-from apps.callbacks.models import CallbackAttempt, CallbackEvent
+from apps.callbacks.models import CallbackEvent
 from apps.callbacks.transport import PostResult, post_callback
 from apps.common import signing
 from apps.common.refcache import generation_subquery, refcache_scope
