@@ -14,6 +14,7 @@ take the worker slots other merchants' callbacks need. Claim and record both loc
 the leases are one step, and a slot freed by a record goes to the merchant's next waiting event.
 """
 
+import json
 import logging
 import os
 import re
@@ -24,14 +25,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Case, F, Func, JSONField, PositiveIntegerField, Subquery, TextField, Value, When
-from django.db.models.functions import Cast
+from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.callbacks.enqueue import callback_dispatch, callback_url_for, callback_wake_release
 from apps.callbacks.metrics import attempt_counted
-from apps.callbacks.models import CallbackAttempt, CallbackEvent
+from apps.callbacks.models import CallbackEvent
 from apps.callbacks.transport import PostResult, post_callback
 from apps.common import signing
 from apps.common.refcache import generation_subquery, refcache_scope
@@ -107,13 +106,89 @@ def callback_body_sign(*, payload: dict, now: datetime) -> tuple[dict, int]:
     return body, key.version
 
 
-def _locked_events():
-    """Events with their merchant, both locked in one statement, merchant first (the order of `of`, kept by
-    PostgreSQL): the merchant's row serialises its claims and records (the bulkhead), the event's row its attempt.
-    NO KEY UPDATE: orders and events that reference the merchant, and attempt rows that reference the event, can
-    still be inserted meanwhile (a foreign key check takes KEY SHARE). A racing worker that waited for either lock
-    gets the rows as the winner left them, and the filters are checked again on them (READ COMMITTED's recheck)."""
-    return CallbackEvent.objects.select_related("merchant").select_for_update(of=("merchant", "self"), no_key=True)
+# Named queries of a delivery (STYLE.md, "One database, one way"): the statements every batch runs, written by hand
+# because Django's building and compiling them was most of a worker's CPU (docs/performance.md, helper "cb4": one
+# worker's CPU per event 1.95 -> 1.16 ms, 7 alternated pairs). Each comment gives the share of the worker's CPU
+# (py-spy --gil of bench/callbacks_only.py) its ORM statement cost. Parameters are bound; Django's cursor runs them
+# in the service's transaction.
+
+# The merchant's due, unleased events (`first` before the others when given, then the oldest) with the count of its
+# live leases, one statement started after the merchant's lock was granted, so the count sees every lease committed
+# before. Through callback_event_by_merchant and callback_event_merchant_lease (docs/callbacks.md, "Indexes"). The
+# ORM's build and compile of it (the CASE of the order, the COUNT subquery): 9.5 % of the worker.
+_CANDIDATES = """SELECT e.id, e.type, e.payload, e.attempts_count, e.resend_requested, e.delivered_at,
+       (SELECT COUNT(*) FROM callbacks_callbackevent l WHERE l.merchant_id = %s AND l.locked_until > %s) AS leased
+  FROM callbacks_callbackevent e
+ WHERE e.merchant_id = %s AND e.status = 'pending' AND e.next_attempt_at <= %s AND e.locked_until IS NULL"""
+_CANDIDATES_OLDEST = _CANDIDATES + "\n ORDER BY e.next_attempt_at, e.id LIMIT %s"
+_CANDIDATES_FIRST = _CANDIDATES + "\n ORDER BY e.id <> %s, e.next_attempt_at, e.id LIMIT %s"
+_CANDIDATES_ONLY = _CANDIDATES + " AND e.id = %s\n ORDER BY e.next_attempt_at, e.id LIMIT %s"
+
+# The leases of a batch, with the merchant's URL for the event's type at attempt time (not the one at enqueue: a URL
+# set or fixed later is used from now on). ORM: 7.0 % of the worker.
+_LEASE = """UPDATE callbacks_callbackevent
+   SET url = CASE WHEN type = %s THEN %s ELSE %s END, attempts_count = attempts_count + 1, locked_until = %s,
+       dispatched_at = NULL, resend_requested = false
+ WHERE id = ANY(%s::bigint[])"""
+
+# The batch's attempt rows with the exact bodies, in one statement: the rows as one jsonb parameter (one json.dumps
+# of the batch). ORM's bulk_create took PostgreSQL's UNNEST path, whose jsonb array psycopg dumps in Python (a
+# regular-expression callback per quote of each body): 22 % of the worker.
+_ATTEMPTS_INSERT = """INSERT INTO callbacks_callbackattempt
+       (event_id, number, manual, started_at, finished_at, duration_ms, url, key_version, request_body,
+        http_status, response_excerpt, error, success)
+SELECT r.event_id, r.number, r.manual, %s, NULL, 0, r.url, r.key_version, r.request_body, NULL, '', '', false
+  FROM jsonb_to_recordset(%s::jsonb)
+       AS r(event_id bigint, number integer, manual boolean, url text, key_version integer, request_body jsonb)
+RETURNING event_id, id"""
+
+# The record's lock: the batch's events with their merchant, both locked in one statement, merchant first (the order
+# of OF), the events in the order Django's select_for_update() took them (the model's ordering), with the reference
+# generation read for the platform key of the next batch. NO KEY UPDATE: orders and events that reference the
+# merchant, and attempt rows that reference the event, can still be inserted meanwhile (a foreign key check takes KEY
+# SHARE). A racing worker that waited for either lock gets the rows as the winner left them. ORM (select_related,
+# two models' instances, the generation subquery): 10.3 % of the worker.
+_RECORD_LOCK = """SELECT e.id, e.merchant_id, e.type, e.platform_order_no, e.status, e.attempts_count,
+       e.next_attempt_at, e.created_at, e.delivered_at, e.locked_until, e.last_error,
+       m.collection_callback_url, m.payout_callback_url,
+       (SELECT g.value FROM common_referencegeneration g WHERE g.id = 1) AS reference_generation
+  FROM callbacks_callbackevent e JOIN merchants_merchant m ON m.id = e.merchant_id
+ WHERE e.id = ANY(%s::bigint[])
+ ORDER BY e.id DESC
+   FOR NO KEY UPDATE OF m, e"""
+_RECORD_LOCK_EVENT_FIELDS = ["id", "merchant_id", "type", "platform_order_no", "status", "attempts_count",
+                             "next_attempt_at", "created_at", "delivered_at", "locked_until", "last_error"]
+
+# The outcomes of a batch's attempts, one statement whatever their outcomes and durations: the rows as one jsonb
+# parameter. ORM (one UPDATE per distinct outcome, the durations through a jsonb expression): 8.2 % of the worker.
+_ATTEMPTS_FINISH = """UPDATE "callbacks_callbackattempt" AS a
+   SET finished_at = %s, http_status = o.http_status, response_excerpt = o.response_excerpt, error = o.error,
+       success = o.success, duration_ms = o.duration_ms
+  FROM jsonb_to_recordset(%s::jsonb)
+       AS o(id bigint, http_status integer, response_excerpt text, error text, success boolean, duration_ms integer)
+ WHERE a.id = o.id"""
+
+# The outcomes of a batch's events (delivered, the next attempt's time, or dead; the lease cleared), one statement
+# whatever their outcomes: the rows as one jsonb parameter, the times in ISO 8601 with their offset. ORM (one UPDATE
+# per distinct outcome): 11 % of the worker once the statements above were named queries.
+_EVENTS_OUTCOME = """UPDATE callbacks_callbackevent AS e
+   SET locked_until = o.locked_until, status = o.status, delivered_at = o.delivered_at,
+       next_attempt_at = o.next_attempt_at, last_error = o.last_error
+  FROM jsonb_to_recordset(%s::jsonb)
+       AS o(id bigint, locked_until timestamptz, status text, delivered_at timestamptz, next_attempt_at timestamptz,
+            last_error text)
+ WHERE e.id = o.id"""
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _query(sql: str, params: list) -> list[tuple]:
+    """One named query through Django's cursor (the caller's transaction, Django's statement log and wrappers)."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall() if cursor.description else []
 
 
 def _claimable(now: datetime) -> dict:
@@ -129,16 +204,14 @@ def _claim_locked(*, merchant: Merchant, generation: int, now: datetime, first: 
     refused a slot, it waits for one (`dispatched_at` unset: the record that frees a slot, or the sweeper, queues
     it)."""
     cap = settings.CALLBACK_MAX_IN_FLIGHT_PER_MERCHANT
-    leases = (CallbackEvent.objects.filter(merchant_id=merchant.pk, locked_until__gt=now).order_by()
-              .annotate(n=Func(F("pk"), function="COUNT")).values("n"))
-    candidates = CallbackEvent.objects.filter(merchant_id=merchant.pk, **_claimable(now))
-    if only:
-        candidates = candidates.filter(pk=first)
-    order = ("next_attempt_at", "pk") if first is None or only else (
-        Case(When(pk=first, then=Value(0)), default=Value(1)), "next_attempt_at", "pk")
-    rows = list(candidates.annotate(leased=Subquery(leases)).order_by(*order)
-                .values_list("pk", "type", "payload", "attempts_count", "resend_requested", "delivered_at", "leased")
-                [:min(cap, limit or cap)])
+    params = [merchant.pk, now, merchant.pk, now]
+    if first is None:
+        sql = _CANDIDATES_OLDEST
+    elif only:
+        sql, params = _CANDIDATES_ONLY, [*params, first]
+    else:
+        sql, params = _CANDIDATES_FIRST, [*params, first]
+    rows = _query(sql, [*params, min(cap, limit or cap)])
     if not rows:
         return []
     taken = rows[:max(0, cap - (rows[0][6] or 0))]
@@ -147,22 +220,19 @@ def _claim_locked(*, merchant: Merchant, generation: int, now: datetime, first: 
             # Waiting: the next record of this merchant, or the sweeper, queues it.
             CallbackEvent.objects.filter(pk=first).update(dispatched_at=None)
         return []
-    urls = {t: callback_url_for(merchant=merchant, type=t) for t in {row[1] for row in taken}}
-    # The merchant's URL at attempt time, not the one at enqueue: a URL set or fixed later is used from now on.
-    url = Value(next(iter(urls.values()))) if len(urls) == 1 else Case(
-        *[When(type=t, then=Value(u)) for t, u in urls.items()])
-    CallbackEvent.objects.filter(pk__in=[row[0] for row in taken]).update(
-        url=url, attempts_count=F("attempts_count") + 1, locked_until=now + timedelta(seconds=lease_seconds()),
-        dispatched_at=None, resend_requested=False)
+    _query(_LEASE, [CallbackEvent.Type.COLLECTION_SUCCESS.value, merchant.collection_callback_url,
+                    merchant.payout_callback_url, now + timedelta(seconds=lease_seconds()),
+                    [row[0] for row in taken]])
     attempts = []
     with refcache_scope(generation=generation):
         for pk, type_, payload, count, manual, _, _ in taken:
-            body, key_version = callback_body_sign(payload=payload, now=now)
-            attempts.append(CallbackAttempt(event_id=pk, number=count + 1, manual=manual, started_at=now,
-                                            url=urls[type_], key_version=key_version, request_body=body))
-    CallbackAttempt.objects.bulk_create(attempts)
-    return [Claim(attempt.event_id, attempt.pk, attempt.number, merchant.pk, attempt.url, attempt.request_body,
-                  attempt.manual, row[5] is not None) for attempt, row in zip(attempts, taken, strict=True)]
+            body, key_version = callback_body_sign(payload=json.loads(payload), now=now)
+            attempts.append({"event_id": pk, "number": count + 1, "manual": manual,
+                             "url": callback_url_for(merchant=merchant, type=type_), "key_version": key_version,
+                             "request_body": body})
+    attempt_ids = dict(_query(_ATTEMPTS_INSERT, [now, json.dumps(attempts)]))
+    return [Claim(a["event_id"], attempt_ids[a["event_id"]], a["number"], merchant.pk, a["url"], a["request_body"],
+                  a["manual"], row[5] is not None) for a, row in zip(attempts, taken, strict=True)]
 
 
 def _claim_of_merchant(*, merchant_id: int, now: datetime, first: int | None = None, only: bool = False,
@@ -224,29 +294,12 @@ def callback_attempts_finish(*, outcomes: list[tuple[Claim, PostResult]]) -> Non
 
 
 def _outcomes_write(*, outcomes: list[tuple[Claim, PostResult]], now: datetime) -> None:
-    # One UPDATE per distinct outcome but the duration (a fast endpoint answers a batch alike), the durations of a
-    # group in one jsonb parameter, each row taking its own by its id: four attempts answered `success` in 3, 4, 5
-    # and 6 ms cost 0.81 ms of CPU this way against 1.44 with a CASE of one WHEN per row, whose WHENs Django builds
-    # and compiles one by one, and 4.0 for four UPDATEs (docs/performance.md, helpers "cb2" and "cb3").
-    groups = {}
-    for claim, result in outcomes:
-        outcome = (now, result.http_status, storable(result.reply), storable(result.error), result.success)
-        groups.setdefault(outcome, {})[claim.attempt_id] = result.duration_ms
-    for outcome, durations in groups.items():
-        duration = next(iter(durations.values())) if len(set(durations.values())) == 1 else _by_id(durations)
-        CallbackAttempt.objects.filter(pk__in=list(durations)).update(
-            duration_ms=duration, **dict(zip(_ATTEMPT_OUTCOME, outcome, strict=True)))
-
-
-_ATTEMPT_OUTCOME = ["finished_at", "http_status", "response_excerpt", "error", "success"]
-
-
-def _by_id(values: dict[int, int]) -> Cast:
-    """The row's own value of `values` (by primary key) as one expression: `values` as a jsonb parameter, the row's
-    entry read by its id (`jsonb_extract_path_text`), an integer again."""
-    return Cast(Func(Value({str(pk): value for pk, value in values.items()}, output_field=JSONField()),
-                     Cast(F("pk"), TextField()), function="jsonb_extract_path_text", output_field=TextField()),
-                PositiveIntegerField())
+    if not outcomes:
+        return
+    _query(_ATTEMPTS_FINISH, [now, json.dumps([
+        {"id": claim.attempt_id, "http_status": result.http_status, "response_excerpt": storable(result.reply),
+         "error": storable(result.error), "success": result.success, "duration_ms": result.duration_ms}
+        for claim, result in outcomes])])
 
 
 def callback_attempt_record(*, claim: Claim, result: PostResult) -> CallbackEvent:
@@ -254,6 +307,22 @@ def callback_attempt_record(*, claim: Claim, result: PostResult) -> CallbackEven
     now (the end of this one), or dead; then hand the freed bulkhead slot to the merchant's next waiting event."""
     recorded, _, _ = callback_attempts_record(outcomes=[(claim, result)])
     return recorded[0]
+
+
+def _record_lock(event_ids: list[int]) -> tuple[dict[int, CallbackEvent], Merchant, int]:
+    """The events of one merchant's batch and the merchant, locked (_RECORD_LOCK), as model instances (the fields
+    the record reads; the others are deferred), with the reference generation."""
+    alias = connection.alias
+    events, merchant, generation = {}, None, None
+    for row in _query(_RECORD_LOCK, [event_ids]):
+        event = CallbackEvent.from_db(alias, _RECORD_LOCK_EVENT_FIELDS, row[:11])
+        if merchant is None:
+            merchant = Merchant.from_db(alias, ["id", "collection_callback_url", "payout_callback_url"],
+                                        (row[1], row[11], row[12]))
+            generation = row[13]
+        event.merchant = merchant
+        events[event.pk] = event
+    return events, merchant, generation
 
 
 @transaction.atomic(durable=True)
@@ -270,9 +339,8 @@ def callback_attempts_record(*, outcomes: list[tuple[Claim, PostResult]], claim_
     whether a task was queued."""
     now = timezone.now()
     claims = {claim.event_id: (claim, result) for claim, result in outcomes}
-    events = {event.pk: event for event in _locked_events().annotate(reference_generation=generation_subquery())
-              .filter(pk__in=list(claims))}
-    groups, freed = {}, False
+    events, merchant, generation = _record_lock(list(claims))
+    changed, freed = [], False
     for event_id, (claim, result) in claims.items():
         event = events[event_id]
         error = storable(result.error)
@@ -289,20 +357,16 @@ def callback_attempts_record(*, outcomes: list[tuple[Claim, PostResult]], claim_
                 event_delivered(event, now)
             elif event.status != CallbackEvent.Status.DELIVERED:  # else an earlier attempt, counted lost, arrived
                 schedule_after_failure(event, number=claim.number, manual=claim.manual, error=error, failed_at=now)
-        # One UPDATE per outcome: the events of a batch mostly share theirs (all delivered, or all failed at once).
-        values = (event.locked_until, event.status, event.delivered_at, event.next_attempt_at, event.last_error)
-        groups.setdefault(values, []).append(event_id)
+        changed.append({"id": event_id, "locked_until": _iso(event.locked_until), "status": event.status,
+                        "delivered_at": _iso(event.delivered_at), "next_attempt_at": _iso(event.next_attempt_at),
+                        "last_error": event.last_error})
     _outcomes_write(outcomes=[(claim, result) for claim, result in outcomes if claim.attempt_id not in written],
                     now=now)
-    for (locked_until, status, delivered_at, next_attempt_at, last_error), ids in groups.items():
-        CallbackEvent.objects.filter(pk__in=ids).update(locked_until=locked_until, status=status,
-                                                        delivered_at=delivered_at, next_attempt_at=next_attempt_at,
-                                                        last_error=last_error)
+    if changed:
+        _query(_EVENTS_OUTCOME, [json.dumps(changed)])
     recorded = [events[event_id] for event_id in claims]
-    merchant = recorded[0].merchant
     if claim_next:
-        return recorded, _claim_locked(merchant=merchant, generation=recorded[0].reference_generation, now=now,
-                                       limit=limit), False
+        return recorded, _claim_locked(merchant=merchant, generation=generation, now=now, limit=limit), False
     handed_off = freed and _hand_off_slot(merchant_id=merchant.pk, now=now, waiting_only=waiting_only)
     return recorded, [], handed_off
 

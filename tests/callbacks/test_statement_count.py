@@ -65,9 +65,9 @@ def test_a_batch_of_four_due_events_of_one_merchant_runs_a_fixed_number_of_state
         CallbackEvent.Status.DELIVERED}
     assert len(callback_receiver.requests) == 4 and dispatched == []
     statements = [q["sql"] for q in queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
-    # The attempts' outcomes: one UPDATE per distinct outcome, the duration included (1 to 4 here).
+    # The attempts' outcomes: one UPDATE for the batch (it ended within deliver.TOGETHER_SECONDS here).
     outcomes = [sql for sql in statements if sql.startswith('UPDATE "callbacks_callbackattempt"')]
-    assert 1 <= len(outcomes) <= 4
+    assert len(outcomes) == 1
     assert len(statements) - len(outcomes) == STATEMENTS_BATCH_OF_FOUR, "\n".join(sql[:160] for sql in statements)
 
 
@@ -89,3 +89,38 @@ def test_a_batch_answered_alike_in_distinct_times_keeps_each_attempts_own_durati
         (True, 200)}
     outcomes = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "callbacks_callbackattempt"')]
     assert len(outcomes) == 1
+
+
+def test_a_batch_answered_differently_records_each_attempt_and_event_its_own_outcome_in_one_update_each(
+        hooked_merchant, enqueue, clock):
+    """A batch whose attempts ended in four different ways: one UPDATE of the attempts and one of the events
+    (docs/performance.md, "cb4"), each row with its own outcome: delivered, or the next attempt 15 s after this one
+    with its own error; every lease cleared."""
+    events = [enqueue(hooked_merchant, no=f"C-mixed-{n}") for n in range(4)]
+    claims = callback_attempts_claim(event_id=events[0].pk)
+    assert len(claims) == 4
+    results = [PostResult(200, "success", "", 5), PostResult(500, "oops \u00e9", "HTTP 500", 70),
+               PostResult(None, "", "connection failed: connection refused", 900),
+               PostResult(200, 'say "ok"', "reply is not 'success'", 12)]
+
+    with CaptureQueriesContext(connection) as queries:
+        callback_attempts_record(outcomes=list(zip(claims, results, strict=True)))
+
+    attempts = {a.event_id: a for a in CallbackAttempt.objects.filter(pk__in=[c.attempt_id for c in claims])}
+    for claim, result in zip(claims, results, strict=True):
+        attempt = attempts[claim.event_id]
+        assert (attempt.http_status, attempt.response_excerpt, attempt.error, attempt.success,
+                attempt.duration_ms, attempt.finished_at) == (result.http_status, result.reply, result.error,
+                                                              result.success, result.duration_ms, clock.now)
+        event = CallbackEvent.objects.get(pk=claim.event_id)
+        assert event.locked_until is None and event.attempts_count == 1
+        if result.success:
+            assert (event.status, event.delivered_at, event.next_attempt_at, event.last_error) == (
+                CallbackEvent.Status.DELIVERED, clock.now, None, "")
+        else:
+            assert (event.status, event.delivered_at, event.next_attempt_at, event.last_error) == (
+                CallbackEvent.Status.PENDING, None, clock.now + timedelta(seconds=15), result.error)
+    sqls = [q["sql"] for q in queries]
+    assert len([sql for sql in sqls if sql.startswith('UPDATE "callbacks_callbackattempt"')]) == 1
+    assert len([sql for sql in sqls if sql.lstrip().upper().startswith("UPDATE")
+                and CallbackEvent._meta.db_table in sql]) == 1

@@ -8,7 +8,7 @@ import pytest
 
 from apps.callbacks import deliver
 from apps.callbacks.deliver import callback_attempt_claim, callback_attempt_record, callback_deliver, lease_seconds
-from apps.callbacks.models import CallbackEvent
+from apps.callbacks.models import CallbackAttempt, CallbackEvent
 from apps.callbacks.sweep import LOST_ERROR, callbacks_sweep
 from apps.callbacks.transport import post_callback
 from tests.support.receiver import Reply
@@ -146,7 +146,7 @@ def test_a_worker_lost_before_its_batch_is_recorded_keeps_the_outcomes_of_the_at
     with pytest.raises(RuntimeError):
         callback_deliver(event_id=events[0].pk)
     answered_at = clock.now
-    attempts = {a.event_id: a for a in deliver.CallbackAttempt.objects.filter(event__in=events)}
+    attempts = {a.event_id: a for a in CallbackAttempt.objects.filter(event__in=events)}
     assert sorted((a.http_status or 0, a.finished_at is not None) for a in attempts.values()) == [
         (0, False), (200, True), (500, True)]
 
