@@ -33,7 +33,7 @@ from apps.callbacks.metrics import attempt_counted
 from apps.callbacks.models import CallbackEvent
 from apps.callbacks.transport import PostResult, post_callback
 from apps.common import signing
-from apps.common.refcache import generation_subquery, refcache_scope
+from apps.common.refcache import GENERATION_SELECT, generation_subquery, refcache_scope
 from apps.merchants.models import Merchant
 from apps.merchants.selectors import platform_key_current, platform_private_key
 
@@ -148,10 +148,10 @@ RETURNING event_id, id"""
 # merchant, and attempt rows that reference the event, can still be inserted meanwhile (a foreign key check takes KEY
 # SHARE). A racing worker that waited for either lock gets the rows as the winner left them. ORM (select_related,
 # two models' instances, the generation subquery): 10.3 % of the worker.
-_RECORD_LOCK = """SELECT e.id, e.merchant_id, e.type, e.platform_order_no, e.status, e.attempts_count,
+_RECORD_LOCK = f"""SELECT e.id, e.merchant_id, e.type, e.platform_order_no, e.status, e.attempts_count,
        e.next_attempt_at, e.created_at, e.delivered_at, e.locked_until, e.last_error,
        m.collection_callback_url, m.payout_callback_url,
-       (SELECT g.value FROM common_referencegeneration g WHERE g.id = 1) AS reference_generation
+       ({GENERATION_SELECT}) AS reference_generation
   FROM callbacks_callbackevent e JOIN merchants_merchant m ON m.id = e.merchant_id
  WHERE e.id = ANY(%s::bigint[])
  ORDER BY e.id DESC

@@ -32,7 +32,7 @@ from apps.common.connection_check import first_transaction_checks_connection
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.models import Heartbeat
 from apps.common.orders import order_by_key, order_create_or_replay, replay_or_conflict
-from apps.common.refcache import refcache_scope
+from apps.common.refcache import GENERATION_SELECT, refcache_scope
 from apps.common.retry import retry_conflicts
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
@@ -187,12 +187,12 @@ def _order_locked(**unique_key) -> CollectionOrder | None:
 # clone, filter, compile and row conversion cost 0.51-0.54 ms of CPU against 0.11-0.12 ms by hand (loaded host), about
 # 8 % of the Pay's CPU, app and PostgreSQL (docs/performance.md, helper "payin4"). The columns are CollectionOrder's
 # concrete fields in their order (tests/collection/test_pay_page.py checks it), then the reference generation as
-# refcache's generation_subquery reads it. The key matches one row (collection_pay_token_unique): no ORDER BY.
+# refcache reads it (GENERATION_SELECT). The key matches one row (collection_pay_token_unique): no ORDER BY.
 _PAY_LOCK_BY_TOKEN = (
     "SELECT id, merchant_id, platform_order_no, mch_order_no, product_id, settlement, channel_id, route_reason, "
     "currency_id, amount, fee, subject, return_url, attach, expire_seconds, status, expire_at, paid_at, settled_at, "
     "pay_token, upstream_reference, created_at, updated_at, "
-    "(SELECT value FROM common_referencegeneration WHERE id = 1 LIMIT 1) "
+    f"({GENERATION_SELECT}) "
     "FROM \"collection_collectionorder\" WHERE pay_token = %s LIMIT 1 FOR UPDATE OF \"collection_collectionorder\"")
 _PAY_LOCK_FIELDS = ("id", "merchant_id", "platform_order_no", "mch_order_no", "product_id", "settlement",
                     "channel_id", "route_reason", "currency_id", "amount", "fee", "subject", "return_url", "attach",

@@ -36,14 +36,14 @@ _local = threading.local()  # .generation (inside a request) and .entries (this 
 # `ReferenceGeneration.objects.filter(pk=1).values_list("value", flat=True)[:1]` costs 83 us of CPU per read against
 # 27 us for this one (the ORM's clone, compile and result iteration), and every signed request and each lookup outside
 # a request pays it: about -55 us, 3.5 % of pay/create's app CPU (docs/performance.md, helper "pcreate4"). The row
-# always exists (the migration inserts it).
-GENERATION_SELECT = "SELECT value FROM common_referencegeneration WHERE id = %s"
-_GENERATION_ROW_ID = 1
+# always exists (the migration inserts it). A named query that reads the generation in a statement of its own writes
+# `(GENERATION_SELECT)` as a scalar subquery (the hosted Pay's lock, a callback batch's record): one text, here.
+GENERATION_SELECT = "SELECT value FROM common_referencegeneration WHERE id = 1"
 
 
 def _generation_select() -> int:
     with connection.cursor() as cursor:
-        cursor.execute(GENERATION_SELECT, [_GENERATION_ROW_ID])
+        cursor.execute(GENERATION_SELECT)
         row = cursor.fetchone()
     if row is None:
         raise ReferenceGeneration.DoesNotExist("the reference generation row is missing")
