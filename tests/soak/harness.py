@@ -27,8 +27,8 @@ interleaving is not):
 Everything runs on 127.0.0.1; every loop is bounded in count and time; every process started is ended at exit
 (also on SIGTERM / Ctrl-C).
 
-A deployment is sandbox or live, never both (docs/channels.md), so each runs in a child process of its own, one
-after the other, on its own database and redis-server: the sandbox (hosted page's Pay button, the sandbox bank)
+A deployment is sandbox or live, never both (docs/channels.md), so each runs in a child process of its own, side
+by side (`--in-turn`: one after the other), on its own database and redis-server: the sandbox (hosted page's Pay button, the sandbox bank)
 and live (Xendit, played by tests/soak/upstream.py on the emulator: invoices paid, disbursements settled, webhooks
 duplicated, late, out of order and lost). The load time is shared 2:1.
 """
