@@ -11,7 +11,7 @@ flush, if those tables still hold exactly those rows (the test did not add a rol
 every other table is emptied and `post_migrate` is not sent: the database is left as the full flush would leave it,
 the kept rows being the ones its `post_migrate` wrote last time. Otherwise the full flush runs, as Django's.
 
-Emptied by DELETE, not TRUNCATE (`_empty`): a TRUNCATE of the ~66 tables gives each table and each of its ~270
+Emptied by DELETE, not TRUNCATE (`empty`): a TRUNCATE of the ~66 tables gives each table and each of its ~270
 indexes a new file and invalidates every session's cache of them: 1.0-3.5 s of wall time and 0.11-0.54 s of
 PostgreSQL CPU per flush on the loaded 2-core host, against 0.003-0.03 s and ~0 for deleting the few rows a test
 leaves (docs/performance.md, helper "suite4"). The tables are locked first as TRUNCATE locks them (ACCESS EXCLUSIVE,
@@ -60,8 +60,28 @@ def _superuser(connection) -> bool:
         return cursor.fetchone()[0]
 
 
-def _empty(connection, tables) -> None:
-    """Every row of `tables` deleted, as their TRUNCATE would leave them (see the module's docstring)."""
+def superuser(connection) -> bool:
+    """Whether `empty` can turn triggers off on this connection (`session_replication_role` needs a superuser)."""
+    return _superuser(connection)
+
+
+def referencing(connection, tables) -> list[str]:
+    """`tables` and every table that references one of them by a foreign key, transitively: what `TRUNCATE tables
+    CASCADE` empties."""
+    with connection.cursor() as cursor:
+        cursor.execute("""
+            WITH RECURSIVE closure(rel) AS (
+                SELECT oid FROM pg_class WHERE relname = ANY(%s) AND relkind IN ('r', 'p')
+                    AND relnamespace = 'public'::regnamespace
+                UNION SELECT con.conrelid FROM pg_constraint con JOIN closure ON con.confrelid = closure.rel
+                    WHERE con.contype = 'f')
+            SELECT relname FROM closure JOIN pg_class ON pg_class.oid = closure.rel ORDER BY relname""", [list(tables)])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def empty(connection, tables) -> None:
+    """Every row of `tables` deleted, as their TRUNCATE would leave them (see the module's docstring); a superuser
+    connection only (`superuser`)."""
     quote = connection.ops.quote_name
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         cursor.execute(f"LOCK TABLE {', '.join(quote(table) for table in tables)} IN ACCESS EXCLUSIVE MODE")
@@ -82,7 +102,7 @@ def flush(alias: str) -> bool:
     if kept and _digests(connection, kept) == kept:
         emptied = [table for table in tables if table not in kept]
         if _superuser(connection):
-            _empty(connection, emptied)
+            empty(connection, emptied)
         else:
             connection.ops.execute_sql_flush(connection.ops.sql_flush(
                 no_style(), emptied, reset_sequences=False, allow_cascade=False))
