@@ -27,8 +27,8 @@ interleaving is not):
 Everything runs on 127.0.0.1; every loop is bounded in count and time; every process started is ended at exit
 (also on SIGTERM / Ctrl-C).
 
-A deployment is sandbox or live, never both (docs/channels.md), so each runs in a child process of its own, one
-after the other, on its own database and redis-server: the sandbox (hosted page's Pay button, the sandbox bank)
+A deployment is sandbox or live, never both (docs/channels.md), so each runs in a child process of its own, side
+by side (`--in-turn`: one after the other), on its own database and redis-server: the sandbox (hosted page's Pay button, the sandbox bank)
 and live (Xendit, played by tests/soak/upstream.py on the emulator: invoices paid, disbursements settled, webhooks
 duplicated, late, out of order and lost). The load time is shared 2:1.
 """
@@ -86,6 +86,7 @@ class Options:
     template: str | None
     logdir: Path | None
     deployments: str
+    in_turn: bool
     deployment: str | None
 
 
@@ -113,7 +114,9 @@ def parse_args(argv: list[str] | None = None) -> Options:
                              "make test's soak copies the suite's migrated template")
     parser.add_argument("--logdir", type=Path, default=None, help="keep the processes' logs here")
     parser.add_argument("--deployments", default=env("SOAK_DEPLOYMENTS") or "sandbox,live",
-                        help="run one after the other; the load time is shared: sandbox 2/3, live 1/3")
+                        help="run side by side; the load time is shared: sandbox 2/3, live 1/3")
+    parser.add_argument("--in-turn", action="store_true", default=bool(env("SOAK_IN_TURN")),
+                        help="run the deployments one after the other instead of side by side")
     parser.add_argument("--deployment", choices=DEPLOYMENTS, default=None, help=argparse.SUPPRESS)  # a child's
     args = parser.parse_args(argv)
     if args.seed is None:
@@ -1014,27 +1017,51 @@ def main(argv: list[str] | None = None) -> int:
 
 def orchestrate(opts: Options, argv: list[str]) -> dict:
     """Each deployment in a child process of its own (Django is set up once per process, for one database and one
-    PLATFORM_ENVIRONMENT), one after the other; their JSON objects combined into one."""
+    PLATFORM_ENVIRONMENT), side by side (each on its own database, redis-server, ports and log directory; its own
+    share of the load time); their JSON objects combined into one. `--in-turn`: one after the other."""
     wanted = [d for d in DEPLOYMENTS if d in opts.deployments.split(",")]
-    print(f"soak: seed {opts.seed}, {opts.seconds:g} s of load over {', '.join(wanted)}", file=sys.stderr,
-          flush=True)
+    print(f"soak: seed {opts.seed}, {opts.seconds:g} s of load over {', '.join(wanted)}"
+          f" ({'one after the other' if opts.in_turn else 'side by side'})", file=sys.stderr, flush=True)
     logdir = opts.logdir or Path(tempfile.mkdtemp(prefix="soak-"))
     result: dict = {"seed": opts.seed, "seconds": opts.seconds, "deployments": {}}
-    for deployment in wanted:
+    outputs: dict[str, str] = {}
+    children: dict[str, subprocess.Popen] = {}
+
+    def start(deployment: str) -> subprocess.Popen:
         seconds = opts.seconds * SHARE[deployment] / sum(SHARE[d] for d in wanted)
         child = subprocess.Popen([sys.executable, "-m", "tests.soak.harness", *argv, "--deployment", deployment,
                                   "--seconds", f"{seconds:.1f}", "--seed", str(opts.seed),
                                   "--logdir", str(logdir / deployment)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        children[deployment] = child
+        return child
+
+    def collect(deployment: str, child: subprocess.Popen) -> None:
+        outputs[deployment], _ = child.communicate()
+
+    try:
+        if opts.in_turn:
+            for deployment in wanted:
+                collect(deployment, start(deployment))
+        else:
+            readers = [threading.Thread(target=collect, args=(deployment, start(deployment)), daemon=True)
+                       for deployment in wanted]
+            for reader in readers:
+                reader.start()
+            for reader in readers:
+                while reader.is_alive():  # join in steps: a SIGTERM (KeyboardInterrupt) is taken between them
+                    reader.join(timeout=1)
+    finally:
+        running = [child for child in children.values() if child.poll() is None]
+        for child in running:  # we were interrupted: each child ends what it started
+            child.terminate()
+        for child in running:
+            child.wait(timeout=120)
+    for deployment in wanted:
         try:
-            out, _ = child.communicate()
-        finally:
-            if child.poll() is None:  # we were interrupted: the child ends what it started
-                child.terminate()
-                child.wait(timeout=120)
-        try:
-            result["deployments"][deployment] = json.loads(out)
+            result["deployments"][deployment] = json.loads(outputs.get(deployment) or "")
         except ValueError:
-            result["deployments"][deployment] = {"ok": False, "error": f"no JSON (exit {child.returncode})"}
+            code = children[deployment].returncode if deployment in children else None
+            result["deployments"][deployment] = {"ok": False, "error": f"no JSON (exit {code})"}
     result["ok"] = bool(wanted) and all(d.get("ok") for d in result["deployments"].values())
     result["failed_checks"] = [f"{name}.{check}" for name, d in result["deployments"].items()
                                for check, c in d.get("checks", {}).items() if not c["ok"]]

@@ -8,15 +8,23 @@ table) and then sends `post_migrate`, which writes back the content types, the ~
 
 Here, after a full flush the tables `post_migrate` filled are remembered with a digest of their rows. At the next
 flush, if those tables still hold exactly those rows (the test did not add a role, a permission or a content type),
-every other table is truncated (the same TRUNCATE, without them) and `post_migrate` is not sent: the database is left
-as the full flush would leave it, the kept rows being the ones its `post_migrate` wrote last time. Otherwise the full
-flush runs, as Django's. The reference generation row is not kept: the reference tables' TRUNCATE triggers write it
-back as in a full flush (apps/common/refcache.py).
+every other table is emptied and `post_migrate` is not sent: the database is left as the full flush would leave it,
+the kept rows being the ones its `post_migrate` wrote last time. Otherwise the full flush runs, as Django's.
+
+Emptied by DELETE, not TRUNCATE (`empty`): a TRUNCATE of the ~66 tables gives each table and each of its ~270
+indexes a new file and invalidates every session's cache of them: 1.0-3.5 s of wall time and 0.11-0.54 s of
+PostgreSQL CPU per flush on the loaded 2-core host, against 0.003-0.03 s and ~0 for deleting the few rows a test
+leaves (docs/performance.md, helper "suite4"). The tables are locked first as TRUNCATE locks them (ACCESS EXCLUSIVE,
+so a write still in flight from another session ends before, and is emptied too); the rows go with the triggers and
+foreign-key checks off for the transaction (`session_replication_role = replica`: every table in the set is emptied,
+and the settings trail's and the ledger's row triggers are not what a flush is); then the reference generation moves
+once, as the reference tables' TRUNCATE triggers move it in a full flush (apps/common/refcache.py). A database role
+that is not a superuser cannot turn triggers off: the TRUNCATE then, as before.
 """
 
 from django.core.management import call_command
 from django.core.management.color import no_style
-from django.db import connections
+from django.db import connections, transaction
 from django.test import TestCase, TransactionTestCase
 
 _REWRITTEN_BY_TRIGGERS = {"common_referencegeneration"}
@@ -41,6 +49,50 @@ def _non_empty(connection, tables) -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
+# What each reference table's TRUNCATE trigger runs (apps/common/refcache.py: common_reference_generation_bump).
+_GENERATION_BUMP = ("INSERT INTO common_referencegeneration (id, value) VALUES (1, nextval('common_reference_generation_seq')) "
+                    "ON CONFLICT (id) DO UPDATE SET value = EXCLUDED.value")
+
+
+def _superuser(connection) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('is_superuser') = 'on'")
+        return cursor.fetchone()[0]
+
+
+def superuser(connection) -> bool:
+    """Whether `empty` can turn triggers off on this connection (`session_replication_role` needs a superuser)."""
+    return _superuser(connection)
+
+
+def referencing(connection, tables) -> list[str]:
+    """`tables` and every table that references one of them by a foreign key, transitively: what `TRUNCATE tables
+    CASCADE` empties."""
+    with connection.cursor() as cursor:
+        cursor.execute("""
+            WITH RECURSIVE closure(rel) AS (
+                SELECT oid FROM pg_class WHERE relname = ANY(%s) AND relkind IN ('r', 'p')
+                    AND relnamespace = 'public'::regnamespace
+                UNION SELECT con.conrelid FROM pg_constraint con JOIN closure ON con.confrelid = closure.rel
+                    WHERE con.contype = 'f')
+            SELECT relname FROM closure JOIN pg_class ON pg_class.oid = closure.rel ORDER BY relname""", [list(tables)])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def empty(connection, tables) -> None:
+    """Every row of `tables` deleted, as their TRUNCATE would leave them (see the module's docstring); a superuser
+    connection only (`superuser`)."""
+    quote = connection.ops.quote_name
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        cursor.execute(f"LOCK TABLE {', '.join(quote(table) for table in tables)} IN ACCESS EXCLUSIVE MODE")
+        with_rows = _non_empty(connection, tables)
+        if with_rows:
+            cursor.execute("SET LOCAL session_replication_role = replica")
+            cursor.execute("; ".join(f"DELETE FROM {quote(table)}" for table in with_rows))
+            cursor.execute("SET LOCAL session_replication_role = origin")
+        cursor.execute(_GENERATION_BUMP)
+
+
 def flush(alias: str) -> bool:
     """Empty the database `alias` as `manage.py flush` + `post_migrate` would; True if post_migrate's tables were
     kept (unchanged), False if the full flush ran."""
@@ -48,8 +100,12 @@ def flush(alias: str) -> bool:
     tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
     kept = _kept.get(alias)
     if kept and _digests(connection, kept) == kept:
-        connection.ops.execute_sql_flush(connection.ops.sql_flush(
-            no_style(), [table for table in tables if table not in kept], reset_sequences=False, allow_cascade=False))
+        emptied = [table for table in tables if table not in kept]
+        if _superuser(connection):
+            empty(connection, emptied)
+        else:
+            connection.ops.execute_sql_flush(connection.ops.sql_flush(
+                no_style(), emptied, reset_sequences=False, allow_cascade=False))
         return True
     call_command("flush", verbosity=0, interactive=False, database=alias, reset_sequences=False,
                  allow_cascade=False, inhibit_post_migrate=False)
