@@ -617,7 +617,8 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated endpoint names to run (reference always runs)")
     parser.add_argument("--merchants", type=int, default=20)
     parser.add_argument("--payin-merchants", type=int, default=100, help="merchants of the pay-in success rows")
-    parser.add_argument("--payin-orders", type=int, default=5000, help="orders created (and paid) per pay-in row")
+    parser.add_argument("--payin-orders", type=int, default=12000,
+                        help="orders created (and paid) per pay-in row: more than a row pays at 1,000 Pays/s")
     parser.add_argument("--bodies", type=int, default=15000)
     parser.add_argument("--callback-events", type=int, default=2000)
     parser.add_argument("--callback-backlog", type=int, default=100_000,
