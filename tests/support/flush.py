@@ -54,15 +54,11 @@ _GENERATION_BUMP = ("INSERT INTO common_referencegeneration (id, value) VALUES (
                     "ON CONFLICT (id) DO UPDATE SET value = EXCLUDED.value")
 
 
-def _superuser(connection) -> bool:
+def superuser(connection) -> bool:
+    """Whether `empty` can turn triggers off on this connection (`session_replication_role` needs a superuser)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_setting('is_superuser') = 'on'")
         return cursor.fetchone()[0]
-
-
-def superuser(connection) -> bool:
-    """Whether `empty` can turn triggers off on this connection (`session_replication_role` needs a superuser)."""
-    return _superuser(connection)
 
 
 def referencing(connection, tables) -> list[str]:
@@ -101,7 +97,7 @@ def flush(alias: str) -> bool:
     kept = _kept.get(alias)
     if kept and _digests(connection, kept) == kept:
         emptied = [table for table in tables if table not in kept]
-        if _superuser(connection):
+        if superuser(connection):
             empty(connection, emptied)
         else:
             connection.ops.execute_sql_flush(connection.ops.sql_flush(
