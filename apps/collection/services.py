@@ -30,7 +30,7 @@ from apps.collection.selectors import (
 )
 from apps.common.connection_check import first_transaction_checks_connection
 from apps.common.errors import DomainError, ErrorCode
-from apps.common.models import Heartbeat
+from apps.common.models import Heartbeat, mark_saved
 from apps.common.orders import order_by_key, order_create_or_replay, replay_or_conflict
 from apps.common.refcache import generation_subquery, refcache_scope
 from apps.common.retry import retry_conflicts
@@ -122,9 +122,7 @@ def _order_insert(order: CollectionOrder) -> CollectionOrder:
             order.return_url, order.attach, order.expire_seconds, str(order.status), order.expire_at, order.paid_at,
             order.settled_at, order.pay_token, order.upstream_reference, order.created_at, order.updated_at])
         order.pk = cursor.fetchone()[0]
-    order._state.adding = False
-    order._state.db = connection.alias
-    return order
+    return mark_saved(order, connection.alias)
 
 
 # ---------------------------------------------------------------------------------------------- upstream opening

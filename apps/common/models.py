@@ -4,6 +4,14 @@ from django.conf import settings
 from django.db import models
 
 
+def mark_saved(instance: models.Model, alias: str) -> models.Model:
+    """`instance` as a row that a named query or a database function wrote: saved (not new) in database `alias`, as
+    `save()` would leave it."""
+    instance._state.adding = False
+    instance._state.db = alias
+    return instance
+
+
 class AuditLog(models.Model):
     """Who did what to which object, with old and new values, written in the same transaction as the change."""
 

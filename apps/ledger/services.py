@@ -20,6 +20,7 @@ from django.utils import timezone
 from apps.common import audit
 from apps.common.amounts import MAX_AMOUNT, AmountOutOfBounds, signed_amount_check
 from apps.common.errors import DomainError, ErrorCode
+from apps.common.models import mark_saved
 from apps.common.refcache import refcache_get
 from apps.common.retry import retry_conflicts
 from apps.ledger.models import MERCHANT_KINDS, AccountKind, Hold, LedgerAccount, Posting, Statement
@@ -126,7 +127,7 @@ def _posting_new(*, kind: str, cause: str, currency: str, legs: list[Leg], merch
         _check_owner(leg.merchant_id, leg.kind)
     if sum(leg.amount for leg in legs) != 0:
         raise UnbalancedPosting(f"legs of {kind}:{cause} sum to {sum(leg.amount for leg in legs)}, not 0")
-    return _loaded(Posting(kind=kind, cause=cause, merchant_id=merchant_id, currency_id=currency, memo=memo,
+    return mark_saved(Posting(kind=kind, cause=cause, merchant_id=merchant_id, currency_id=currency, memo=memo,
                            created_at=timezone.now()), connection.alias)
 
 
@@ -156,13 +157,6 @@ def _post(posting: Posting, legs: list[Leg], *, hold: Hold | None = None) -> Non
         hold.placed_by_id = posting_id
 
 
-def _loaded(instance, alias: str):
-    """A model instance of a row the database function writes: saved, not new."""
-    instance._state.adding = False
-    instance._state.db = alias
-    return instance
-
-
 # --- holds: placed (available → frozen), then resolved exactly once ----------------------------------------
 
 
@@ -174,7 +168,7 @@ def hold_place(*, merchant_id: int, currency: str, amount: int, cause: str, memo
     legs = [Leg(AccountKind.AVAILABLE, -amount, merchant_id), Leg(AccountKind.FROZEN, amount, merchant_id)]
     posting = _posting_new(kind="hold.place", cause=cause, currency=currency, merchant_id=merchant_id, memo=memo,
                            legs=legs)
-    hold = _loaded(Hold(pk=hold_id, merchant_id=merchant_id, currency_id=currency, amount=amount, cause=cause,
+    hold = mark_saved(Hold(pk=hold_id, merchant_id=merchant_id, currency_id=currency, amount=amount, cause=cause,
                         status=Hold.Status.HELD, placed_by=posting, created_at=posting.created_at),
                    posting._state.db)
     _post(posting, legs, hold=hold)

@@ -17,6 +17,7 @@ from apps.callbacks.models import CallbackEvent
 from apps.callbacks.enqueue import callback_enqueue, payout_reversed_payload, payout_terminal_payload
 from apps.channels.routing import Route, order_route
 from apps.common import audit
+from apps.common.models import mark_saved
 from apps.common.orders import order_create_or_replay, replay_or_conflict
 from apps.common.retry import retry_conflicts
 from apps.common.wake import wake_mark_set, wake_marks_release
@@ -136,8 +137,7 @@ def _payout_insert_row(payout: Payout) -> None:
             connection.ops.adapt_json_value(payout.risk_reasons, None), payout.review_reason,
             payout.upstream_reference, payout.fail_reason, payout.created_at, payout.updated_at])
         payout.pk, payout.hold_id = cursor.fetchone()
-    payout._state.adding = False
-    payout._state.db = connection.alias
+    mark_saved(payout, connection.alias)
 
 
 @retry_conflicts
