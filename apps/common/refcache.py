@@ -37,7 +37,7 @@ _local = threading.local()  # .generation (inside a request) and .entries (this 
 # 27 us for this one (the ORM's clone, compile and result iteration), and every signed request and each lookup outside
 # a request pays it: about -55 us, 3.5 % of pay/create's app CPU (docs/performance.md, helper "pcreate4"). The row
 # always exists (the migration inserts it). A named query that reads the generation in a statement of its own writes
-# `(GENERATION_SELECT)` as a scalar subquery (a callback batch's record lock): one text, here.
+# `(GENERATION_SELECT)` as a scalar subquery (the hosted Pay's lock, a callback batch's record): one text, here.
 GENERATION_SELECT = "SELECT value FROM common_referencegeneration WHERE id = 1"
 
 

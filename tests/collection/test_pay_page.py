@@ -133,7 +133,7 @@ def test_pay_reads_the_order_once_under_its_row_lock(client, merchant, browser_c
         response = browser_client.post(path_of(order), {"csrfmiddlewaretoken": token, "action": "pay"})
     assert response.status_code == 302
     reads = [q["sql"] for q in queries.captured_queries
-             if q["sql"].startswith("SELECT") and '"collection_collectionorder"' in q["sql"].split(" WHERE ")[0]]
+             if q["sql"].startswith("SELECT") and 'FROM "collection_collectionorder"' in q["sql"]]
     assert len(reads) == 1 and reads[0].endswith("FOR UPDATE OF \"collection_collectionorder\""), reads
     # The credit is one call of the ledger's posting function, which locks the merchant's account and reads the
     # platform's by their unique index (docs/ledger.md); no account read of the ORM's.
@@ -178,8 +178,33 @@ def test_pay_reads_the_reference_generation_with_the_orders_lock_and_sees_a_chan
     assert len(generation_reads) == 1 and generation_reads[0].endswith('FOR UPDATE OF "collection_collectionorder"')
 
 
+def test_the_pays_hand_written_lock_reads_every_column_of_the_order_as_the_orm_does(client, merchant):
+    """The Pay's lock is a named query (apps/collection/services.py, docs/performance.md helper "payin4"): its columns
+    are CollectionOrder's concrete fields in their order, so a field added to the model fails here, and the order it
+    builds is the one the ORM reads, with the reference generation of the same statement."""
+    from django.db import transaction
+
+    from apps.collection import services
+    from apps.common.models import ReferenceGeneration
+
+    fields = tuple(field.attname for field in CollectionOrder._meta.concrete_fields)
+    columns = tuple(field.column for field in CollectionOrder._meta.concrete_fields)
+    assert services._PAY_LOCK_FIELDS == fields
+    select_list = services._PAY_LOCK_BY_TOKEN.removeprefix("SELECT ").split(", (SELECT ")[0]
+    assert tuple(select_list.split(", ")) == columns
+    order = create_ok(client, merchant, amount=5000, subject="Sub", attach="a=1")
+    with transaction.atomic():
+        locked, generation = services._order_locked_by_pay_token(order.pay_token)
+        assert services._order_locked_by_pay_token("no-such-token") == (None, None)
+    stored = CollectionOrder.objects.get(pk=order.pk)
+    assert [getattr(locked, name) for name in fields] == [getattr(stored, name) for name in fields]
+    assert not locked._state.adding and locked._state.db == "default"
+    assert generation == ReferenceGeneration.objects.get(pk=1).value
+
+
 def test_the_paid_write_stores_what_mark_paid_set_and_moves_updated_at(client, merchant, browser_client):
-    """The paid transition stores the status, paid_at and upstream reference it set, and moves updated_at."""
+    """The paid transition's UPDATE is a named query (docs/performance.md helper "payin4"): it stores the status,
+    paid_at and upstream reference the transition set, and updated_at as auto_now did."""
     order = create_ok(client, merchant, amount=5000)
     created_updated_at = order.updated_at
     assert csrf_post(browser_client, order, "pay").status_code == 302
