@@ -175,3 +175,33 @@ UserPermissionEvent = tracked_elsewhere(StaffUserPermission, *GRANTS, model_name
 GroupPermissionEvent = tracked_elsewhere(GroupPermission, *GRANTS, model_name="GroupPermissionEvent",
                                          fields=["group", "permission"], obj_field=None,
                                          verbose_name="role (group) permission")
+
+
+class AccountAct(models.Model):
+    """One person's act on another person's account that the settings trail does not already hold: an invite they
+    made and the invitee accepted, a portal role they granted, an access recovery they asked for or approved. The
+    independence rule (apps.common.independence) reads these beside the trail of users, roles and second factors.
+    Acts made from a shell on the server (the highest authority) name no person and are never recorded."""
+
+    class Act(models.TextChoices):
+        CREATED = "created", "created the account"
+        INVITED = "invited", "invited"
+        ROLE_GRANTED = "role_granted", "granted a role to"
+        PASSWORD_SET = "password_set", "set the password of"
+        SECOND_FACTOR_ADDED = "second_factor_added", "added a second factor to"
+        SECOND_FACTOR_REMOVED = "second_factor_removed", "removed the second factor of"
+        ACCESS_RESET = "access_reset", "reset the access of"
+
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    subject = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    act = models.CharField(max_length=32, choices=Act.choices)
+    at = models.DateTimeField(auto_now_add=True)
+    note = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["subject"], name="account_act_subject_idx")]
+        constraints = [models.CheckConstraint(condition=~models.Q(actor=models.F("subject")),
+                                              name="account_act_not_on_self")]
+
+    def __str__(self) -> str:
+        return f"{self.actor_id} {self.get_act_display()} {self.subject_id}"
