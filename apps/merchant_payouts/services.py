@@ -22,6 +22,7 @@ from apps.channels.routing import order_route
 from apps.channels.selectors import bank_code_active
 from apps.common import audit
 from apps.common.errors import DomainError, ErrorCode
+from apps.common.independence import independence_conflict
 from apps.common.orders import replay_or_conflict
 from apps.common.step_up import second_factor_confirm
 from apps.merchant_payouts.models import LIVE, PayoutBatch, PayoutBatchRow
@@ -134,10 +135,7 @@ def row_check(*, merchant: Merchant, line: int, values: dict, defaults: dict | N
     existing = payout_for_merchant(merchant_id=merchant.pk, mch_order_no=params["mch_order_no"])
     if existing is not None:
         try:
-            replay_or_conflict(existing, stored={
-                "product_code": existing.product.code, "amount": existing.amount, "currency": existing.currency_id,
-                "payee_name": existing.payee_name, "payee_account": existing.payee_account,
-                "bank_code": existing.bank_code, "attach": existing.attach}, request=params)
+            replay_or_conflict(existing, stored=_payout_params(existing), request=params)
         except DomainError as exc:
             return _fail(check, exc.error, exc.msg)
         check.note = (f"exists already as {existing.platform_order_no} ({existing.status}): it will not be "
@@ -152,6 +150,14 @@ def row_check(*, merchant: Merchant, line: int, values: dict, defaults: dict | N
     except DomainError as exc:
         return _fail(check, exc.error, exc.msg)
     return check
+
+
+def _payout_params(payout) -> dict:
+    """The parameters of payout/create a stored payout was made with: a row is that payout only when all are equal
+    (the API's replay rule, apps.common.orders.replay_or_conflict)."""
+    return {"product_code": payout.product.code, "amount": payout.amount, "currency": payout.currency_id,
+            "payee_name": payout.payee_name, "payee_account": payout.payee_account, "bank_code": payout.bank_code,
+            "attach": payout.attach}
 
 
 def _fail(check: RowCheck, error: ErrorCode, msg: str) -> RowCheck:
@@ -326,8 +332,27 @@ def _check_decision(actor, batch: PayoutBatch) -> None:
     if batch.status != PayoutBatch.Status.PENDING:
         raise BatchRefused(f"Batch #{batch.pk} is {batch.get_status_display().lower()} already"
                            + (f" (by {batch.decided_by.get_username()})" if batch.decided_by_id else "") + ".")
+    _checker_independent(actor, batch)
+
+
+def _checker_independent(actor, batch: PayoutBatch) -> None:
+    """The merchant's maker-checker (docs/portal.md, "Maker-checker and independence"): the approver is another
+    person than the maker, by the one independence rule: not the maker, not an account the maker controls (invited,
+    granted a role), not one that controls the maker, and not one controlled by the same third account."""
     if batch.created_by_id == actor.user.pk:
         raise BatchRefused("You asked for this batch: another owner must approve it (maker-checker).")
+    if conflict := independence_conflict(batch.created_by, actor.user):
+        raise BatchRefused(f"You cannot approve this batch: {conflict}. An owner independent of the maker must "
+                           "approve it (maker-checker).")
+
+
+def batch_checker_problem(*, actor, batch: PayoutBatch) -> str:
+    """Why this owner may not approve this batch under the maker-checker rule ("" when they may): for the page."""
+    try:
+        _checker_independent(actor, batch)
+    except BatchRefused as exc:
+        return str(exc)
+    return ""
 
 
 def payout_batch_approve(*, actor, batch_id: int, otp_code: str) -> PayoutBatch:
@@ -420,6 +445,11 @@ def _row_record(*, row_id: int, payout, error: tuple[str, str] | None) -> None:
         # other froze the money): the payout exists, and that is this row's result.
         payout = payout_for_merchant(merchant_id=row.merchant_id, mch_order_no=row.mch_order_no)
     now = timezone.now()
+    if payout is not None and (different := _differences(payout, row)):
+        # Another order holds this number (the API made it after the row was asked for): never this row's payout.
+        payout, error = None, (ErrorCode.DUPLICATE_ORDER.code, (
+            f"An order with mch_order_no {row.mch_order_no} already exists with different details "
+            f"({', '.join(different)}): this row's payout was not created."))
     if payout is not None:
         # Replayed: the order existed before the owner approved (the API, or an earlier batch), not made by this one.
         replayed = payout.created_at < row.batch.decided_at
@@ -430,6 +460,11 @@ def _row_record(*, row_id: int, payout, error: tuple[str, str] | None) -> None:
     row.finished_at = now
     row.save(update_fields=["status", "payout", "replayed", "error_code", "error_msg", "finished_at"])
     PayoutBatch.objects.filter(pk=row.batch_id).update(progress_at=now)
+
+
+def _differences(payout, row: PayoutBatchRow) -> list[str]:
+    """The fields in which a stored payout differs from the row (none: the row's own payout, created or replayed)."""
+    return sorted(name for name, value in _payout_params(payout).items() if getattr(row, name) != value)
 
 
 @transaction.atomic(durable=True)
