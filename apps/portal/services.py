@@ -100,6 +100,16 @@ def _invite_rights(*, merchant: Merchant, user) -> str:
 
 def invite_problem(invite: Invite | None) -> str:
     """Why this invite's link does not work now, in words for the person holding it ("" when it works)."""
+    if problem := _invite_gone(invite):
+        return problem
+    if invite.waiting_for_approval:
+        return ("This owner invite is waiting for a second owner of the merchant to approve it; the link works once "
+                "they have. Ask them to approve it on their Team page.")
+    return ""
+
+
+def _invite_gone(invite: Invite | None) -> str:
+    """Why this invite can never work ("" while it may): used, expired, withdrawn, or its maker lost the right."""
     if invite is None or invite.used_at or invite.expires_at <= timezone.now():
         return "This invite link is not valid any more: it was used, or it expired. Ask for a new one."
     if invite.revoked_at:
@@ -107,9 +117,6 @@ def invite_problem(invite: Invite | None) -> str:
     if invite.created_by_id is not None and _invite_rights(merchant=invite.merchant, user=invite.created_by):
         return ("This invite was withdrawn: the person who made it can no longer invite people (switched off, or "
                 "no longer an owner). Ask an owner for a new one.")
-    if invite.waiting_for_approval:
-        return ("This owner invite is waiting for a second owner of the merchant to approve it; the link works once "
-                "they have. Ask them to approve it on their Team page.")
     return ""
 
 
@@ -128,7 +135,7 @@ def invite_approval_problem(*, invite: Invite, user) -> str:
     """Why this owner may not approve this owner invite ("" when they may): everything checked before the code."""
     if not invite.waiting_for_approval:
         return "This invite is not waiting for an approval."
-    if problem := invite_problem(invite):
+    if problem := _invite_gone(invite):
         return problem
     if problem := _invite_rights(merchant=invite.merchant, user=user):
         return f"You cannot approve invites: {problem}."
