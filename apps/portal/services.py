@@ -125,12 +125,6 @@ def invite_of_link(token: str) -> Invite | None:
     return Invite.objects.select_related("merchant", "created_by").filter(token_hash=token_hash(token)).first()
 
 
-def invite_open(token: str) -> Invite | None:
-    """The invite of this link if it can be used now, else None."""
-    invite = invite_of_link(token)
-    return invite if invite is not None and not invite_problem(invite) else None
-
-
 def invite_approval_problem(*, invite: Invite, user) -> str:
     """Why this owner may not approve this owner invite ("" when they may): everything checked before the code."""
     if not invite.waiting_for_approval:

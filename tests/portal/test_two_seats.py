@@ -228,6 +228,23 @@ def test_an_owner_invite_link_works_only_after_an_independent_owner_approves_it(
     assert MerchantUser.objects.get(user__username="new.owner@example.com").role == "owner"
 
 
+def test_another_merchants_owner_cannot_approve_an_owner_invite_or_request(merchant, other_merchant):
+    olivia, ben, fina = people(merchant, ("olivia", "owner"), ("ben", "owner"), ("fina", "finance"))
+    (outsider,) = people(other_merchant, ("olga", "owner"))
+    maker = signed_in(olivia.username)
+    invite_on_team_page(maker, "new.owner@example.com", "owner")
+    maker.post("/portal/team/", {"action": "member", "member": fina.merchant_user.pk, "role": "owner"})
+    theirs = signed_in(outsider.username)
+    for action, field, pk in (("approve-invite", "invite", Invite.objects.get().pk),
+                              ("approve-owner", "member", fina.merchant_user.pk)):
+        response = theirs.post("/portal/team/", {"action": action, field: pk, "code": code_of(outsider.username)},
+                               follow=True)
+        assert "not found" in messages_of(response) and device_unspent(outsider.username)
+    assert Invite.objects.get().approved_at is None
+    assert MerchantUser.objects.get(user=fina).role == "finance"
+    assert not AuditLog.objects.filter(action__in=["portal.invite_approve", "portal.member_owner_approve"]).exists()
+
+
 def test_an_owner_the_maker_controls_cannot_approve_the_makers_owner_invite(merchant):
     olivia, ben = people(merchant, ("olivia", "owner"), ("ben", "owner"))
     maker = signed_in(olivia.username)
