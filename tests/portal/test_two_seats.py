@@ -380,3 +380,27 @@ def test_a_row_whose_same_payout_exists_is_recorded_as_that_payout(client, merch
     row = PayoutBatchRow.objects.get(batch=batch)
     assert (row.status, row.payout_id, row.replayed) == ("CREATED", ours.pk, True)
     assert Payout.objects.count() == 1 and ours.amount + PHP_FEE == 1_000 + PHP_FEE
+
+
+# --- races ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_owners_approving_one_owner_invite_at_once_approve_it_once(bootstrapped, rsa_keys):
+    from apps.portal import services
+    from tests.conftest import make_merchant
+    from tests.helpers import at_once
+
+    ctx = make_merchant(rsa_keys[0])
+    olivia, ben, carla = people(ctx, ("olivia", "owner"), ("ben", "owner"), ("carla", "owner"))
+    invite = services.invite_create(merchant=ctx.merchant, username="new.owner@example.com", role="owner",
+                                    actor=olivia).invite
+    checkers = [ben, carla]
+    codes = [code_of(person.username) for person in checkers]
+    outcomes = at_once(lambda i: services.invite_approve(merchant=ctx.merchant, invite_id=invite.pk,
+                                                         actor=checkers[i], otp_code=codes[i]), 2)
+    refused = [exc for _, exc in outcomes if exc is not None]
+    assert len(refused) == 1 and "not waiting for an approval" in str(refused[0]), outcomes
+    invite.refresh_from_db()
+    assert invite.approved_by_id in (ben.pk, carla.pk)
+    assert AuditLog.objects.filter(action="portal.invite_approve").count() == 1
