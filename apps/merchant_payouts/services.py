@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -332,7 +333,23 @@ def _check_decision(actor, batch: PayoutBatch) -> None:
     if batch.status != PayoutBatch.Status.PENDING:
         raise BatchRefused(f"Batch #{batch.pk} is {batch.get_status_display().lower()} already"
                            + (f" (by {batch.decided_by.get_username()})" if batch.decided_by_id else "") + ".")
+    _maker_still_may_ask(batch)
     _checker_independent(actor, batch)
+
+
+def _maker_still_may_ask(batch: PayoutBatch) -> None:
+    """A waiting batch lives only as long as its maker's right to ask for it, as an invite does (docs/portal.md,
+    "Maker-checker and independence"): a maker switched off, or moved to a role that cannot ask, leaves a batch that
+    can only be rejected."""
+    try:
+        maker = batch.created_by.merchant_user  # the maker's membership (apps.portal), read through the relation
+    except ObjectDoesNotExist:
+        maker = None
+    if (maker is None or maker.merchant_id != batch.merchant_id or not maker.is_active
+            or not batch.created_by.is_active or maker.role not in MAKER_ROLES):
+        raise BatchRefused(f"{batch.created_by.get_username()}, who asked for this batch, can no longer ask for "
+                           "payouts (switched off, or another role): it cannot be approved. Reject it, and ask "
+                           "again as a person who may.")
 
 
 def _checker_independent(actor, batch: PayoutBatch) -> None:
@@ -349,6 +366,7 @@ def _checker_independent(actor, batch: PayoutBatch) -> None:
 def batch_checker_problem(*, actor, batch: PayoutBatch) -> str:
     """Why this owner may not approve this batch under the maker-checker rule ("" when they may): for the page."""
     try:
+        _maker_still_may_ask(batch)
         _checker_independent(actor, batch)
     except BatchRefused as exc:
         return str(exc)

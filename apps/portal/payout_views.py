@@ -274,7 +274,7 @@ def waiting_batches(merchant_user) -> dict | None:
               .exclude(created_by_id=merchant_user.user_id).values_list("created_by_id", flat=True))
     count = 0
     for maker_id, batches in Counter(makers).items():  # only what this owner may approve (independence)
-        maker = PayoutBatch(created_by_id=maker_id)
+        maker = PayoutBatch(created_by_id=maker_id, merchant_id=merchant_user.merchant_id)
         count += batches if not services.batch_checker_problem(actor=merchant_user, batch=maker) else 0
     if not count:
         return None

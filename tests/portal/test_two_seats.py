@@ -343,6 +343,22 @@ def test_an_invite_whose_maker_lost_the_right_by_another_path_is_refused_at_acce
     assert not AuditLog.objects.filter(action="portal.invite_accept").exists()
 
 
+@pytest.mark.parametrize("change", [{"active": "0"}, {"role": "viewer"}])
+def test_a_batch_whose_maker_was_switched_off_or_moved_can_only_be_rejected(merchant, change):
+    fund(merchant, 10_000_000)
+    olivia, ben, fina = people(merchant, ("olivia", "owner"), ("ben", "owner"), ("fina", "finance"))
+    batch = ask_for_one_payout(signed_in(fina.username), "gone-1")
+    signed_in(olivia.username).post("/portal/team/", {"action": "member", "member": fina.merchant_user.pk, **change})
+    checker = signed_in(ben.username)
+    assert "can no longer ask for payouts" in text(checker.get(f"/portal/payouts/batches/{batch.pk}/"))
+    assert "waiting for your approval" not in checker.get("/portal/").content.decode()
+    refused = approve_on_the_page(checker, batch, ben.username)
+    assert "can no longer ask for payouts" in messages_of(refused) and device_unspent(ben.username)
+    assert PayoutBatch.objects.get(pk=batch.pk).status == "PENDING" and Payout.objects.count() == 0
+    checker.post(f"/portal/payouts/batches/{batch.pk}/reject/", {"reason": "asked by someone who left"})
+    assert PayoutBatch.objects.get(pk=batch.pk).status == "REJECTED"
+
+
 # --- a batch row never adopts another order's payout ------------------------------------------------------------
 
 
