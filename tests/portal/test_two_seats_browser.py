@@ -44,6 +44,7 @@ def test_a_second_account_of_the_maker_is_refused_in_the_browser(live_server, me
     fund(merchant, 10_000_000)
     olivia = portal_user(merchant, "owner", username="olivia@acme.example")
     ben = portal_user(merchant, "owner", username="ben@acme.example")
+    fina = portal_user(merchant, "finance", username="fina@acme.example")
     base = live_server.url
     with chromium() as browser:
         page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
@@ -58,6 +59,13 @@ def test_a_second_account_of_the_maker_is_refused_in_the_browser(live_server, me
         assert "independent of you" in page.inner_text("#messages")
         assert "Waiting for a second owner" in page.inner_text("#invites")
         shots(page, "portal-team-owner-invite-waiting")
+        # Making Fina an owner waits for Ben too.
+        row = page.locator(f"tr[data-member='{fina.username}']")
+        row.locator("select[name=role]").select_option("owner")
+        row.locator("button[type=submit]").click()
+        page.wait_for_selector("#messages")
+        assert "waits for another owner" in page.inner_text("#messages")
+        assert "waiting for a second owner's approval" in page.inner_text(f"tr[data-member='{fina.username}']")
 
         newcomer = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
         newcomer.goto(link)
@@ -68,6 +76,10 @@ def test_a_second_account_of_the_maker_is_refused_in_the_browser(live_server, me
         checker.set_default_timeout(20_000)
         browser_sign_in(checker, base, ben.username, next_path="/portal/team/")
         shots(checker, "portal-team-approve-invite")
+        checker.fill(".approve-owner-form input[name=code]", step_up_code(ben))
+        checker.click(".approve-owner-form button[type=submit]")
+        checker.wait_for_selector("#messages")
+        assert "fina@acme.example is an owner now" in checker.inner_text("#messages")
         checker.fill(".approve-invite-form input[name=code]", step_up_code(ben))
         checker.click(".approve-invite-form button[type=submit]")
         checker.wait_for_selector("#messages")
