@@ -1,6 +1,6 @@
 """Payouts by hand (docs/portal.md, "Payouts by hand"): a batch of one or more payout rows asked for by a merchant's
-maker (finance, or an owner), approved or rejected by an owner who is not the maker (the merchant's own
-maker-checker), then each row created through `payout_create` exactly as the API's payout/create would (its own
+maker (finance, or an owner), approved by an owner independent of the maker (the merchant's own maker-checker;
+docs/portal.md, "Maker-checker and independence") or rejected by an owner, then each row created through `payout_create` exactly as the API's payout/create would (its own
 `mch_order_no`: a replay is answered from the stored order, so nothing is ever created twice).
 
 `actor` is the signed-in merchant user's membership: `.user`, `.merchant` (every lookup is scoped to it), `.role`.
@@ -374,7 +374,7 @@ def batch_checker_problem(*, actor, batch: PayoutBatch) -> str:
 
 
 def payout_batch_approve(*, actor, batch_id: int, otp_code: str) -> PayoutBatch:
-    """An owner who is not the maker approves a waiting batch, with a fresh code of their authenticator. Decided under
+    """An owner independent of the maker approves a waiting batch, with a fresh code of their authenticator. Decided under
     the batch's row lock: of two approvals at once, one approves and the other is told it was approved already.
     The payouts are then created by payout_batch_process (the caller runs it, after this commits)."""
     _require(actor, CHECKER_ROLES, "approve payouts")
