@@ -1,7 +1,8 @@
 """Payouts by hand (docs/portal.md, "Payouts by hand"): a batch of one or more payout rows asked for by a merchant's
 maker (finance, or an owner), approved by an owner independent of the maker (the merchant's own maker-checker;
-docs/portal.md, "Maker-checker and independence") or rejected by an owner, then each row created through `payout_create` exactly as the API's payout/create would (its own
-`mch_order_no`: a replay is answered from the stored order, so nothing is ever created twice).
+docs/portal.md, "Maker-checker and independence") or rejected by an owner, then each row created through
+`payout_create` exactly as the API's payout/create would (its own `mch_order_no`: a replay is answered from the
+stored order, so nothing is ever created twice).
 
 `actor` is the signed-in merchant user's membership: `.user`, `.merchant` (every lookup is scoped to it), `.role`.
 """
