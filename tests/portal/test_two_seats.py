@@ -385,6 +385,32 @@ def test_a_row_whose_order_number_the_api_used_for_another_payee_fails_with_2001
     assert "existed already" not in page and "already exists with different details" in page
 
 
+def test_a_row_that_failed_for_another_reason_never_adopts_a_different_order_with_its_number(merchant, team):
+    """The processor's other path: payout_create failed (here 2003), and an order with the row's number exists by
+    then. It is the row's result only when it is the same payout (a concurrent processor made it)."""
+    from apps.merchant_payouts import services
+    from tests.payout.conftest import new_payout
+    from tests.portal.test_payout_batches import csv_of
+
+    fund(merchant, 10_000_000)
+    batch = services.payout_batch_from_csv(actor=team["finance"], file_name="p.csv", data=csv_of(
+        "race-a,1000,PHP,Maria Santos,0098765432,GCASH", "race-b,1000,PHP,Maria Santos,0098765432,GCASH")).batch
+    services.payout_batch_approve(actor=team["owner"], batch_id=batch.pk, otp_code=team["owner"].code())
+    other = new_payout(merchant, mch_order_no="race-a", amount=99_900, payee_name="Pedro Penduko",
+                       payee_account="0098765432", bank_code="GCASH")
+    same = new_payout(merchant, mch_order_no="race-b", amount=1000, payee_name="Maria Santos",
+                      payee_account="0098765432", bank_code="GCASH")
+    rows = {row.mch_order_no: row for row in batch.rows.all()}
+    for row in rows.values():
+        services._row_record(row_id=row.pk, payout=None, error=("2003", "insufficient balance"))
+    recorded = {row.mch_order_no: row for row in PayoutBatchRow.objects.filter(batch=batch)}
+    assert (recorded["race-a"].status, recorded["race-a"].error_code, recorded["race-a"].payout_id) == (
+        "FAILED", "2001", None)
+    assert "already exists with different details (amount, payee_name)" in recorded["race-a"].error_msg
+    assert (recorded["race-b"].status, recorded["race-b"].payout_id) == ("CREATED", same.pk)
+    assert other.pk != same.pk
+
+
 def test_a_row_whose_same_payout_exists_is_recorded_as_that_payout(client, merchant):
     fund(merchant, 10_000_000)
     fina, ben = people(merchant, ("fina", "finance"), ("ben", "owner"))
