@@ -375,8 +375,8 @@ def batch_checker_problem(*, actor, batch: PayoutBatch) -> str:
 
 
 def payout_batch_approve(*, actor, batch_id: int, otp_code: str) -> PayoutBatch:
-    """An owner independent of the maker approves a waiting batch, with a fresh code of their authenticator. Decided under
-    the batch's row lock: of two approvals at once, one approves and the other is told it was approved already.
+    """An owner independent of the maker approves a waiting batch, with a fresh code of their authenticator. Decided
+    under the batch's row lock: of two approvals at once, one approves and the other is told it was approved already.
     The payouts are then created by payout_batch_process (the caller runs it, after this commits)."""
     _require(actor, CHECKER_ROLES, "approve payouts")
     _decidable(actor=actor, batch_id=batch_id)
