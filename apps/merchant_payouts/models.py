@@ -1,5 +1,5 @@
 """Payouts by hand in the merchant portal (docs/portal.md, "Payouts by hand"): one payout or a CSV file, asked for
-by a merchant's finance user (the maker) and created only when an owner other than the maker approves it (the
+by a merchant's finance user (the maker) and created only when an owner independent of the maker approves it (the
 checker). Each row becomes a payout through `payout_create`, exactly as an API call would, with its own
 `mch_order_no`."""
 

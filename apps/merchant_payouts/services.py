@@ -1,7 +1,8 @@
 """Payouts by hand (docs/portal.md, "Payouts by hand"): a batch of one or more payout rows asked for by a merchant's
-maker (finance, or an owner), approved or rejected by an owner who is not the maker (the merchant's own
-maker-checker), then each row created through `payout_create` exactly as the API's payout/create would (its own
-`mch_order_no`: a replay is answered from the stored order, so nothing is ever created twice).
+maker (finance, or an owner), approved by an owner independent of the maker (the merchant's own maker-checker;
+docs/portal.md, "Maker-checker and independence") or rejected by an owner, then each row created through
+`payout_create` exactly as the API's payout/create would (its own `mch_order_no`: a replay is answered from the
+stored order, so nothing is ever created twice).
 
 `actor` is the signed-in merchant user's membership: `.user`, `.merchant` (every lookup is scoped to it), `.role`.
 """
@@ -14,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -22,6 +24,7 @@ from apps.channels.routing import order_route
 from apps.channels.selectors import bank_code_active
 from apps.common import audit
 from apps.common.errors import DomainError, ErrorCode
+from apps.common.independence import independence_conflict
 from apps.common.orders import replay_or_conflict
 from apps.common.step_up import second_factor_confirm
 from apps.merchant_payouts.models import LIVE, PayoutBatch, PayoutBatchRow
@@ -134,10 +137,7 @@ def row_check(*, merchant: Merchant, line: int, values: dict, defaults: dict | N
     existing = payout_for_merchant(merchant_id=merchant.pk, mch_order_no=params["mch_order_no"])
     if existing is not None:
         try:
-            replay_or_conflict(existing, stored={
-                "product_code": existing.product.code, "amount": existing.amount, "currency": existing.currency_id,
-                "payee_name": existing.payee_name, "payee_account": existing.payee_account,
-                "bank_code": existing.bank_code, "attach": existing.attach}, request=params)
+            replay_or_conflict(existing, stored=_payout_params(existing), request=params)
         except DomainError as exc:
             return _fail(check, exc.error, exc.msg)
         check.note = (f"exists already as {existing.platform_order_no} ({existing.status}): it will not be "
@@ -152,6 +152,14 @@ def row_check(*, merchant: Merchant, line: int, values: dict, defaults: dict | N
     except DomainError as exc:
         return _fail(check, exc.error, exc.msg)
     return check
+
+
+def _payout_params(payout) -> dict:
+    """The parameters of payout/create a stored payout was made with: a row is that payout only when all are equal
+    (the API's replay rule, apps.common.orders.replay_or_conflict)."""
+    return {"product_code": payout.product.code, "amount": payout.amount, "currency": payout.currency_id,
+            "payee_name": payout.payee_name, "payee_account": payout.payee_account, "bank_code": payout.bank_code,
+            "attach": payout.attach}
 
 
 def _fail(check: RowCheck, error: ErrorCode, msg: str) -> RowCheck:
@@ -326,13 +334,49 @@ def _check_decision(actor, batch: PayoutBatch) -> None:
     if batch.status != PayoutBatch.Status.PENDING:
         raise BatchRefused(f"Batch #{batch.pk} is {batch.get_status_display().lower()} already"
                            + (f" (by {batch.decided_by.get_username()})" if batch.decided_by_id else "") + ".")
+    _maker_still_may_ask(batch)
+    _checker_independent(actor, batch)
+
+
+def _maker_still_may_ask(batch: PayoutBatch) -> None:
+    """A waiting batch lives only as long as its maker's right to ask for it, as an invite does (docs/portal.md,
+    "Maker-checker and independence"): a maker switched off, or moved to a role that cannot ask, leaves a batch that
+    can only be rejected."""
+    try:
+        maker = batch.created_by.merchant_user  # the maker's membership (apps.portal), read through the relation
+    except ObjectDoesNotExist:
+        maker = None
+    if (maker is None or maker.merchant_id != batch.merchant_id or not maker.is_active
+            or not batch.created_by.is_active or maker.role not in MAKER_ROLES):
+        raise BatchRefused(f"{batch.created_by.get_username()}, who asked for this batch, can no longer ask for "
+                           "payouts (switched off, or another role): it cannot be approved. Reject it, and ask "
+                           "again as a person who may.")
+
+
+def _checker_independent(actor, batch: PayoutBatch) -> None:
+    """The merchant's maker-checker (docs/portal.md, "Maker-checker and independence"): the approver is another
+    person than the maker, by the one independence rule: not the maker, not an account the maker controls (invited,
+    granted a role), not one that controls the maker, and not one controlled by the same third account."""
     if batch.created_by_id == actor.user.pk:
         raise BatchRefused("You asked for this batch: another owner must approve it (maker-checker).")
+    if conflict := independence_conflict(batch.created_by, actor.user):
+        raise BatchRefused(f"You cannot approve this batch: {conflict}. An owner independent of the maker must "
+                           "approve it (maker-checker).")
+
+
+def batch_checker_problem(*, actor, batch: PayoutBatch) -> str:
+    """Why this owner may not approve this batch under the maker-checker rule ("" when they may): for the page."""
+    try:
+        _maker_still_may_ask(batch)
+        _checker_independent(actor, batch)
+    except BatchRefused as exc:
+        return str(exc)
+    return ""
 
 
 def payout_batch_approve(*, actor, batch_id: int, otp_code: str) -> PayoutBatch:
-    """An owner who is not the maker approves a waiting batch, with a fresh code of their authenticator. Decided under
-    the batch's row lock: of two approvals at once, one approves and the other is told it was approved already.
+    """An owner independent of the maker approves a waiting batch, with a fresh code of their authenticator. Decided
+    under the batch's row lock: of two approvals at once, one approves and the other is told it was approved already.
     The payouts are then created by payout_batch_process (the caller runs it, after this commits)."""
     _require(actor, CHECKER_ROLES, "approve payouts")
     _decidable(actor=actor, batch_id=batch_id)
@@ -420,6 +464,11 @@ def _row_record(*, row_id: int, payout, error: tuple[str, str] | None) -> None:
         # other froze the money): the payout exists, and that is this row's result.
         payout = payout_for_merchant(merchant_id=row.merchant_id, mch_order_no=row.mch_order_no)
     now = timezone.now()
+    if payout is not None and (different := _differences(payout, row)):
+        # Another order holds this number (the API made it after the row was asked for): never this row's payout.
+        payout, error = None, (ErrorCode.DUPLICATE_ORDER.code, (
+            f"An order with mch_order_no {row.mch_order_no} already exists with different details "
+            f"({', '.join(different)}): this row's payout was not created."))
     if payout is not None:
         # Replayed: the order existed before the owner approved (the API, or an earlier batch), not made by this one.
         replayed = payout.created_at < row.batch.decided_at
@@ -430,6 +479,11 @@ def _row_record(*, row_id: int, payout, error: tuple[str, str] | None) -> None:
     row.finished_at = now
     row.save(update_fields=["status", "payout", "replayed", "error_code", "error_msg", "finished_at"])
     PayoutBatch.objects.filter(pk=row.batch_id).update(progress_at=now)
+
+
+def _differences(payout, row: PayoutBatchRow) -> list[str]:
+    """The fields in which a stored payout differs from the row (none: the row's own payout, created or replayed)."""
+    return sorted(name for name, value in _payout_params(payout).items() if getattr(row, name) != value)
 
 
 @transaction.atomic(durable=True)

@@ -2,7 +2,7 @@
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from apps.merchants.models import Merchant
 
@@ -23,6 +23,11 @@ class MerchantUser(models.Model):
     role = models.CharField(max_length=16, choices=Role.choices)
     is_active = models.BooleanField(default=True, help_text="Off: the person can no longer sign in to the portal.")
     created_at = models.DateTimeField(auto_now_add=True)
+    # Making someone an active owner (a promotion, or switching an owner back on) waits for a second owner,
+    # independent of whoever asked, as an owner invite does (docs/portal.md, "Maker-checker and independence").
+    owner_requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                           related_name="+")
+    owner_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["merchant", "role"], name="portal_user_merchant_role_idx")]
@@ -44,6 +49,12 @@ class Invite(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
                                    related_name="+")
     created_by_label = models.CharField(max_length=128, help_text="Who made the link: a user, or cli:<operator>.")
+    # An owner invite made in the portal works only once a second owner, independent of its maker, approved it
+    # (docs/portal.md, "Maker-checker and independence"); staff-made invites need no approval.
+    needs_approval = models.BooleanField(default=False)
+    approved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                    related_name="+")
+    approved_at = models.DateTimeField(null=True, blank=True)
     used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     merchant_user = models.OneToOneField(MerchantUser, null=True, blank=True, on_delete=models.PROTECT,
@@ -54,7 +65,15 @@ class Invite(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(used_at__isnull=True) | Q(merchant_user__isnull=False),
                                    name="portal_invite_used_makes_a_user"),
+            models.CheckConstraint(condition=Q(needs_approval=False) | Q(used_at__isnull=True)
+                                   | Q(approved_at__isnull=False), name="portal_invite_used_only_once_approved"),
+            models.CheckConstraint(condition=Q(approved_by__isnull=True) | ~Q(approved_by=F("created_by")),
+                                   name="portal_invite_approver_is_not_maker"),
         ]
+
+    @property
+    def waiting_for_approval(self) -> bool:
+        return self.needs_approval and self.approved_at is None
 
     def __str__(self) -> str:
         return f"invite {self.username} ({self.merchant.merchant_no}, {self.role})"

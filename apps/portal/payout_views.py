@@ -1,6 +1,7 @@
 """Payouts by hand (docs/portal.md, "Payouts by hand"): thin views over apps.merchant_payouts.services."""
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 from django import forms
@@ -192,10 +193,16 @@ def batch_detail(request, batch_id: int):
                                                                      batch=batch)}
     for row in rows:
         row.check = checks.get(row.line)
-    may_decide = (batch.status == PayoutBatch.Status.PENDING and has_permission(request.merchant_user, "approve_payouts"))
+    pending = batch.status == PayoutBatch.Status.PENDING
+    may_decide = pending and has_permission(request.merchant_user, "approve_payouts")
+    is_maker = batch.created_by_id == request.user.pk
     return render(request, "portal/payout_batch.html", {
         "title": f"Payout batch #{batch.pk}", "batch": batch, "rows": rows, "totals": _totals(request.merchant, rows),
-        "may_decide": may_decide, "is_maker": batch.created_by_id == request.user.pk,
+        "may_decide": may_decide, "is_maker": is_maker,
+        "checker_problem": services.batch_checker_problem(actor=request.merchant_user, batch=batch)
+        if may_decide and not is_maker else "",
+        "no_checker": pending and not portal_selectors.independent_owners(merchant_id=request.merchant.pk,
+                                                                          of_user=batch.created_by),
         "code_widget": CODE_WIDGET.render("code", "", attrs={"id": "id_code", "class": "code-input", "required": True}),
         "counts": {status: sum(row.status == status for row in rows) for status in ("PENDING", "CREATED", "FAILED")},
     })
@@ -263,8 +270,12 @@ def waiting_batches(merchant_user) -> dict | None:
     """Home's "Waiting for you": for an owner, the batches another person asked for and no one decided yet."""
     if not has_permission(merchant_user, "approve_payouts"):
         return None
-    count = (PayoutBatch.objects.filter(merchant_id=merchant_user.merchant_id, status=PayoutBatch.Status.PENDING)
-             .exclude(created_by_id=merchant_user.user_id).count())
+    makers = (PayoutBatch.objects.filter(merchant_id=merchant_user.merchant_id, status=PayoutBatch.Status.PENDING)
+              .exclude(created_by_id=merchant_user.user_id).values_list("created_by_id", flat=True))
+    count = 0
+    for maker_id, batches in Counter(makers).items():  # only what this owner may approve (independence)
+        maker = PayoutBatch(created_by_id=maker_id, merchant_id=merchant_user.merchant_id)
+        count += batches if not services.batch_checker_problem(actor=merchant_user, batch=maker) else 0
     if not count:
         return None
     return {"label": "Payout batches waiting for your approval", "count": count,

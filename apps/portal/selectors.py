@@ -8,11 +8,13 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
 from apps.callbacks.models import CallbackEvent
+from apps.common.independence import independence_conflict
 from apps.collection.models import CollectionOrder
 from apps.ledger.selectors import merchant_balances
 from apps.ledger.statements import day_bounds, statement_today
 from apps.merchants.models import MerchantCurrency
 from apps.payout.models import Payout
+from apps.portal.models import MerchantUser, Role
 
 PAGE_SIZE = 50
 EXPORT_MAX_ROWS = 100_000  # a CSV export stops there (its last line says so)
@@ -70,6 +72,17 @@ def today(*, merchant_id: int, now: datetime | None = None) -> dict:
 # "Orders waiting for the merchant" on the home page: each entry is a function (merchant_user) -> dict with
 # label, count, url, or None when there is nothing to show. portaldev adds "payouts awaiting your approval".
 WAITING_SECTIONS: list = []
+
+
+# --- the merchant's owners (docs/portal.md, "Maker-checker and independence") -------------------------------------
+
+def independent_owners(*, merchant_id: int, of_user) -> list:
+    """The merchant's active owners who are independent of `of_user` (apps.common.independence): the people who may
+    check what `of_user` made. Empty: only our staff can give the merchant a second owner."""
+    owners = (MerchantUser.objects.select_related("user")
+              .filter(merchant_id=merchant_id, role=Role.OWNER, is_active=True, user__is_active=True)
+              .exclude(user_id=of_user.pk).order_by("user__username"))
+    return [owner for owner in owners if not independence_conflict(of_user, owner.user)]
 
 
 def waiting_for_merchant(merchant_user) -> list[dict]:

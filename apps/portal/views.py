@@ -16,11 +16,13 @@ from django.views.decorators.http import require_POST
 
 from apps.collection.models import CollectionOrder
 from apps.common.errors import DomainError, ErrorCode
+from apps.common.step_up import SecondFactorRefused
 from apps.ledger.services import statement_get
 from apps.ledger.statements import statement_data, statement_today
 from apps.payout.models import Payout, mask_account
 from apps.portal import selectors, services
 from apps.portal.access import has_permission, portal_view, secure
+from apps.portal.developer_views import CODE_WIDGET
 from apps.callbacks.resend import callback_resend_by_merchant
 from apps.portal.forms import InviteAcceptForm, InviteForm, MemberForm, StatementForm
 from apps.portal.models import Invite, MerchantUser
@@ -217,6 +219,7 @@ def statements(request):
 
 # --- team (owner) --------------------------------------------------------------------------------------------------
 
+@sensitive_post_parameters("code")
 @portal_view("manage_team")
 def team(request):
     merchant = request.merchant
@@ -230,28 +233,59 @@ def team(request):
                                                  username=invite_form.cleaned_data["username"],
                                                  role=invite_form.cleaned_data["role"])
                 new_link = request.build_absolute_uri(created.path())
+                if created.invite.needs_approval:
+                    messages.warning(request, "An owner invite works once another owner, independent of you, "
+                                              "approves it on this page. Until then the link says so.")
                 invite_form = InviteForm()
             elif action == "member":
                 form = MemberForm(request.POST)
                 if form.is_valid():
-                    services.member_update(merchant=merchant, member_id=form.cleaned_data["member"],
-                                           actor=request.user, role=form.cleaned_data["role"] or None,
-                                           is_active=form.cleaned_data["active"] == "1"
-                                           if form.cleaned_data["active"] else None)
-                    messages.success(request, "Saved.")
+                    member = services.member_update(merchant=merchant, member_id=form.cleaned_data["member"],
+                                                    actor=request.user, role=form.cleaned_data["role"] or None,
+                                                    is_active=form.cleaned_data["active"] == "1"
+                                                    if form.cleaned_data["active"] else None)
+                    if member.owner_requested_by_id == request.user.pk:
+                        messages.warning(request, f"Making {member.user.username} an owner waits for another "
+                                                  "owner, independent of you, to approve it on this page.")
+                    else:
+                        messages.success(request, "Saved.")
                     return redirect("portal:team")
             elif action == "revoke":
                 services.invite_revoke(merchant=merchant, invite_id=int(request.POST.get("invite", 0) or 0),
                                        actor=request.user)
                 messages.success(request, "Invite withdrawn.")
                 return redirect("portal:team")
-        except (services.InviteError, ValueError) as exc:
+            elif action == "approve-invite":
+                invite = services.invite_approve(merchant=merchant, actor=request.user,
+                                                 invite_id=int(request.POST.get("invite", 0) or 0),
+                                                 otp_code=request.POST.get("code", ""))
+                messages.success(request, f"Approved: the owner invite for {invite.username} works now.")
+                return redirect("portal:team")
+            elif action == "approve-owner":
+                member = services.member_owner_approve(merchant=merchant, actor=request.user,
+                                                       member_id=int(request.POST.get("member", 0) or 0),
+                                                       otp_code=request.POST.get("code", ""))
+                messages.success(request, f"Approved: {member.user.username} is an owner now.")
+                return redirect("portal:team")
+        except (services.InviteError, SecondFactorRefused, ValueError) as exc:
             messages.error(request, str(exc))
+    members = list(MerchantUser.objects.filter(merchant=merchant).select_related("user", "merchant",
+                                                                                 "owner_requested_by")
+                   .order_by("user__username"))
+    for member in members:
+        member.approval_problem = (services.member_owner_problem(member=member, user=request.user)
+                                   if member.owner_requested_by_id else "")
+    invites = list(Invite.objects.filter(merchant=merchant, used_at__isnull=True, revoked_at__isnull=True,
+                                         expires_at__gt=timezone.now()).select_related("merchant", "created_by"))
+    for invite in invites:
+        invite.approval_problem = (services.invite_approval_problem(invite=invite, user=request.user)
+                                   if invite.waiting_for_approval else "")
     return render(request, "portal/team.html", {
-        "members": MerchantUser.objects.filter(merchant=merchant).select_related("user").order_by("user__username"),
-        "invites": Invite.objects.filter(merchant=merchant, used_at__isnull=True, revoked_at__isnull=True,
-                                         expires_at__gt=timezone.now()),
-        "invite_form": invite_form, "new_link": new_link, "roles": MerchantUser._meta.get_field("role").choices,
+        "members": members, "invites": invites, "invite_form": invite_form, "new_link": new_link,
+        "roles": MerchantUser._meta.get_field("role").choices,
+        "no_second_owner": not selectors.independent_owners(merchant_id=merchant.pk, of_user=request.user),
+        "code_widget": CODE_WIDGET.render("code", "", attrs={"class": "code-input", "required": True,
+                                                             "aria-label": "Code"}),
     })
 
 
@@ -262,15 +296,15 @@ def team(request):
 @never_cache
 def invite_accept(request, token: str):
     """The one-time link: the person chooses a password; the next step is signing in (and adding an authenticator)."""
-    invite = services.invite_open(token)
-    if invite is None:
-        return secure(render(request, "portal/signin/invite_invalid.html", status=404))
+    invite = services.invite_of_link(token)
+    if problem := services.invite_problem(invite):
+        return secure(render(request, "portal/signin/invite_invalid.html", {"problem": problem}, status=404))
     form = InviteAcceptForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
             services.invite_accept(token=token, password=form.cleaned_data["password1"])
-        except services.InviteError:
-            return secure(render(request, "portal/signin/invite_invalid.html", status=404))
+        except services.InviteError as exc:
+            return secure(render(request, "portal/signin/invite_invalid.html", {"problem": str(exc)}, status=404))
         except ValidationError as exc:  # a password the validators refuse
             form.add_error("password1", exc)
         else:
