@@ -23,7 +23,9 @@ hold).
 
 Lists as a real upstream may answer them: `page_limit` caps a page below the `limit` asked for, and
 `ignore_filters=True` answers every transfer whatever `reference_number` asks (the adapter must page and match our
-reference itself); `transfers_of_others(n)` adds n transfers of other references, newer than ours.
+reference itself), `omit_has_more=True` answers lists without `has_more`, `refuse_reference_filter=True` refuses
+`reference_number` as a filter (400 parameter_invalid); `transfers_of_others(n)` adds n transfers of other references,
+newer than ours.
 
 Faults, for the adapter's tests and the routing helper's failover tests:
   fail_next("checkout_sessions" | "batch_transfers", mode, ...) scripts the next creates: "timeout" processes the
@@ -88,6 +90,8 @@ class PayMongoEmulator:
         self.reused_key = reused_key
         self.page_limit = page_limit
         self.ignore_filters = ignore_filters
+        self.omit_has_more = False
+        self.refuse_reference_filter = False
         self.livemode = secret_key.startswith("sk_live_")
         self.sessions: dict[str, dict] = {}
         self.transfers: dict[str, dict] = {}
@@ -278,6 +282,8 @@ class PayMongoEmulator:
                                                                             "provider": provider}}
                 for name, bic in self.institutions[provider]]})
         if method == "GET" and parts.path == "/v2/transfers":
+            if self.refuse_reference_filter and "reference_number" in query:
+                return self._error(handler, 400, "parameter_invalid", "reference_number is not a valid filter")
             reference = "" if self.ignore_filters else query.get("reference_number", [""])[0]
             with self._lock:
                 listed = [t for t in reversed(self.transfers.values())
@@ -312,7 +318,8 @@ class PayMongoEmulator:
                 return self._error(handler, 400, "parameter_invalid", f"after: no such resource {after}")
             listed = listed[ids.index(after) + 1:]
         size = min(limit, self.page_limit)
-        return self._reply(handler, 200, {"data": listed[:size], "has_more": len(listed) > size})
+        page = {"data": listed[:size]} if self.omit_has_more else {"data": listed[:size], "has_more": len(listed) > size}
+        return self._reply(handler, 200, page)
 
     def _authorized(self, handler) -> bool:
         header = handler.headers.get("Authorization", "")

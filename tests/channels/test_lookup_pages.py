@@ -156,6 +156,38 @@ def test_a_resubmission_whose_lookup_fails_on_page_2_sends_nothing_and_fails_not
     assert balances(shop)["frozen"] == AMOUNT + PHP_FEE
 
 
+def test_a_list_that_does_not_say_whether_more_follow_is_unknown_and_the_payout_stays(
+        bootstrapped, live, quick_breaker, shop, paymongo_emulator, xendit_emulator, settings):
+    channels = channels_for_payouts("paymongo", paymongo_emulator, xendit_emulator)
+    payout = ambiguous_first_submission(shop, paymongo_emulator, "batch_transfers", "5xx")
+    paymongo_emulator.omit_has_more = True
+    failover_check_due(payout, settings)
+    with pytest.raises(LookupUnknown, match="does not say whether more follow"):
+        payout_adapter(channels["paymongo"]).disbursement_lookup(payout=payout)
+    payout = submit(payout)
+    assert (payout.channel, payout.upstream_reference) == (channels["paymongo"], "")
+    assert xendit_emulator.payouts == {}
+
+
+def test_a_lookup_refused_by_paymongo_fails_no_payout_whose_transfer_may_exist(paymongo_channels, shop,
+                                                                               paymongo_emulator):
+    paymongo_emulator.reused_key = "ignore"
+    payout = ambiguous_first_submission(shop, paymongo_emulator, "batch_transfers", "timeout")
+    [first] = paymongo_emulator.transfers_by_reference(payout.platform_order_no)
+    paymongo_emulator.refuse_reference_filter = True  # the list cannot be filtered by our reference: unknown
+    resubmit_later(payout)
+    with pytest.raises(LookupUnknown, match="refused"):
+        payout_submit(payout_id=payout.pk)
+    payout.refresh_from_db()
+    assert (payout.status, payout.upstream_reference) == (Payout.Status.PROCESSING, "")
+    assert balances(shop) == {"available": FUNDS - AMOUNT - PHP_FEE, "settling": 0, "frozen": AMOUNT + PHP_FEE}
+    assert len(posted(paymongo_emulator, "/v2/batch_transfers")) == 1
+    paymongo_emulator.refuse_reference_filter = False  # answered again: the first transfer is found and bound
+    payout_submit(payout_id=payout.pk)
+    payout.refresh_from_db()
+    assert payout.upstream_reference == first["id"]
+
+
 # --- Xendit: GET /v2/payouts ----------------------------------------------------------------------------------
 
 
