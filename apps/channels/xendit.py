@@ -352,7 +352,9 @@ class XenditPayoutAdapter(PayoutAdapter):
             try:
                 state = payout_state_of(obj, minor_unit=payout.currency.minor_unit)
             except UpstreamRejected:
-                continue  # an amount ours never has: not ours
+                # Of our reference_id: it may be ours, whatever it says of its amount.
+                raise LookupUnknown(f"payout {payout}: disbursement {obj.get('id')} of its reference_id has an amount "
+                                    f"that cannot be read") from None
             if (state.amount, state.currency) == (payout.amount, payout.currency_id):
                 states.append(state)
         return states

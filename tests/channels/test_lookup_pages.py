@@ -5,6 +5,7 @@ or invoice on a later page and sends nothing twice; the failover check moves a p
 and finding nothing of ours, and stays where it is when the list goes past the page bound or a later page fails."""
 
 import logging
+from decimal import Decimal
 
 import pytest
 from django.test import Client
@@ -188,6 +189,20 @@ def test_a_lookup_refused_by_paymongo_fails_no_payout_whose_transfer_may_exist(p
     assert payout.upstream_reference == first["id"]
 
 
+def test_a_transfer_of_our_reference_whose_amount_cannot_be_read_is_unknown_and_nothing_is_sent_again(
+        paymongo_channels, shop, paymongo_emulator):
+    paymongo_emulator.reused_key = "ignore"
+    payout = ambiguous_first_submission(shop, paymongo_emulator, "batch_transfers", "timeout")
+    [first] = paymongo_emulator.transfers_by_reference(payout.platform_order_no)
+    first["attributes"]["amount"] = "1500.00"  # an answer we cannot read as centavos: it may still be ours
+    resubmit_later(payout)
+    with pytest.raises(LookupUnknown, match="amount that cannot be read"):
+        payout_submit(payout_id=payout.pk)
+    payout.refresh_from_db()
+    assert (payout.status, payout.upstream_reference) == (Payout.Status.PROCESSING, "")
+    assert len(posted(paymongo_emulator, "/v2/batch_transfers")) == 1
+
+
 # --- Xendit: GET /v2/payouts ----------------------------------------------------------------------------------
 
 
@@ -205,6 +220,20 @@ def test_xendit_refused_resubmission_finds_the_first_payout_on_page_2_and_fails_
     assert (payout.status, payout.upstream_reference) == (Payout.Status.PROCESSING, "")
     assert balances(shop)["frozen"] == AMOUNT + PHP_FEE  # not refunded for money Xendit holds to pay out
     assert [p["id"] for p in xendit_emulator.payouts_by_reference(payout.platform_order_no)] == [first["id"]]
+
+
+def test_xendit_payout_of_our_reference_whose_amount_cannot_be_read_keeps_a_refused_resubmission_from_failing(
+        xendit_channels, shop, xendit_emulator):
+    payout = ambiguous_first_submission(shop, xendit_emulator, "payouts", "timeout")
+    [first] = xendit_emulator.payouts_by_reference(payout.platform_order_no)
+    xendit_emulator.payouts[first["id"]]["amount"] = Decimal("0.001")  # not a whole number of centavos
+    resubmit_later(payout)
+    xendit_emulator.fail_next("payouts", "400")
+    with pytest.raises(LookupUnknown, match="amount that cannot be read"):
+        payout_submit(payout_id=payout.pk)
+    payout.refresh_from_db()
+    assert (payout.status, payout.upstream_reference) == (Payout.Status.PROCESSING, "")
+    assert balances(shop)["frozen"] == AMOUNT + PHP_FEE
 
 
 def test_xendit_409_binds_only_a_payout_of_our_reference_when_the_list_ignores_the_filter(
