@@ -24,7 +24,8 @@ hold).
 Lists as a real upstream may answer them: `page_limit` caps a page below the `limit` asked for, and
 `ignore_filters=True` answers every transfer whatever `reference_number` asks (the adapter must page and match our
 reference itself), `omit_has_more=True` answers lists without `has_more`, `refuse_reference_filter=True` refuses
-`reference_number` as a filter (400 parameter_invalid); `transfers_of_others(n)` adds n transfers of other references,
+`reference_number` as a filter (400 parameter_invalid), `ignore_cursor=True` answers the first page whatever
+`after` names; `transfers_of_others(n)` adds n transfers of other references,
 newer than ours.
 
 Faults, for the adapter's tests and the routing helper's failover tests:
@@ -90,6 +91,7 @@ class PayMongoEmulator:
         self.reused_key = reused_key
         self.page_limit = page_limit
         self.ignore_filters = ignore_filters
+        self.ignore_cursor = False
         self.omit_has_more = False
         self.refuse_reference_filter = False
         self.livemode = secret_key.startswith("sk_live_")
@@ -314,9 +316,12 @@ class PayMongoEmulator:
             if fault == "429":
                 return self._error(handler, 429, "rate_limit_exceeded", "too many requests")
             ids = [obj["id"] for obj in listed]
-            if after not in ids:
+            if self.ignore_cursor:
+                after, ids = "", []  # the cursor is not one this upstream knows: the first page again
+            elif after not in ids:
                 return self._error(handler, 400, "parameter_invalid", f"after: no such resource {after}")
-            listed = listed[ids.index(after) + 1:]
+            if after:
+                listed = listed[ids.index(after) + 1:]
         size = min(limit, self.page_limit)
         page = {"data": listed[:size]} if self.omit_has_more else {"data": listed[:size], "has_more": len(listed) > size}
         return self._reply(handler, 200, page)

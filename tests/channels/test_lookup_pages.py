@@ -295,3 +295,17 @@ def test_a_payin_opened_again_after_a_lost_answer_finds_its_invoice_on_page_2_an
     assert again.status_code == 302 and again["Location"] == first["invoice_url"]
     assert [i["id"] for i in xendit_emulator.invoice_by_external_id(order.platform_order_no)] == [first["id"]]
     assert UpstreamPayin.objects.get(platform_order_no=order.platform_order_no).reference == first["id"]
+
+
+def test_a_payin_whose_invoice_cursor_is_not_honoured_opens_no_second_invoice(xendit_channels, merchant,
+                                                                             xendit_emulator):
+    """Xendit's invoice cursor is named differently in its SDK and its API reference: should the one we send be
+    ignored, the next page repeats the first, and the lookup is unknown rather than "none"."""
+    xendit_emulator.ignore_filters, xendit_emulator.ignore_cursor = True, True
+    order = pay_create_ok(Client(), merchant, product_code="PHP_COLLECT_D0", amount=20000)
+    xendit_emulator.fail_next("invoices", "timeout")
+    assert Client().get(f"/pay/{order.pay_token}").status_code == 503
+    xendit_emulator.invoices_of_others(LOOKUP_PAGE_SIZE)
+    assert Client().get(f"/pay/{order.pay_token}").status_code == 503
+    assert len(xendit_emulator.invoice_by_external_id(order.platform_order_no)) == 1
+    assert not UpstreamPayin.objects.exists()

@@ -23,7 +23,7 @@ xendit-python 7.0.0 (Xendit's SDK, generated from its OpenAPI specs) calls, answ
 
 Lists as a real upstream may answer them: `page_limit` caps a page below the `limit` asked for, `ignore_filters=True`
 answers every payout / invoice whatever `reference_id` / `external_id` asks (the adapter must page and match our
-reference itself), `payouts_of_others(n)` / `invoices_of_others(n)` add objects of other references, newer than
+reference itself), `ignore_cursor=True` answers the first page whatever the cursor names, `payouts_of_others(n)` / `invoices_of_others(n)` add objects of other references, newer than
 ours, and `fail_next_page("5xx" | "429", ...)` scripts the next list requests for a page after the first.
 
 HTTP Basic auth with the secret key as user name. Scripted faults on the creates: `emulator.fail_next("payouts",
@@ -120,6 +120,7 @@ class XenditEmulator:
         self.reused_key = reused_key  # "replay": as documented; "409": every reuse refused
         self.page_limit = page_limit
         self.ignore_filters = ignore_filters
+        self.ignore_cursor = False
         self.requests: list[tuple[str, str, dict, bytes]] = []
         self.answers: list[tuple[str, str, int, object]] = []  # (method, path, status, body) of every JSON answer
         self._faults: dict[str, list[str]] = {"invoices": [], "payouts": [], "pages": []}
@@ -342,10 +343,13 @@ class XenditEmulator:
                 self._reply(handler, 429, _error("RATE_LIMIT_EXCEEDED", "too many requests"))
                 return None
             ids = [obj["id"] for obj in listed]
-            if after not in ids:
+            if self.ignore_cursor:
+                after, ids = "", []  # the cursor is not one this upstream knows: the first page again
+            elif after not in ids:
                 self._reply(handler, 400, _error("API_VALIDATION_ERROR", f"{cursor}: no such object {after}"))
                 return None
-            listed = listed[ids.index(after) + 1:]
+            if after:
+                listed = listed[ids.index(after) + 1:]
         size = min(limit, self.page_limit)
         return listed[:size], len(listed) > size
 
