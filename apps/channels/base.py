@@ -30,6 +30,13 @@ class UpstreamDeclined(UpstreamUnavailable):
     certain: when in doubt, UpstreamUnavailable."""
 
 
+class LookupUnknown(UpstreamUnavailable):
+    """A lookup by our reference that could not read the upstream's whole answer (more pages than it may read, an
+    error on a page, a list that does not say whether more follows or cannot be filtered by our reference): it
+    answers "unknown", never "not found". Ambiguous like any UpstreamUnavailable, and never declined: the order stays
+    where it is, is not sent again as new and is not failed (docs/channels.md, "Lookups by our reference")."""
+
+
 class UpstreamRejected(RuntimeError):
     """The upstream answered with a definite refusal (4xx) of this order (e.g. the payee's account): the upstream
     itself works, so this counts as a success for the channel's health."""
@@ -106,9 +113,10 @@ class PayoutAdapter(ABC):
 
     def disbursement_lookup(self, *, payout) -> PayoutState:
         """Ask the upstream for any disbursement under our idempotency key / reference (platform_order_no), whatever
-        its amount: outcome 'missing' only when the upstream answered and holds none, which lets the failover move
-        a payout whose submission was ambiguous to another channel (docs/channels.md, "Failover"). Raises
-        UpstreamUnavailable when it cannot tell. Default: cannot tell (the payout then waits for this channel)."""
+        its amount: outcome 'missing' only when the upstream answered, every page of its list was read and none is
+        ours, which lets the failover move a payout whose submission was ambiguous to another channel
+        (docs/channels.md, "Failover"). Raises UpstreamUnavailable (LookupUnknown for a list not read to its end)
+        when it cannot tell. Default: cannot tell (the payout then waits for this channel)."""
         raise UpstreamUnavailable(f"{self.name}: no lookup by idempotency key")
 
     def payout_state(self, *, payout) -> PayoutState:

@@ -11,12 +11,14 @@ both sides (PayMongo's smallest unit is our PHP minor unit), so no decimal is wr
   POST /v1/checkout_sessions/{id}/expire     the loser of two racing first openings; an expired order's session
   GET  /v2/wallets                           our wallet: the transfers' source_account
   GET  /v2/transfers/receiving_institutions?provider=instapay|pesonet   checked when a channel is configured
-  GET  /v2/transfers?reference_number=       a transfer sent before for the order (its create's answer lost)
+  GET  /v2/transfers?reference_number=&limit=&after=   a transfer sent before for the order (its create's answer
+                                             lost), every page read until has_more is false
   POST /v2/batch_transfers                   one transfer, reference_number = platform_order_no, Idempotency-Key
   GET  /v2/transfers/{id}
 
 Which transfer is ours: the one the create answered, or the one transfer listed under our reference_number with our
-amount, currency and destination account (looked up before every create, so a re-submission never sends twice).
+amount, currency and destination account (looked up before every create, so a re-submission never sends twice). A
+list not read to its end answers "unknown", never "none" (apps.channels.lookups).
 Webhooks (apps.channels.views) are verified by their Paymongo-Signature header, then only say "look again": the
 object is re-read from the API with the channel's key before anything moves, and the result enters through the same
 payout and collection services as Xendit's (registered with apps.channels.registry).
@@ -35,6 +37,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from apps.channels.base import (
+    LookupUnknown,
     PayinAdapter,
     PayinState,
     PaymentStart,
@@ -44,6 +47,7 @@ from apps.channels.base import (
     UpstreamRejected,
     UpstreamUnavailable,
 )
+from apps.channels.lookups import LOOKUP_PAGE_SIZE, LOOKUP_PAGES, every_page
 from apps.channels.models import Channel, UpstreamPayin
 from apps.channels.registry import (
     payin_handlers,
@@ -63,9 +67,9 @@ CHECKOUT_SESSIONS = "/v1/checkout_sessions"
 # E-wallets and QR Ph (docs/channels.md): what the payer may choose on PayMongo's checkout page.
 PAYMENT_METHOD_TYPES = ["gcash", "paymaya", "grab_pay", "qrph"]
 
-# A submission makes at most four HTTP calls (lookup, wallets, create; the lookup again after a refusal): its lease
-# outlives them all.
-SUBMISSION_LEASE_CALLS = 5
+# A submission makes at most 2 * LOOKUP_PAGES + 2 HTTP calls (the lookup's pages, wallets, create; the lookup's pages
+# again after a refusal): its lease outlives them all.
+SUBMISSION_LEASE_CALLS = 2 * LOOKUP_PAGES + 3
 
 # InstaPay's per-transfer limit, PHP 50,000 in centavos; above it a transfer goes by PESONet (same or next banking day).
 INSTAPAY_LIMIT = 5_000_000
@@ -250,6 +254,30 @@ class PayMongoPayinAdapter(PayinAdapter):
         return state
 
 
+def transfers_listed(client: PayMongoClient, *, reference_number: str) -> list[dict]:
+    """Every transfer PayMongo lists under `reference_number`, each page read (`limit`, the `after` cursor, until
+    `has_more` is false: apps.channels.lookups) and matched on reference_number here too, since a list that ignores
+    the filter answers everyone's transfers. LookupUnknown when the list cannot be read to its end, or when a listed
+    transfer does not show its reference_number (it cannot be told apart from ours)."""
+
+    def page(cursor: str | None):
+        params = {"reference_number": reference_number, "limit": LOOKUP_PAGE_SIZE}
+        if cursor:
+            params["after"] = cursor
+        answer = client.call("GET", "/v2/transfers", params=params)
+        more = answer.get("has_more")
+        return answer.get("data"), more if isinstance(more, bool) else None
+
+    ours = []
+    for transfer in every_page(where="paymongo GET /v2/transfers", page=page):
+        fields = _fields(transfer)
+        if "reference_number" not in fields:
+            raise LookupUnknown(f"paymongo GET /v2/transfers: transfer {transfer.get('id')} shows no reference_number")
+        if str(fields.get("reference_number") or "") == reference_number:
+            ours.append(transfer)
+    return ours
+
+
 @register_payout
 class PayMongoPayoutAdapter(PayoutAdapter):
     name = ADAPTER
@@ -332,23 +360,20 @@ class PayMongoPayoutAdapter(PayoutAdapter):
 
     def _ours(self, payout, client: PayMongoClient, bic: str) -> str:
         """The id of the one transfer listed under our reference_number with our amount, currency and destination
-        account, or "" when there is none; two or more are ambiguous (UpstreamUnavailable: the order stays
-        PROCESSING without a reference, an operator is told)."""
-        answer = client.call("GET", "/v2/transfers", params={"reference_number": payout.platform_order_no})
-        listed = answer.get("data")
-        if not isinstance(listed, list):
-            raise UpstreamUnavailable("paymongo GET /v2/transfers: no data list in the answer")
+        account, or "" when every page was read and there is none; two or more are ambiguous (UpstreamUnavailable: the
+        order stays PROCESSING without a reference, an operator is told), and so is a list not read to its end
+        (LookupUnknown, from transfers_listed)."""
         ours = []
-        for transfer in listed:
+        for transfer in transfers_listed(client, reference_number=payout.platform_order_no):
             fields = _fields(transfer)
             destination = fields.get("destination_account") or {}
             try:
                 amount = _amount(fields.get("amount"))
             except UpstreamRejected:
-                continue
-            if (str(fields.get("reference_number", "")), amount, str(fields.get("currency", "")),
-                    str(destination.get("number", "")), str(destination.get("bic", ""))) == (
-                    payout.platform_order_no, payout.amount, payout.currency_id, payout.payee_account, bic):
+                raise LookupUnknown(f"payout {payout}: transfer {transfer.get('id')} of its reference_number has an "
+                                    f"amount that cannot be read") from None
+            if (amount, str(fields.get("currency", "")), str(destination.get("number", "")),
+                    str(destination.get("bic", ""))) == (payout.amount, payout.currency_id, payout.payee_account, bic):
                 ours.append(transfer)
         if len(ours) > 1:
             ids = ", ".join(f"{t.get('id')} {_fields(t).get('status')}" for t in ours)
@@ -372,15 +397,10 @@ class PayMongoPayoutAdapter(PayoutAdapter):
                 "bic": str(account.get("bic", ""))}
 
     def disbursement_lookup(self, *, payout) -> PayoutState:
-        """Any transfer listed under our reference_number, whatever its amount or account ('missing' only when PayMongo
-        answered and lists none): the failover's question (docs/channels.md, "Failover")."""
-        answer = PayMongoClient(payout.channel).call("GET", "/v2/transfers",
-                                                     params={"reference_number": payout.platform_order_no})
-        listed = answer.get("data")
-        if not isinstance(listed, list):
-            raise UpstreamUnavailable("paymongo GET /v2/transfers: no data list in the answer")
-        ours = [t for t in listed if isinstance(t, dict)
-                and str(_fields(t).get("reference_number", "")) == payout.platform_order_no]
+        """Any transfer listed under our reference_number, whatever its amount or account: the failover's question
+        (docs/channels.md, "Failover"). 'missing' only when every page was read and none is ours; LookupUnknown when
+        the list could not be read to its end."""
+        ours = transfers_listed(PayMongoClient(payout.channel), reference_number=payout.platform_order_no)
         if not ours:
             return PayoutState(outcome="missing")
         return PayoutState(outcome="pending", reference=str(ours[0].get("id", "")),

@@ -4,17 +4,20 @@ Plain `requests` on the documented endpoints (why not xendit-python: docs/channe
 channel's secret key as the user name; the API root is XENDIT_API_BASE_URL (a channel's own api_base_url only where
 CHANNEL_API_BASE_URL_OVERRIDE allows it: development and the tests' emulator).
 
-  GET  /v2/invoices?external_id=     an invoice opened before for the order (its create's answer lost) is reused
+  GET  /v2/invoices?external_id=&limit=&last_invoice_id=   an invoice opened before for the order (its create's
+                                     answer lost) is reused; every page read (a bare array: a full page may go on)
   POST /v2/invoices                  external_id = platform_order_no, expiry = the order's expire_at
   GET  /v2/invoices/{id}
   POST /invoices/{id}/expire!        the loser of two racing first openings expires its own invoice
   POST /v2/payouts                   Idempotency-key = platform_order_no (a retry: the same payout, or 409)
-  GET  /v2/payouts/{id}, GET /v2/payouts?reference_id=platform_order_no   ({"data": [...], "has_more": ...})
+  GET  /v2/payouts/{id}, GET /v2/payouts?reference_id=&limit=&after_id=   ({"data": [...], "has_more": ...}, every
+                                     page read until has_more is false)
   GET  /payouts_channels?currency=    when a payout channel is configured: our bank codes' channel codes must be
                                      among Xendit's (XenditPayoutAdapter.configuration_check)
 
 Which disbursement is ours: the one our Idempotency-key created, learnt from the create's answer (or, after 409,
-the only one of our reference_id, amount and currency). Until then nothing read back is applied to the order.
+the only one of our reference_id, amount and currency). Until then nothing read back is applied to the order. A list
+not read to its end answers "unknown", never "none" (apps.channels.lookups).
 
 Webhooks (apps.channels.views) only say "look again": the object is re-read from the API with the channel's key
 before anything moves, and the result enters through the same payout and collection services as the sandbox's
@@ -33,6 +36,7 @@ from django.utils import timezone
 
 from apps.channels.amounts import major_units, minor_units
 from apps.channels.base import (
+    LookupUnknown,
     PayinAdapter,
     PayinState,
     PaymentStart,
@@ -42,6 +46,7 @@ from apps.channels.base import (
     UpstreamRejected,
     UpstreamUnavailable,
 )
+from apps.channels.lookups import LOOKUP_PAGE_SIZE, every_page
 from apps.channels.models import BankCode, Channel, UpstreamPayin
 from apps.channels.registry import (
     payin_handlers,
@@ -147,6 +152,55 @@ def payout_state_of(obj: dict, *, minor_unit: int) -> PayoutState:
                        amount=_minor(obj.get("amount", 0), minor_unit), currency=str(obj.get("currency", "")))
 
 
+def _matching(listed: list[dict], *, field: str, value: str, where: str) -> list[dict]:
+    """The listed objects whose `field` is our reference, matched here since a list may ignore the filter; one that
+    does not show the field cannot be told apart from ours: LookupUnknown."""
+    ours = []
+    for obj in listed:
+        if field not in obj:
+            raise LookupUnknown(f"{where}: {obj.get('id')} shows no {field}")
+        if str(obj.get(field) or "") == value:
+            ours.append(obj)
+    return ours
+
+
+def payouts_listed(client: XenditClient, *, reference_id: str) -> list[dict]:
+    """Every payout Xendit lists under `reference_id` ({"data": [...], "has_more": ...}), each page read (`limit`,
+    the `after_id` cursor, until has_more is false: apps.channels.lookups). LookupUnknown when it cannot be read to
+    its end."""
+
+    def page(cursor: str | None):
+        params = {"reference_id": reference_id, "limit": LOOKUP_PAGE_SIZE}
+        if cursor:
+            params["after_id"] = cursor
+        answer = client.call("GET", "/v2/payouts", params=params)
+        if not isinstance(answer, dict):
+            return answer, None
+        more = answer.get("has_more")
+        return answer.get("data"), more if isinstance(more, bool) else None
+
+    where = "xendit GET /v2/payouts"
+    return _matching(every_page(where=where, page=page), field="reference_id", value=reference_id, where=where)
+
+
+def invoices_listed(client: XenditClient, *, external_id: str) -> list[dict]:
+    """Every invoice Xendit lists under `external_id`, each page read. The Invoice API answers a bare JSON array with
+    no "more" flag, and documents `limit` (up to 100) and the `last_invoice_id` cursor: a page as long as the limit
+    may have a next one, a shorter page is the last, and a page longer than the limit says nothing (LookupUnknown)."""
+
+    def page(cursor: str | None):
+        params = {"external_id": external_id, "limit": LOOKUP_PAGE_SIZE}
+        if cursor:
+            params["last_invoice_id"] = cursor
+        answer = client.call("GET", "/v2/invoices", params=params)
+        if not isinstance(answer, list) or len(answer) > LOOKUP_PAGE_SIZE:
+            return answer, None
+        return answer, len(answer) == LOOKUP_PAGE_SIZE
+
+    where = "xendit GET /v2/invoices"
+    return _matching(every_page(where=where, page=page), field="external_id", value=external_id, where=where)
+
+
 @register_payin
 class XenditPayinAdapter(PayinAdapter):
     name = ADAPTER
@@ -189,17 +243,14 @@ class XenditPayinAdapter(PayinAdapter):
     @staticmethod
     def _invoice_opened_before(order) -> dict | None:
         """The order's open invoice at Xendit if an earlier create reached it but its answer was lost (timeout): the
-        Invoice API takes no idempotency key, so the external_id is looked up before creating another one."""
-        found = XenditClient(order.channel).call("GET", "/v2/invoices", params={"external_id": order.platform_order_no})
-        if not isinstance(found, list):
-            raise UpstreamUnavailable("xendit GET /v2/invoices: not a list of invoices")
-        for invoice in found:
+        Invoice API takes no idempotency key, so the external_id is looked up before creating another one, every page
+        read (invoices_listed). LookupUnknown when the list cannot be read to its end: no second invoice is opened."""
+        for invoice in invoices_listed(XenditClient(order.channel), external_id=order.platform_order_no):
             try:
                 state = invoice_state(invoice, minor_unit=order.currency.minor_unit)
             except UpstreamRejected:
                 continue  # not one we could have opened
-            if (state.platform_order_no, state.amount, state.currency) == (
-                    order.platform_order_no, order.amount, order.currency_id) and state.outcome != "expired":
+            if (state.amount, state.currency) == (order.amount, order.currency_id) and state.outcome != "expired":
                 return invoice
         return None
 
@@ -294,34 +345,28 @@ class XenditPayoutAdapter(PayoutAdapter):
 
     def _candidates(self, payout) -> list[PayoutState]:
         """Every disbursement listed under our reference_id with our amount and currency (reference_id need not be
-        unique at Xendit; the payout object does not show the idempotency key it was created with)."""
-        answer = XenditClient(payout.channel).call("GET", "/v2/payouts",
-                                                   params={"reference_id": payout.platform_order_no})
-        found = answer.get("data") if isinstance(answer, dict) else None
-        if not isinstance(found, list):
-            raise UpstreamUnavailable("xendit GET /v2/payouts: no data list in the answer")
+        unique at Xendit; the payout object does not show the idempotency key it was created with), every page read
+        (payouts_listed: LookupUnknown when the list cannot be read to its end)."""
         states = []
-        for obj in found:
+        for obj in payouts_listed(XenditClient(payout.channel), reference_id=payout.platform_order_no):
             try:
                 state = payout_state_of(obj, minor_unit=payout.currency.minor_unit)
             except UpstreamRejected:
-                continue  # an amount ours never has: not ours
+                # Of our reference_id: it may be ours, whatever it says of its amount.
+                raise LookupUnknown(f"payout {payout}: disbursement {obj.get('id')} of its reference_id has an amount "
+                                    f"that cannot be read") from None
             if (state.amount, state.currency) == (payout.amount, payout.currency_id):
                 states.append(state)
         return states
 
     def disbursement_lookup(self, *, payout) -> PayoutState:
-        """Any disbursement listed under our reference_id, whatever its amount ('missing' only when none is)."""
-        answer = XenditClient(payout.channel).call("GET", "/v2/payouts",
-                                                   params={"reference_id": payout.platform_order_no})
-        found = answer.get("data") if isinstance(answer, dict) else None
-        if not isinstance(found, list):
-            raise UpstreamUnavailable("xendit GET /v2/payouts: no data list in the answer")
+        """Any disbursement listed under our reference_id, whatever its amount: 'missing' only when every page was
+        read and none is ours; LookupUnknown when the list could not be read to its end."""
+        found = payouts_listed(XenditClient(payout.channel), reference_id=payout.platform_order_no)
         if not found:
             return PayoutState(outcome="missing")
-        obj = found[0] if isinstance(found[0], dict) else {}
-        return PayoutState(outcome="pending", reference=str(obj.get("id", "")),
-                           upstream_status=str(obj.get("status", "")))
+        return PayoutState(outcome="pending", reference=str(found[0].get("id", "")),
+                           upstream_status=str(found[0].get("status", "")))
 
     def payout_state(self, *, payout) -> PayoutState:
         """The state of the disbursement bound to the order (its upstream_reference); 'missing' before that is

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from apps.channels.base import UpstreamDeclined, UpstreamUnavailable
 from apps.channels.health import breaker_record, channel_sendable
+from apps.channels.lookups import LOOKUP_PAGES
 from apps.channels.models import Channel
 from apps.channels.registry import payout_adapter
 from apps.channels.routing import route_next
@@ -33,9 +34,10 @@ logger = logging.getLogger(__name__)
 
 
 # Turns of a send (each a move to another channel), and the lease renewed before each: one turn's HTTP calls at most
-# (PayMongo: lookup, wallets, create, the lookup again), so a sender killed mid-send frees the payout within a minute.
+# (PayMongo: the lookup's pages, wallets, create, the lookup's pages again; apps.channels.lookups bounds the pages), so
+# a sender killed mid-send frees the payout within one turn's lease (three minutes at the 15 s timeout).
 MOVES = 8
-SEND_LEASE_CALLS = 4
+SEND_LEASE_CALLS = 2 * LOOKUP_PAGES + 2
 
 
 def payout_send(*, payout: Payout, first: bool) -> Payout:
@@ -127,7 +129,9 @@ def _nothing_there(payout: Payout) -> bool:
     try:
         state = payout_adapter(payout.channel).disbursement_lookup(payout=payout)
     except UpstreamUnavailable as exc:
-        logger.warning("payout %s: %s not asked whether it holds it (%s); it waits", payout, payout.channel.code, exc)
+        # Unknown (no answer, or a list not read to its end: LookupUnknown) is never "nothing there".
+        logger.warning("payout %s: %s could not say whether it holds it (%s); it waits", payout, payout.channel.code,
+                       exc)
         return False
     if state.outcome != "missing":
         logger.warning("payout %s: %s holds %s (%s); it stays there", payout, payout.channel.code, state.reference,

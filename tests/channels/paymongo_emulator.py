@@ -11,18 +11,28 @@
   GET  /v2/transfers/receiving_institutions?provider=instapay|pesonet
   POST /v2/batch_transfers               {"data": {"attributes": {"transfers": [...]}}} → {"data": {"id":
                                          "batch_tr_...", "transfers": [<transfer>]}} (PayMongo's Transfer Resource)
-  GET  /v2/transfers/{id}, GET /v2/transfers?reference_number=   (JSON:API: {"data": {"id", "type": "transfer",
-                                         "attributes": {...}}}; the list {"data": [...], "has_more": false})
+  GET  /v2/transfers/{id}, GET /v2/transfers?reference_number=&limit=&after=   (JSON:API: {"data": {"id", "type":
+                                         "transfer", "attributes": {...}}}; the list, newest first, {"data": [...],
+                                         "has_more": ...}: `limit` objects (default 10, at most `page_limit`) after
+                                         the `after` cursor)
 
 HTTP Basic auth with the secret key as user name, errors {"errors": [{"code", "detail"}]}. Idempotency-Key on the
 creates: a reused key with the same body replays the first answer (`reused_key="replay"`, the default) or is
 ignored (`reused_key="ignore"`: another object is created, the case where the adapter's own lookup by reference must
 hold).
 
+Lists as a real upstream may answer them: `page_limit` caps a page below the `limit` asked for, and
+`ignore_filters=True` answers every transfer whatever `reference_number` asks (the adapter must page and match our
+reference itself), `omit_has_more=True` answers lists without `has_more`, `refuse_reference_filter=True` refuses
+`reference_number` as a filter (400 parameter_invalid), `ignore_cursor=True` answers the first page whatever
+`after` names; `transfers_of_others(n)` adds n transfers of other references,
+newer than ours.
+
 Faults, for the adapter's tests and the routing helper's failover tests:
   fail_next("checkout_sessions" | "batch_transfers", mode, ...) scripts the next creates: "timeout" processes the
       request, then stalls past the client's timeout (the answer is lost, the object exists); "5xx" answers 503 and
       creates nothing; "429" answers rate limited, nothing created; "400" refuses (parameter_invalid), nothing created.
+  fail_next_page("5xx" | "429", ...) scripts the next list requests that ask for a page after the first.
   outage(True) answers every request 503 until outage(False); latency(seconds) delays every answer.
 The test plays PayMongo's side: `pay_session`, `expire_session`, `settle_transfer`, and `webhook(...)` POSTs a
 documented event signed with Paymongo-Signature (t, te, li) to our endpoint.
@@ -73,11 +83,17 @@ def signature_header(*, body: bytes, secret: str, timestamp: int, livemode: bool
 
 class PayMongoEmulator:
     def __init__(self, *, secret_key: str = "sk_test_emulator", webhook_secret: str = "whsk_emulator",
-                 stall_seconds: float = 3.0, reused_key: str = "replay"):
+                 stall_seconds: float = 3.0, reused_key: str = "replay", page_limit: int = 100,
+                 ignore_filters: bool = False):
         self.secret_key = secret_key
         self.webhook_secret = webhook_secret
         self.stall_seconds = stall_seconds
         self.reused_key = reused_key
+        self.page_limit = page_limit
+        self.ignore_filters = ignore_filters
+        self.ignore_cursor = False
+        self.omit_has_more = False
+        self.refuse_reference_filter = False
         self.livemode = secret_key.startswith("sk_live_")
         self.sessions: dict[str, dict] = {}
         self.transfers: dict[str, dict] = {}
@@ -87,7 +103,7 @@ class PayMongoEmulator:
                          "attributes": {"currency": "PHP", "status": "activated", "available_balance": 10**12,
                                         "source_account": dict(WALLET_ACCOUNT), "livemode": self.livemode}}]
         self.institutions = {provider: list(rows) for provider, rows in INSTITUTIONS.items()}
-        self._faults: dict[str, list[str]] = {"checkout_sessions": [], "batch_transfers": []}
+        self._faults: dict[str, list[str]] = {"checkout_sessions": [], "batch_transfers": [], "pages": []}
         self._outage = False
         self._latency = 0.0
         self._lock = threading.Lock()
@@ -127,6 +143,11 @@ class PayMongoEmulator:
         with self._lock:
             self._faults[endpoint].extend(modes)
 
+    def fail_next_page(self, *modes: str) -> None:
+        """Script the next list requests for a page after the first (they carry a cursor): '5xx' or '429' each."""
+        with self._lock:
+            self._faults["pages"].extend(modes)
+
     def outage(self, down: bool = True) -> None:
         """Every request answered 503 (nothing created, nothing read) until outage(False)."""
         self._outage = down
@@ -142,6 +163,18 @@ class PayMongoEmulator:
 
     def transfers_by_reference(self, reference_number: str) -> list[dict]:
         return [t for t in self.transfers.values() if t["attributes"]["reference_number"] == reference_number]
+
+    def transfers_of_others(self, count: int, *, amount: int = 150000) -> list[str]:
+        """`count` transfers someone else on the account sent (other reference numbers), newer than every one before;
+        their ids."""
+        transfers = [{"source_account": dict(WALLET_ACCOUNT), "provider": "instapay", "amount": amount,
+                      "currency": "PHP", "reference_number": f"OTHER-{secrets.token_hex(6)}",
+                      "destination_account": {"number": "09170000000", "name": "Someone Else", "bic": "GXCHPHM2XXX"}}
+                     for _ in range(count)]
+        with self._lock:
+            status, answer = self._batch_create({"data": {"attributes": {"transfers": transfers}}})
+        assert status == 200, answer
+        return [t["id"] for t in answer["data"]["transfers"]]
 
     def pay_session(self, session_id: str, *, method: str = "gcash", amount: int | None = None) -> dict:
         """The payer pays on the checkout page: a `paid` payment on the session (its payment intent succeeded)."""
@@ -251,11 +284,13 @@ class PayMongoEmulator:
                                                                             "provider": provider}}
                 for name, bic in self.institutions[provider]]})
         if method == "GET" and parts.path == "/v2/transfers":
-            reference = query.get("reference_number", [""])[0]
+            if self.refuse_reference_filter and "reference_number" in query:
+                return self._error(handler, 400, "parameter_invalid", "reference_number is not a valid filter")
+            reference = "" if self.ignore_filters else query.get("reference_number", [""])[0]
             with self._lock:
-                listed = [t for t in self.transfers.values()
+                listed = [t for t in reversed(self.transfers.values())
                           if not reference or t["attributes"]["reference_number"] == reference]
-                return self._reply(handler, 200, {"data": listed, "has_more": False})
+                return self._list_page(handler, query, listed)
         if method == "GET" and segments[:2] == ["v2", "transfers"] and len(segments) == 3:
             with self._lock:
                 found = self.transfers.get(segments[2])
@@ -263,6 +298,33 @@ class PayMongoEmulator:
                     return self._error(handler, 404, "resource_not_found", f"No such transfer {segments[2]}")
                 return self._reply(handler, 200, {"data": found})
         return self._error(handler, 404, "resource_not_found", parts.path)
+
+    def _list_page(self, handler, query: dict, listed: list[dict]) -> None:
+        """One page of a list, PayMongo's way: `limit` (1 to 100, default 10; at most page_limit) objects after the
+        object the `after` cursor names, and whether more follow."""
+        after = query.get("after", [""])[0]
+        try:
+            limit = int(query.get("limit", ["10"])[0])
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= 100:
+            return self._error(handler, 400, "parameter_invalid", "limit must be between 1 and 100")
+        if after:
+            fault = self._faults["pages"].pop(0) if self._faults["pages"] else None
+            if fault == "5xx":
+                return self._error(handler, 503, "service_unavailable", "temporarily unavailable")
+            if fault == "429":
+                return self._error(handler, 429, "rate_limit_exceeded", "too many requests")
+            ids = [obj["id"] for obj in listed]
+            if self.ignore_cursor:
+                after, ids = "", []  # the cursor is not one this upstream knows: the first page again
+            elif after not in ids:
+                return self._error(handler, 400, "parameter_invalid", f"after: no such resource {after}")
+            if after:
+                listed = listed[ids.index(after) + 1:]
+        size = min(limit, self.page_limit)
+        page = {"data": listed[:size]} if self.omit_has_more else {"data": listed[:size], "has_more": len(listed) > size}
+        return self._reply(handler, 200, page)
 
     def _authorized(self, handler) -> bool:
         header = handler.headers.get("Authorization", "")

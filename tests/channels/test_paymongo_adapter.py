@@ -257,7 +257,7 @@ def test_a_submission_under_way_elsewhere_is_waited_for_and_a_dead_holders_lease
         paymongo_channels, merchant, paymongo_emulator, settings):
     from apps.channels.models import UpstreamSubmissionLease
 
-    settings.CHANNEL_HTTP_TIMEOUT_SECONDS = 0.2  # a lease of five timeouts: one second
+    settings.CHANNEL_HTTP_TIMEOUT_SECONDS = 0.2  # a lease of SUBMISSION_LEASE_CALLS timeouts: under three seconds
     payout = a_payout(merchant)
     adapter = PayMongoPayoutAdapter()
     # another worker holds the lease (it is sending this payout right now): we wait, then give up without sending

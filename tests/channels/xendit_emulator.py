@@ -3,7 +3,8 @@ xendit-python 7.0.0 (Xendit's SDK, generated from its OpenAPI specs) calls, answ
 (tests/channels/test_xendit_sdk.py drives the SDK's own client against it and reads every answer with its models):
 
   POST /v2/invoices/ (the SDK's path) and POST /v2/invoices (the documented curl), GET /v2/invoices/{id},
-  GET /v2/invoices?external_id=... (a JSON array, as documented), POST /invoices/{id}/expire! (expires a PENDING
+  GET /v2/invoices?external_id=&limit=&last_invoice_id= (a JSON array, as documented, newest first: `limit`
+  invoices, default 10, after the one `last_invoice_id` names), POST /invoices/{id}/expire! (expires a PENDING
   invoice), GET /web/invoices/{id} (the hosted invoice page the payer lands on). An invoice carries every field the
   SDK's Invoice model requires (merchant_profile_picture_url, available_banks/_retail_outlets/_ewallets/_qr_codes/
   _direct_debits/_paylaters, should_send_email, ...); states PENDING, PAID, SETTLED, EXPIRED.
@@ -12,12 +13,18 @@ xendit-python 7.0.0 (Xendit's SDK, generated from its OpenAPI specs) calls, answ
   upstream that refuses every reuse with 409 (the harder case for the adapter). The payout object does not show
   its idempotency key (as documented); the emulator's own record of it is `idempotency_keys`. `failure_code` is
   present only on a FAILED payout and is one of the documented codes (the SDK refuses `null` and others).
-  GET /v2/payouts/{id}, GET /v2/payouts?reference_id=... ({"data": [...], "has_more": false}),
+  GET /v2/payouts/{id}, GET /v2/payouts?reference_id=&limit=&after_id= ({"data": [...], "has_more": ..., "links":
+  the next page's {href, rel, method} while more follow}, newest first, `limit` payouts, default 10, after `after_id`),
   POST /v2/payouts/{id}/cancel (an ACCEPTED payout → CANCELLED),
   GET /payouts_channels?currency=&channel_category=&channel_code= (the channel objects of `payout_channels`:
   channel_code, channel_category, currency, channel_name, amount_limits).
   Errors are {"error_code", "message"} with the documented status (401 INVALID_API_KEY, 404 ..._NOT_FOUND, 409
   DUPLICATE_ERROR, 400 API_VALIDATION_ERROR, 429 RATE_LIMIT_EXCEEDED, 503 SERVER_ERROR).
+
+Lists as a real upstream may answer them: `page_limit` caps a page below the `limit` asked for, `ignore_filters=True`
+answers every payout / invoice whatever `reference_id` / `external_id` asks (the adapter must page and match our
+reference itself), `ignore_cursor=True` answers the first page whatever the cursor names, `payouts_of_others(n)` / `invoices_of_others(n)` add objects of other references, newer than
+ours, and `fail_next_page("5xx" | "429", ...)` scripts the next list requests for a page after the first.
 
 HTTP Basic auth with the secret key as user name. Scripted faults on the creates: `emulator.fail_next("payouts",
 "timeout")` processes the request and then stalls past the client's timeout (the answer is lost, the object
@@ -100,7 +107,8 @@ def _error(code: str, message: str) -> dict:
 
 class XenditEmulator:
     def __init__(self, *, secret_key: str = "xnd_development_emulator", callback_token: str = "emulator-token",
-                 stall_seconds: float = 3.0, reused_key: str = "replay"):
+                 stall_seconds: float = 3.0, reused_key: str = "replay", page_limit: int = 100,
+                 ignore_filters: bool = False):
         self.secret_key = secret_key
         self.callback_token = callback_token
         self.stall_seconds = stall_seconds
@@ -110,9 +118,12 @@ class XenditEmulator:
         self.idempotency_keys: dict[str, str] = {}  # key → the payout it created
         self._idempotency_bodies: dict[str, dict] = {}
         self.reused_key = reused_key  # "replay": as documented; "409": every reuse refused
+        self.page_limit = page_limit
+        self.ignore_filters = ignore_filters
+        self.ignore_cursor = False
         self.requests: list[tuple[str, str, dict, bytes]] = []
         self.answers: list[tuple[str, str, int, object]] = []  # (method, path, status, body) of every JSON answer
-        self._faults: dict[str, list[str]] = {"invoices": [], "payouts": []}
+        self._faults: dict[str, list[str]] = {"invoices": [], "payouts": [], "pages": []}
         # Called (in the server's thread) after an invoice is created, before it is answered: a test's race.
         self.on_invoice_created = None
         self._lock = threading.Lock()
@@ -151,7 +162,33 @@ class XenditEmulator:
         with self._lock:
             self._faults[endpoint].extend(modes)
 
+    def fail_next_page(self, *modes: str) -> None:
+        """Script the next list requests for a page after the first (they carry a cursor): '5xx' or '429' each."""
+        with self._lock:
+            self._faults["pages"].extend(modes)
+
     # --- Xendit's side of the story ---------------------------------------------------------------------------
+
+    def payouts_of_others(self, count: int, *, amount: int = 150000, currency: str = "PHP") -> list[str]:
+        """`count` payouts someone else on the account made (other reference_ids), newer than every one before."""
+        created = []
+        with self._lock:
+            for _ in range(count):
+                key = "other-" + secrets.token_hex(8)
+                status, payout = self._payout_create(
+                    {"reference_id": f"OTHER-{secrets.token_hex(6)}", "channel_code": "PH_GCASH", "amount": amount,
+                     "currency": currency, "channel_properties": {"account_number": "09170000000",
+                                                                  "account_holder_name": "Someone Else"}},
+                    {"Idempotency-key": key})
+                assert status == 200, payout
+                created.append(payout["id"])
+        return created
+
+    def invoices_of_others(self, count: int, *, amount: int = 20000, currency: str = "PHP") -> list[str]:
+        """`count` invoices of other external_ids, newer than every one before."""
+        with self._lock:
+            return [self._invoice_create({"external_id": f"OTHER-{secrets.token_hex(6)}", "amount": amount,
+                                          "currency": currency})[1]["id"] for _ in range(count)]
 
     def pay_invoice(self, invoice_id: str) -> dict:
         with self._lock:
@@ -262,14 +299,59 @@ class XenditEmulator:
             reference = query.get("reference_id", [""])[0]
             if not reference:
                 return self._reply(handler, 400, _error("API_VALIDATION_ERROR", "reference_id is required"))
-            return self._reply(handler, 200, {"data": self.payouts_by_reference(reference), "has_more": False})
+            with self._lock:
+                listed = [dict(p) for p in reversed(self.payouts.values())
+                          if self.ignore_filters or p["reference_id"] == reference]
+            page = self._page(handler, query, listed, cursor="after_id")
+            if page is None:
+                return None
+            objects, more = page
+            answer = {"data": objects, "has_more": more}
+            if more:
+                answer["links"] = {"href": f"/v2/payouts?reference_id={reference}&limit={len(objects)}"
+                                           f"&after_id={objects[-1]['id']}", "rel": "next", "method": "GET"}
+            return self._reply(handler, 200, answer)
         if method == "GET" and parts.path == "/v2/invoices":
-            external_id = query.get("external_id", [""])[0]
-            return self._reply(handler, 200, [i for i in self.invoices.values()
-                                              if not external_id or i["external_id"] == external_id])
+            external_id = "" if self.ignore_filters else query.get("external_id", [""])[0]
+            with self._lock:
+                listed = [dict(i) for i in reversed(self.invoices.values())
+                          if not external_id or i["external_id"] == external_id]
+            page = self._page(handler, query, listed, cursor="last_invoice_id")
+            return None if page is None else self._reply(handler, 200, page[0])
         if method == "GET" and parts.path == "/payouts_channels":
             return self._reply(handler, 200, self._payout_channels(query))
         return self._reply(handler, 404, _error("NOT_FOUND", f"{method} {parts.path} is not an endpoint"))
+
+    def _page(self, handler, query: dict, listed: list[dict], *, cursor: str) -> tuple[list[dict], bool] | None:
+        """One page of a list: `limit` (1 to 100, default 10; at most page_limit) objects after the one `cursor`
+        names, and whether more follow; None when the request was answered with an error."""
+        after = query.get(cursor, [""])[0]
+        try:
+            limit = int(query.get("limit", ["10"])[0])
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= 100:
+            self._reply(handler, 400, _error("API_VALIDATION_ERROR", "limit must be between 1 and 100"))
+            return None
+        if after:
+            with self._lock:
+                fault = self._faults["pages"].pop(0) if self._faults["pages"] else None
+            if fault == "5xx":
+                self._reply(handler, 503, _error("SERVER_ERROR", "temporarily unavailable"))
+                return None
+            if fault == "429":
+                self._reply(handler, 429, _error("RATE_LIMIT_EXCEEDED", "too many requests"))
+                return None
+            ids = [obj["id"] for obj in listed]
+            if self.ignore_cursor:
+                after, ids = "", []  # the cursor is not one this upstream knows: the first page again
+            elif after not in ids:
+                self._reply(handler, 400, _error("API_VALIDATION_ERROR", f"{cursor}: no such object {after}"))
+                return None
+            if after:
+                listed = listed[ids.index(after) + 1:]
+        size = min(limit, self.page_limit)
+        return listed[:size], len(listed) > size
 
     def _authorized(self, handler) -> bool:
         header = handler.headers.get("Authorization", "")
