@@ -25,7 +25,7 @@ def _is_api(request) -> bool:
 
 @require_safe
 def home(request):
-    """{api_root}/: what this is, and links to the API docs, the schema, /currencies, the admin and /healthz."""
+    """{api_root}/: what this is, and links to the API docs, the schema, /currencies, the portal, the admin and /healthz."""
     return render(request, "home.html")
 
 

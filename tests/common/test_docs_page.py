@@ -18,7 +18,7 @@ VECTORS = Path(__file__).parent / "vectors"
 ENDPOINTS = ["/openapi/v1/balance", "/openapi/v1/statement", "/openapi/v1/pay/create", "/openapi/v1/pay/query",
              "/openapi/v1/payout/create", "/openapi/v1/payout/query", "/openapi/v1/callbacks/list",
              "/openapi/v1/callbacks/resend", "/currencies"]
-HOME_LINKS = ["/openapi/v1/docs/", "/openapi/v1/schema/", "/currencies", "/admin/", "/healthz"]
+HOME_LINKS = ["/openapi/v1/docs/", "/openapi/v1/schema/", "/currencies", "/portal/", "/admin/", "/healthz"]
 
 
 # --- without a browser ---------------------------------------------------------------------------------------
@@ -37,6 +37,12 @@ def test_home_is_an_html_page_linking_docs_schema_currencies_admin_and_healthz(c
     for link in HOME_LINKS:
         assert f'href="{link}"' in html, link
     assert "URLconf" not in html  # never Django's debug listing
+
+
+def test_home_links_the_merchant_portal_for_a_merchants_people(client, db):
+    html = client.get("/").content.decode()
+    assert 'href="/portal/"' in html
+    assert "Merchant portal" in html
 
 
 def test_home_takes_only_get_and_head(client, db):
