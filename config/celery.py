@@ -26,7 +26,7 @@ app.steps["worker"].add(DjangoStructLogInitStep)
 def _freeze_the_start_up_heap(**kwargs) -> None:
     """Moves what start-up allocated (Django, the apps, their imports: some 160,000 objects) out of the collector's
     reach: the collections a worker runs while serving, and the final one when it stops, no longer walk it. A
-    worker stopping on Ctrl-C spent seconds in that final collection, past honcho's 5-second grace (issue 25)."""
+    worker stopping on Ctrl-C spent seconds in that final collection, past honcho's 5-second grace."""
     gc.freeze()
 
 

@@ -9,7 +9,7 @@ def sentry_init(*, dsn: str, environment: str = "", traces_sample_rate: float = 
     """Initialise the Sentry SDK with the Django and Celery integrations; False (and nothing done) without a DSN."""
     if not dsn:
         return False
-    # Imported only with a DSN: sentry_sdk took about a second of every process's start-up (issue 25).
+    # Imported only with a DSN: sentry_sdk took about a second of every process's start-up.
     import sentry_sdk
     from sentry_sdk.integrations.celery import CeleryIntegration
     from sentry_sdk.integrations.django import DjangoIntegration

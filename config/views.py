@@ -37,7 +37,7 @@ def server_error(request):
     return api_server_error(request) if _is_api(request) else defaults.server_error(request)
 
 
-# --- {api_root}/healthz (contract §1) ----------------------------------------------------------------------
+# --- {api_root}/healthz (docs/api.md, "Addresses") ---------------------------------------------------------
 
 SWEEPER_HEARTBEAT = "callbacks.sweeper"
 # The sweeper beats every 5 s; a minute without a beat means beat or the workers are not running.

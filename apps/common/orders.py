@@ -1,4 +1,5 @@
-"""Rules shared by collection and payout orders: merchant-scoped lookup and idempotent create (contract §3)."""
+"""Rules shared by collection and payout orders: merchant-scoped lookup and idempotent create (docs/api.md,
+"Idempotent create")."""
 
 from collections.abc import Callable
 

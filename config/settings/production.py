@@ -4,7 +4,7 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
-# Fail closed (issue 17): a process started without DJANGO_SETTINGS_MODULE gets these settings (manage.py, wsgi,
+# Fail closed: a process started without DJANGO_SETTINGS_MODULE gets these settings (manage.py, wsgi,
 # celery), and these refuse to start rather than fall back to a development default: no local database, no
 # filesystem broker, no development SECRET_KEY.
 _REQUIRED = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "PLATFORM_KEY_ENCRYPTION_KEY", "ALLOWED_HOSTS")

@@ -19,8 +19,8 @@ from apps.merchants.selectors import platform_key_current
 # from the reference cache. Record: the events and their merchant locked in one statement, the attempts' outcomes,
 # the events' outcomes (one UPDATE per outcome), then either the next batch's claim (candidates, leases, attempt
 # rows) or the hand-off of a freed slot (the merchant's first waiting event, its UPDATE). Transactions' BEGIN and
-# COMMIT are not counted here. (12 before issue 23; 8 per attempt before batches, whatever the load: one attempt
-# alone now costs two more, the unlocked read and the merchant's lock apart from the candidates.)
+# COMMIT are not counted here. One attempt alone costs two more than a batch's share: the unlocked read and the
+# merchant's lock apart from the candidates.
 STATEMENTS_ONE_ATTEMPT_WITH_HAND_OFF = 10
 # A batch of four (one merchant's four free slots) and the drain's last looks for more (in the record's transaction,
 # and once more after the merchant's wake mark is released): 9 statements beside the attempts' outcomes (1 to 4).

@@ -1,4 +1,4 @@
-"""Settings fail closed (issue 17): a process started without DJANGO_SETTINGS_MODULE (manage.py, the WSGI server, a
+"""Settings fail closed: a process started without DJANGO_SETTINGS_MODULE (manage.py, the WSGI server, a
 Celery worker) gets production settings, never the development defaults, and those refuse to start without their
 variables; X-Forwarded-Proto is believed only when told a proxy is in front. Real subprocesses, real imports."""
 

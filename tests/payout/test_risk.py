@@ -1,4 +1,5 @@
-"""Risk rules deciding FROZEN (contract §5): threshold, deny list, velocity; reasons stored for reviewers."""
+"""Risk rules deciding FROZEN (docs/api.md, "Payout orders"): threshold, deny list, velocity; reasons stored for
+reviewers."""
 
 from datetime import timedelta
 
