@@ -10,7 +10,7 @@ from django.db import close_old_connections
 from django_structlog.celery.steps import DjangoStructLogInitStep
 
 # Fail closed: without DJANGO_SETTINGS_MODULE, production settings, which refuse to start without their secrets
-# (README, Running with production settings). Development sets config.settings.local (make run does).
+# (docs/runbook.md, "Start"). Development sets config.settings.local (make run does).
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 
 app = Celery("payments")

@@ -1,4 +1,4 @@
-"""Error reports to Sentry when SENTRY_DSN is set; nothing at all when it is not (README, Operations: Sentry).
+"""Error reports to Sentry when SENTRY_DSN is set; nothing at all when it is not (docs/runbook.md, "Health and logs").
 
 No personal data (send_default_pii=False: no user, cookies or client IP) and no request bodies (they hold signed
 merchant requests and payee accounts): only the exception, its stack and the request's method and route.

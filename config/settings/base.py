@@ -298,7 +298,7 @@ CHANNEL_FAILOVER_LOOKUP_AFTER_SECONDS = env.int("CHANNEL_FAILOVER_LOOKUP_AFTER_S
 SANDBOX_PAYOUT_SETTLE_SECONDS = env.float("SANDBOX_PAYOUT_SETTLE_SECONDS", default=1.0)
 SANDBOX_PAYOUT_RETURN_SECONDS = env.float("SANDBOX_PAYOUT_RETURN_SECONDS", default=3.0)
 
-# Logs (README, Operations: Logs): stdlib logging and structlog share one handler on stderr. LOG_FORMAT=json writes
+# Logs (docs/runbook.md, "Health and logs"): stdlib logging and structlog share one handler on stderr. LOG_FORMAT=json writes
 # one JSON object a line (production's default), plain a readable line; both carry the request_id bound by
 # config.logging.RequestId, in the request and (django-structlog's Celery receivers) in every Celery task it queued.
 LOG_FORMAT = env("LOG_FORMAT", default="plain")
@@ -323,12 +323,12 @@ LOGGING = {
 }
 DJANGO_STRUCTLOG_CELERY_ENABLED = True
 
-# Metrics (README, Operations: Metrics): GET /metrics answers clients in these networks, or bearing METRICS_TOKEN
+# Metrics (docs/runbook.md, "Metrics and alerts"): GET /metrics answers clients in these networks, or bearing METRICS_TOKEN
 # (Authorization: Bearer ...); anyone else gets a 404.
 METRICS_ALLOWED_NETWORKS = env.list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.0/8", "::1/128"])
 METRICS_TOKEN = env("METRICS_TOKEN", default="")
 
-# Sentry (README, Operations: Sentry): errors of the web and the workers are sent when SENTRY_DSN is set; no
+# Sentry (docs/runbook.md, "Health and logs"): errors of the web and the workers are sent when SENTRY_DSN is set; no
 # personal data, no request bodies, no local variables. Unset: the SDK is not initialised at all.
 SENTRY_DSN = env("SENTRY_DSN", default="")
 SENTRY_ENVIRONMENT = env("SENTRY_ENVIRONMENT", default="")

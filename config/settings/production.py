@@ -11,8 +11,8 @@ _REQUIRED = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "PLATFORM_KEY_ENCRYPTION
 _missing = [name for name in _REQUIRED if not os.environ.get(name)]
 if _missing:
     raise ImproperlyConfigured(
-        f"config.settings.production needs {', '.join(_missing)} in the environment (README, Running with production "
-        f"settings). DJANGO_SETTINGS_MODULE defaults to production settings; for development set "
+        f"config.settings.production needs {', '.join(_missing)} in the environment (docs/runbook.md, "
+        f"'Start'). DJANGO_SETTINGS_MODULE defaults to production settings; for development set "
         f"DJANGO_SETTINGS_MODULE=config.settings.local (make run does).")
 
 from .base import *  # noqa: E402, F403
