@@ -10,13 +10,19 @@ SCANNED = ("apps", "config", "docs", "bench", "sdk", "tests", "templates", "READ
 SKIPPED_DIRS = {"__pycache__", ".venv", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", "dist", "build"}
 TEXT_SUFFIXES = {".py", ".md", ".html", ".txt", ".lua", ".sql", ".sh", ".toml", ".yml", ".yaml", ".css", ".js", ""}
 
-# Each pattern is written in two halves so that this file does not match itself.
+
+def _joined(*parts: str) -> str:
+    """Patterns and samples are joined at run time, so that neither this file nor its compiled form (where Python
+    folds "a" + "b" into one constant) matches what it forbids."""
+    return "".join(parts)
+
+
 FORBIDDEN = {
-    "an issue number": re.compile("iss" + r"ue[\s_]+#?\d+", re.IGNORECASE),
-    "who measured": re.compile("hel" + r'pers?\s+"'),
-    "a path outside the repository": re.compile("shared" + r"/spec"),
-    "a section of the contract outside the repository": re.compile("cont" + r"ract\s+§"),
-    "the interface document outside the repository": re.compile("inter" + r"face(\.md|\s+§)"),
+    "an issue number": re.compile(_joined("iss", r"ue[\s_]+#?\d+"), re.IGNORECASE),
+    "who measured": re.compile(_joined("hel", r'pers?\s+"')),
+    "a path outside the repository": re.compile(_joined("shared", "/", "spec")),
+    "a section of the contract outside the repository": re.compile(_joined("cont", r"ract\s+§")),
+    "the interface document outside the repository": re.compile(_joined("inter", r"face(\.md|\s+§)")),
 }
 
 
@@ -44,8 +50,9 @@ def test_no_issue_numbers_names_of_who_measured_or_pointers_outside_the_reposito
 
 
 def test_the_check_finds_what_it_forbids():
-    samples = ["as measured in iss" + "ue 22", "test_of_iss" + "ue_22", "see hel" + 'per "payout5"',
-               "../shared" + "/spec/contract.md", "contract" + " §3", "interface" + " §4.1", "interface" + ".md"]
+    samples = [_joined("as measured in iss", "ue 22"), _joined("test_of_iss", "ue_22"), _joined("see hel", 'per "p5"'),
+               _joined("../shared", "/", "spec/contract.md"), _joined("cont", "ract §3"), _joined("inter", "face §4.1"),
+               _joined("inter", "face.md")]
     for sample in samples:
         assert any(pattern.search(sample) for pattern in FORBIDDEN.values()), sample
     assert not any(pattern.search('docs/api.md, "Error codes"') for pattern in FORBIDDEN.values())
