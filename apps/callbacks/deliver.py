@@ -44,7 +44,7 @@ POSTERS = 64
 # its record; after it (an attempt is slow), the outcomes known, and each later one while others of the batch are
 # still in flight, are written at once. Writing every outcome apart, or after 50 ms, cost the bench's batches about
 # 60 % more CPU for their outcomes: on a busy worker the POSTs of a batch end tens of ms apart (docs/performance.md,
-# "cb2").
+# "Measured changes").
 TOGETHER_SECONDS = 1.0
 
 logger = logging.getLogger(__name__)

@@ -176,7 +176,7 @@ def _order_locked(**unique_key) -> CollectionOrder | None:
     """The order by one of its unique keys, `SELECT … FOR UPDATE`: the order's columns only, no join and no ORDER BY
     (the key matches one row). What a locked order needs of its merchant or channel comes from the reference cache
     (merchant_cached, channel_cached): building and compiling the joined statement was a fifth of the hosted Pay's
-    CPU (docs/performance.md, "pay-in, pay/create, pay/query")."""
+    CPU (docs/performance.md, "Measured changes")."""
     return order_by_key(_LOCKED, **unique_key)
 
 

@@ -19,7 +19,7 @@ def _joined(*parts: str) -> str:
 
 FORBIDDEN = {
     "an issue number": re.compile(_joined("iss", r"ue[\s_]+#?\d+"), re.IGNORECASE),
-    "who measured": re.compile(_joined("hel", r'pers?\s+"')),
+    "who measured": re.compile(_joined("hel", r'pers?\s+(?:#\s*)?"')),  # the name may follow on the next line
     "a path outside the repository": re.compile(_joined("shared", "/", "spec")),
     "a section of the contract outside the repository": re.compile(_joined("cont", r"ract\s+§")),
     "the interface document outside the repository": re.compile(_joined("inter", r"face(\.md|\s+§)")),
@@ -47,6 +47,29 @@ def test_no_issue_numbers_names_of_who_measured_or_pointers_outside_the_reposito
                 line = text.count("\n", 0, match.start()) + 1
                 found.append(f"{file.relative_to(ROOT)}:{line}: {what}: {match.group(0)!r}")
     assert not found, "say how it is, and point to docs/ instead:\n" + "\n".join(found)
+
+
+# A pointer to a section of one of the pages that replaced the contract: `docs/api.md, "Error codes"` (several names may
+# follow, `docs/api.md, "Endpoints", "Field formats"`), possibly across a comment's line break.
+SECTION_REFERENCE = re.compile(r'docs/(api|performance|runbook|architecture)\.md`?,?\s*'
+                               r'((?:"[A-Za-z][^"\n]*"(?:,\s*)?)+)')
+
+
+def _headings(page: str) -> list[str]:
+    text = (ROOT / "docs" / f"{page}.md").read_text(encoding="utf-8")
+    return [re.sub(r"^#+\s*", "", line).strip().replace("`", "") for line in text.splitlines() if line.startswith("#")]
+
+
+def test_every_reference_to_a_section_of_api_performance_runbook_or_architecture_names_one_of_its_headings():
+    headings = {page: _headings(page) for page in ("api", "performance", "runbook", "architecture")}
+    broken = []
+    for file in _files():
+        text = re.sub(r"\n\s*#\s*", " ", file.read_text(encoding="utf-8", errors="replace"))
+        for match in SECTION_REFERENCE.finditer(text):
+            for name in re.findall(r'"([^"]+)"', match.group(2)):
+                if not any(heading.startswith(name) for heading in headings[match.group(1)]):
+                    broken.append(f'{file.relative_to(ROOT)}: docs/{match.group(1)}.md, "{name}"')
+    assert not broken, "no such heading:\n" + "\n".join(sorted(set(broken)))
 
 
 def test_the_check_finds_what_it_forbids():
