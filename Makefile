@@ -27,7 +27,7 @@ run serve: export API_ROOT ?= http://127.0.0.1:$(PORT)
 # The running targets' `uv run` (here and in the Procfile under honcho) must not install the dev group again.
 run serve migrate bootstrap: export UV_NO_DEV = 1
 # Development settings, said explicitly: without DJANGO_SETTINGS_MODULE, manage.py, wsgi and celery take production
-# settings, which refuse to start without their secrets (fail closed, README).
+# settings, which refuse to start without their secrets (fail closed, docs/runbook.md).
 run serve migrate bootstrap: export DJANGO_SETTINGS_MODULE = config.settings.local
 # The suite's settings, whatever a developer's shell exports (pytest-django prefers the environment to pyproject).
 test faults lint: export DJANGO_SETTINGS_MODULE = config.settings.test

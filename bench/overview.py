@@ -1,4 +1,4 @@
-"""The operations overview on a database with a million orders (issue 17 item 5; docs/performance.md).
+"""The operations overview on a database with a million orders (docs/performance.md).
 
     uv run python -m bench.overview [--orders 1000000] [--payouts 200000] [--runs 20] [--keep]
 

@@ -288,7 +288,7 @@ class Bench:
         return result
 
     # ---- the reference, interleaved with every row -----------------------------------------------------------
-    # This host's speed moves by up to a factor of two within minutes (docs/performance.md, 2026-11-26), more than
+    # This host's speed moves by up to a factor of two within minutes (docs/performance.md, "make bench"), more than
     # any change measured here; a ratio to one reference run made minutes before a row measured that drift. So each
     # row runs in --slices slices, each between two reference runs of the same length (reference, slice, reference,
     # slice, ..., reference), in the same server (the PgBouncer row's reference goes through PgBouncer too): the

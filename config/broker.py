@@ -6,7 +6,7 @@ kombu's Redis QoS forgets a delivered message only after Redis has answered the 
 in time (stalled, swapping, a network blip), the first step raises, Celery logs "Couldn't ack" and goes on, and the
 message stays "delivered" in the worker's memory for good. The worker takes a new message only while fewer than
 prefetch_count are delivered, so after prefetch_count such failures (2 with concurrency 2) it never consumes again:
-no payout is submitted, no callback delivered, until someone restarts it. Seen in the soak (issue 22).
+no payout is submitted, no callback delivered, until someone restarts it. Seen in the soak.
 
 Here the worker forgets the delivery whatever Redis answered. A message whose acknowledgement did not reach Redis
 stays in Redis' unacked index and is delivered again after the visibility timeout; every task is idempotent (and

@@ -6,7 +6,7 @@ from django.core.cache.backends import redis
 class RedisCacheClient(redis.RedisCacheClient):
     """Django builds a new `redis.Redis` client (copying its ~200 response callbacks) for every cache call, as kombu
     did for every publish (config/broker.py); one client per connection pool does the same for a fraction of the
-    CPU (docs/performance.md, helper "payout"). redis-py clients are thread-safe, each command takes a connection
+    CPU (docs/performance.md, "Measured changes"). redis-py clients are thread-safe, each command takes a connection
     from the pool; Django keeps one cache object per thread in any case."""
 
     def __init__(self, *args, **kwargs):

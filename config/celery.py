@@ -10,7 +10,7 @@ from django.db import close_old_connections
 from django_structlog.celery.steps import DjangoStructLogInitStep
 
 # Fail closed: without DJANGO_SETTINGS_MODULE, production settings, which refuse to start without their secrets
-# (README, Running with production settings). Development sets config.settings.local (make run does).
+# (docs/runbook.md, "Start"). Development sets config.settings.local (make run does).
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 
 app = Celery("payments")
@@ -26,7 +26,7 @@ app.steps["worker"].add(DjangoStructLogInitStep)
 def _freeze_the_start_up_heap(**kwargs) -> None:
     """Moves what start-up allocated (Django, the apps, their imports: some 160,000 objects) out of the collector's
     reach: the collections a worker runs while serving, and the final one when it stops, no longer walk it. A
-    worker stopping on Ctrl-C spent seconds in that final collection, past honcho's 5-second grace (issue 25)."""
+    worker stopping on Ctrl-C spent seconds in that final collection, past honcho's 5-second grace."""
     gc.freeze()
 
 

@@ -83,7 +83,7 @@ def _socket_locks() -> list[Path]:
 
 def recover_after_an_interrupted_stop() -> None:
     """Puts right what a stop cut short (a second Ctrl-C, a supervisor's SIGKILL) can leave in PGDATA, before the
-    wheel reads it (issue 22).
+    wheel reads it.
 
     - `.handle_pids.json`, the wheel's list of the processes using the server, is rewritten in place at each start
       and exit: killed mid-write it is empty or cut, and the wheel fails with JSONDecodeError at every start after.

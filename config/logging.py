@@ -61,7 +61,7 @@ class RequestId:
     In place of django-structlog's RequestMiddleware between two middlewares of ours (one dropping a malformed
     header, one echoing the id): its request_started / request_finished lines were off (LOGGING), and building
     them, with the user-id binding and two walks of the whole context, cost every request about 0.2 ms of CPU
-    (docs/performance.md, helper "api")."""
+    (docs/performance.md, "Measured changes")."""
 
     def __init__(self, get_response):
         self.get_response = get_response

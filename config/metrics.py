@@ -1,4 +1,4 @@
-"""Prometheus metrics at /metrics (README, Operations: Metrics).
+"""Prometheus metrics at /metrics (docs/runbook.md, "Metrics and alerts").
 
 Request latency is a histogram by route template (never the raw path, which holds order numbers), method and status.
 Business gauges (orders by status, due and dead callbacks, the review queue, settlement pending) are read from

@@ -1,16 +1,16 @@
-"""Django's browser middleware, skipped on the signed merchant API (docs/performance.md, helper "api").
+"""Django's browser middleware, skipped on the signed merchant API (docs/performance.md, "Measured changes").
 
 A signed API request carries no session, no CSRF token, no signed-in user and no flash messages: it is
-authenticated by its RSA2 signature alone (contract §2), its views are CSRF-exempt (DRF's APIView, the API's 404),
-and it answers JSON. Yet sessions, CSRF, authentication and messages ran on every one of them: a session store and
-a lazy user built, the CSRF cookie read, a message storage made, and with a browser's session cookie a session row
-read and saved again (SESSION_SAVE_EVERY_REQUEST). Each of the four classes below is Django's own, and does exactly
-what Django's does on every other path; on a path under BROWSERLESS_PATH_PREFIXES (the signed API, /openapi/v1/)
-it passes the request straight on. So it does under SESSIONLESS_PATH_PREFIXES (the hosted pay page, /pay/): a
-browser page, but the payer has no session, the page shows no user or message, and its view checks CSRF itself
+authenticated by its RSA2 signature alone (docs/api.md, "Signing"), its views are CSRF-exempt (DRF's APIView, the
+API's 404), and it answers JSON. Yet sessions, CSRF, authentication and messages ran on every one of them: a session
+store and a lazy user built, the CSRF cookie read, a message storage made, and with a browser's session cookie a session
+row read and saved again (SESSION_SAVE_EVERY_REQUEST). Each of the four classes below is Django's own, and does exactly
+what Django's does on every other path; on a path under BROWSERLESS_PATH_PREFIXES (the signed API, /openapi/v1/) it
+passes the request straight on. So it does under SESSIONLESS_PATH_PREFIXES (the hosted pay page, /pay/): a browser page,
+but the payer has no session, the page shows no user or message, and its view checks CSRF itself
 (apps.collection.views._HostedPageCsrf: Django's check, run by the view's decorator). What every path still gets:
-SecurityMiddleware (HSTS, nosniff, the HTTPS redirect), the request id and the request log's context, the
-Prometheus histogram, CommonMiddleware, X-Frame-Options and the reference-data scope.
+SecurityMiddleware (HSTS, nosniff, the HTTPS redirect), the request id and the request log's context, the Prometheus
+histogram, CommonMiddleware, X-Frame-Options and the reference-data scope.
 
 They stay subclasses of Django's classes, so the admin's system checks (admin.E408-E410) still find them.
 """

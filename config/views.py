@@ -25,7 +25,7 @@ def _is_api(request) -> bool:
 
 @require_safe
 def home(request):
-    """{api_root}/: what this is, and links to the API docs, the schema, /currencies, the admin and /healthz."""
+    """{api_root}/: what this is, and links to the API docs, the schema, /currencies, the portal, the admin and /healthz."""
     return render(request, "home.html")
 
 
@@ -37,7 +37,7 @@ def server_error(request):
     return api_server_error(request) if _is_api(request) else defaults.server_error(request)
 
 
-# --- {api_root}/healthz (contract §1) ----------------------------------------------------------------------
+# --- {api_root}/healthz (docs/api.md, "Addresses") ---------------------------------------------------------
 
 SWEEPER_HEARTBEAT = "callbacks.sweeper"
 # The sweeper beats every 5 s; a minute without a beat means beat or the workers are not running.

@@ -1,4 +1,4 @@
-"""Test-side merchant client: signs requests exactly as a merchant's integration would (contract §2)."""
+"""Test-side merchant client: signs requests exactly as a merchant's integration would (docs/api.md, "Signing")."""
 
 import json
 import os
@@ -48,7 +48,7 @@ def signed_post(client, ctx: MerchantCtx, path: str, business: dict | None = Non
 
 
 def assert_error(status_and_body: tuple[int, dict], code: str, http_status: int) -> dict:
-    """The error envelope of contract §3: that code and HTTP status, a message, data null."""
+    """The error envelope of docs/api.md, "Error codes": that code and HTTP status, a message, data null."""
     status, body = status_and_body
     assert (status, body["code"]) == (http_status, code), body
     assert set(body) == {"code", "msg", "data"}

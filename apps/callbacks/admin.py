@@ -40,7 +40,7 @@ class CallbackAttemptInline(admin.TabularInline):
 
 @admin.register(CallbackEvent)
 class CallbackEventAdmin(admin.ModelAdmin):
-    # Fits 1280 px with the filter column (issue 25): status early, the order number shortened and the last error
+    # Fits 1280 px with the filter column: status early, the order number shortened and the last error
     # cut (each whole in its tooltip and on the event's page, with every attempt).
     list_display = ["id", "status_text", "order_short", "type", "merchant_no", "attempts", "last_error_short",
                     "created_utc"]

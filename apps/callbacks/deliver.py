@@ -1,4 +1,4 @@
-"""Callback outbox, delivery phase (contract §6): attempts at one merchant's due events, in batches.
+"""Callback outbox, delivery phase (docs/api.md, "Callbacks"): attempts at one merchant's due events, in batches.
 
 Claim (a short transaction: lease up to the merchant's free bulkhead slots of its due events, sign each body, write
 their attempt rows), POST outside any transaction (apps.callbacks.transport; a batch's POSTs at once; an outcome
@@ -44,7 +44,7 @@ POSTERS = 64
 # its record; after it (an attempt is slow), the outcomes known, and each later one while others of the batch are
 # still in flight, are written at once. Writing every outcome apart, or after 50 ms, cost the bench's batches about
 # 60 % more CPU for their outcomes: on a busy worker the POSTs of a batch end tens of ms apart (docs/performance.md,
-# "cb2").
+# "Measured changes").
 TOGETHER_SECONDS = 1.0
 
 logger = logging.getLogger(__name__)
@@ -72,8 +72,8 @@ def lease_seconds() -> float:
 
 
 def next_delay(*, number: int, manual: bool) -> int | None:
-    """Seconds from the end of failed attempt `number` to the next one, or None: the event is dead (contract §6:
-    nine attempts; a manual re-send is a single one)."""
+    """Seconds from the end of failed attempt `number` to the next one, or None: the event is dead (docs/api.md,
+    "Callbacks": nine attempts; a manual re-send is a single one)."""
     delays = settings.CALLBACK_RETRY_DELAYS_SECONDS
     if manual or number > len(delays):
         return None
@@ -107,7 +107,7 @@ def callback_body_sign(*, payload: dict, now: datetime) -> tuple[dict, int]:
 
 
 # Named queries of a delivery (STYLE.md, "One database, one way"): the statements every batch runs, written by hand
-# because Django's building and compiling them was most of a worker's CPU (docs/performance.md, helper "cb4": one
+# because Django's building and compiling them was most of a worker's CPU (docs/performance.md, "Measured changes": one
 # worker's CPU per event 1.95 -> 1.16 ms, 7 alternated pairs). Each comment gives the share of the worker's CPU
 # (py-spy --gil of bench/callbacks_only.py) its ORM statement cost. Parameters are bound; Django's cursor runs them
 # in the service's transaction.
@@ -372,7 +372,8 @@ def callback_attempts_record(*, outcomes: list[tuple[Claim, PostResult]], claim_
 
 def event_delivered(event: CallbackEvent, now: datetime) -> None:
     """The event delivered at `now` (not saved here)."""
-    # `delivered_at` is the first success (docs/api.md §9): a re-send of a delivered event leaves it as it was.
+    # `delivered_at` is the first success (docs/api.md, "Callback events: list and re-send"): a re-send of a delivered
+    # event leaves it as it was.
     event.status, event.delivered_at, event.next_attempt_at, event.last_error = (
         CallbackEvent.Status.DELIVERED, event.delivered_at or now, None, "")
 

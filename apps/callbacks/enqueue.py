@@ -1,5 +1,5 @@
-"""Callback outbox, enqueue phase (contract §6): the business fields of each callback type, the event row written
-in the order's own transaction, and the delivery task queued once that transaction has committed."""
+"""Callback outbox, enqueue phase (docs/api.md, "Callbacks"): the business fields of each callback type, the event row
+written in the order's own transaction, and the delivery task queued once that transaction has committed."""
 
 import logging
 from datetime import datetime
@@ -16,12 +16,12 @@ from apps.merchants.models import Merchant
 
 logger = logging.getLogger(__name__)
 
-# Added fresh to every attempt (interface §6); a business payload may not carry them.
+# Added fresh to every attempt (docs/api.md, "Callbacks"); a business payload may not carry them.
 SIGNING_FIELDS = ("key_version", "timestamp", "nonce", "sign_type", "sign")
 
 
 # ------------------------------------------------------------------------------------------ payloads
-# Business fields of each callback type (interface §6.1–§6.3). Pure functions on duck-typed orders, so the
+# Business fields of each callback type (docs/api.md, "Callbacks"). Pure functions on duck-typed orders, so the
 # collection and payout services build identical shapes; signing fields are added per attempt.
 
 def _unix(value: datetime) -> int:

@@ -1,5 +1,5 @@
 """Prometheus metrics of callback delivery, counted by the worker that made the attempt (per process unless
-PROMETHEUS_MULTIPROC_DIR is set; README, Operations: Metrics)."""
+PROMETHEUS_MULTIPROC_DIR is set; docs/runbook.md, "Metrics and alerts")."""
 
 from prometheus_client import Counter, Histogram
 

@@ -1,4 +1,5 @@
-"""Outbox of merchant callbacks (contract §6): one event per (platform_order_no, type), one row per attempt."""
+"""Outbox of merchant callbacks (docs/api.md, "Callbacks"): one event per (platform_order_no, type), one row per
+attempt."""
 
 from django.db import models
 

@@ -1,5 +1,6 @@
-"""Callback outbox, manual re-send (contract §6): one more attempt at a dead or delivered event, asked for by an
-operator (admin action, resend_callbacks command) or by the merchant itself (POST /openapi/v1/callbacks/resend)."""
+"""Callback outbox, manual re-send (docs/api.md, "Callbacks"): one more attempt at a dead or delivered event, asked
+for by an operator (admin action, resend_callbacks command) or by the merchant itself (POST
+/openapi/v1/callbacks/resend)."""
 
 import time
 from datetime import datetime
@@ -65,8 +66,9 @@ def callback_resend_by_merchant(*, merchant: Merchant, event_id: int | None = No
                                 person=None) -> CallbackEvent:
     """The merchant's own re-send of one of its events (by id, or by platform_order_no and type): the admin's rule,
     one extra attempt at a dead or delivered event. Rate-limited per merchant (1106); another merchant's event is
-    not found (2002), as a missing one; a pending event is refused (2001/409, docs/api.md §9). `person`: a merchant
-    user re-sending in the portal (audited as that person; the same budget as the merchant's API calls)."""
+    not found (2002), as a missing one; a pending event is refused (2001/409, docs/api.md, "Callback events: list and
+    re-send"). `person`: a merchant user re-sending in the portal (audited as that person; the same budget as the
+    merchant's API calls)."""
     # Every request that reaches here spends the budget, found or not, so the endpoint cannot be used to probe ids
     # faster than the limit.
     if not merchant_resend_allowed(merchant_id=merchant.pk):

@@ -1,6 +1,6 @@
-"""Callback outbox, the sweeper (contract §6), run by beat every 5 s: it closes the attempts of workers that were
-lost (their lease ran out), then queues every due event no task was queued for recently: a retry come due, a task
-lost with its message or never queued (broker down at commit), an event waiting for a bulkhead slot. Retry delays
+"""Callback outbox, the sweeper (docs/api.md, "Callbacks"), run by beat every 5 s: it closes the attempts of workers
+that were lost (their lease ran out), then queues every due event no task was queued for recently: a retry come due, a
+task lost with its message or never queued (broker down at commit), an event waiting for a bulkhead slot. Retry delays
 therefore live in the database (`next_attempt_at`), never in broker countdowns."""
 
 import logging

@@ -1,4 +1,5 @@
-"""HTTP POST of one callback attempt (contract §6): urllib3's connection pools, with the SSRF guard in front.
+"""HTTP POST of one callback attempt (docs/api.md, "Callbacks"): urllib3's connection pools, with the SSRF guard in
+front.
 
 - The URL must be http(s), with a host and without credentials.
 - The host is resolved once, when the request is sent; with CALLBACK_ALLOW_PRIVATE_HOSTS off (production) it is
@@ -16,8 +17,8 @@
   up to MAX_REPLY_BYTES.
 - Every error is a sentence an operator can act on (it is stored on the attempt and shown in the admin).
 
-It was requests' HTTPAdapter with a pinning override until issue 23: requests' request preparation, cookie jar,
-hooks and Response were most of the POST's CPU in a worker (docs/performance.md, helper "cb2").
+Not requests' HTTPAdapter with a pinning override: requests' request preparation, cookie jar, hooks and Response
+were most of the POST's CPU in a worker (docs/performance.md, "Measured changes").
 """
 
 import ipaddress
@@ -317,7 +318,7 @@ def _post(url: str, body: dict, timeout: float) -> tuple[int | None, str, str]:
         return status, reply, f"redirect to {response.headers.get('Location', '?')!r} not followed"
     if status != 200:
         return status, reply, f"HTTP {status}"
-    if reply.strip() != "success":  # contract §6: exactly `success` once surrounding whitespace is stripped
+    if reply.strip() != "success":  # exactly `success` once surrounding whitespace is stripped (docs/api.md)
         return status, reply, "reply is not 'success'"
     return status, reply, ""
 

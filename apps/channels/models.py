@@ -190,7 +190,7 @@ class UpstreamSubmissionLease(models.Model):
 
 @tracked()
 class BankCode(models.Model):
-    """The bank code table of interface §4.5: banks and wallets per currency."""
+    """The bank code table (docs/api.md, "Endpoints"): banks and wallets per currency."""
 
     class Kind(models.TextChoices):
         BANK = "bank", "Bank"

@@ -25,8 +25,8 @@ class Route:
 def order_route(*, merchant_id: int, kind: Product.Kind, currency: str, product_code: str, amount: int,
                 bank_code: str | None = None) -> Route:
     """The channel and the merchant's product for a collection or payout create (bank_code: payouts), or the
-    DomainError. A currency with no active, undrained channel is 1001 (interface §4.5); channels that exist but
-    serve neither the amount nor the bank code are 1003 and 2006, the codes of those fields (docs/channels.md)."""
+    DomainError. A currency with no active, undrained channel is 1001 (docs/api.md, "Endpoints"); channels that exist
+    but serve neither the amount nor the bank code are 1003 and 2006, the codes of those fields (docs/channels.md)."""
     enabled = merchant_currency_enabled(merchant_id=merchant_id, currency=currency)
     if enabled is None:
         raise DomainError(ErrorCode.CURRENCY_NOT_AVAILABLE, f"currency {currency} is not enabled for this merchant.")

@@ -1,4 +1,4 @@
-"""Built-in sandbox pay-in channel (contract §7): the hosted page itself plays the upstream.
+"""Built-in sandbox pay-in channel (docs/api.md, "Sandbox channel"): the hosted page itself plays the upstream.
 
 Pay: the sandbox "upstream" reports the payment through collection_notify_paid (registered as
 payin_handlers().paid), the same service a real upstream notification goes through. Fail: the payer's attempt is declined upstream; the order stays CREATED.

@@ -1,4 +1,5 @@
-"""Sandbox payout channel (contract §7): settles asynchronously through Celery, outcome by payee_account suffix.
+"""Sandbox payout channel (docs/api.md, "Sandbox channel"): settles asynchronously through Celery, outcome by
+payee_account suffix.
 
   ...4000  fails with fail_reason "account closed"
   ...4001  is paid, then returned by the "bank" (reversed in full, fee refunded) shortly after SUCCESS

@@ -1,4 +1,4 @@
-"""Channels and bank codes as staff requests (four eyes on money settings, issue 22, docs/channels.md): a channel's
+"""Channels and bank codes as staff requests (four eyes on money settings, docs/channels.md): a channel's
 credentials, API root, currency, direction, activation and priority, and a bank code's activation, change only
 when a second person with the same role approves the change asked for in the admin (apps.common.setting_changes).
 The credentials travel encrypted, as the channel stores them, and are only ever shown as "replaced"/"cleared"."""

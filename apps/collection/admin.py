@@ -14,7 +14,7 @@ from apps.currencies.formatting import money
 class CollectionOrderAdmin(admin.ModelAdmin):
     """Read-only view of pay-ins: money only moves through apps.collection.services."""
 
-    # Fits 1280 px with the filter column (issue 25): amount and status first after the order, long numbers and
+    # Fits 1280 px with the filter column: amount and status first after the order, long numbers and
     # names shortened with the whole value in the tooltip; fee, net, paid and settled times on the order's page.
     list_display = ("order_short", "amount_display", "status", "merchant_no", "mch_order_short", "settlement_short",
                     "created_utc")

@@ -1,4 +1,4 @@
-"""Collection (pay-in) orders (interface §2.5, §3.1; contract §4)."""
+"""Collection (pay-in) orders (docs/api.md, "Collection orders")."""
 
 import secrets
 import string
@@ -23,7 +23,7 @@ def random_alphanumerics(length: int) -> str:
     """`length` characters drawn uniformly and independently from [A-Za-z0-9], from the OS's CSPRNG: each random byte
     below 248 (= 4 × 62) gives one character (byte % 62), the others are discarded, so no character is more likely
     than another. What `secrets.choice` per character gives, for a fifth of its CPU (16 calls were ~17 µs of
-    pay/create's; docs/performance.md, helper "pcreate")."""
+    pay/create's; docs/performance.md, "Measured changes")."""
     chars: list[str] = []
     while len(chars) < length:
         chars.extend(_ALPHANUMERIC[byte % 62] for byte in secrets.token_bytes(length + 4) if byte < 248)
@@ -36,7 +36,8 @@ def new_platform_order_no() -> str:
 
 
 def new_pay_token() -> str:
-    """The secret path segment of pay_url: 192 random bits (contract §1 asks for at least 128)."""
+    """The secret path segment of pay_url: 192 random bits (at least 128 keep it unguessable; docs/api.md,
+    "Endpoints")."""
     return secrets.token_urlsafe(24)
 
 
@@ -70,7 +71,7 @@ class CollectionOrder(models.Model):
     # entry written by every pay/create that no query reads (docs/ledger.md, "Indexes on the hot write tables").
     expire_at = models.DateTimeField()
     paid_at = models.DateTimeField(null=True, blank=True)
-    # D1 only: when the settling credit was moved to available (exactly once, contract §4).
+    # D1 only: when the settling credit was moved to available (exactly once, docs/api.md, "Collection orders").
     settled_at = models.DateTimeField(null=True, blank=True)
     pay_token = models.CharField(max_length=64, default=new_pay_token, editable=False)  # unique below
     upstream_reference = models.CharField(max_length=128, blank=True)

@@ -15,7 +15,8 @@ def collection_order_for_merchant(*, merchant_id: int, platform_order_no: str | 
     """The merchant's order by platform_order_no (preferred when both are given) or mch_order_no: the order's columns
     only (pay/query answers from them; a replay's product is read when it is needed), no ORDER BY (each key matches
     one row). The joins and the ordering were half of pay/query's CPU (docs/performance.md). `fields`: only these
-    columns (pay/query's answer): compiling and loading all 24 was a further 0.2 ms (helper "pcq")."""
+    columns (pay/query's answer): compiling and loading all 24 was a further 0.2 ms (docs/performance.md, "Measured
+    changes")."""
     orders = CollectionOrder.objects.filter(merchant_id=merchant_id)
     if fields is not None:
         orders = orders.only(*fields)

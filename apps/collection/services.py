@@ -76,7 +76,7 @@ def collection_create(*, merchant: Merchant, mch_order_no: str, product_code: st
         # replay, as does the savepoint taken when a caller has a transaction open.
         # The related rows by their ids: the merchant's answer needs none of them, and assigning the instances (the
         # foreign keys' descriptors, then save()'s check of each cached instance) was ~5 % of the create's CPU
-        # (docs/performance.md, helper "pcreate"). A caller that reads order.merchant, .product or .channel loads it.
+        # (docs/performance.md, "Measured changes"). A caller that reads order.merchant, .product or .channel loads it.
         order = CollectionOrder(
             merchant_id=merchant.pk, mch_order_no=mch_order_no, product_id=route.product.pk,
             settlement=route.product.settlement, channel_id=route.channel.pk, route_reason=route.reason,
@@ -100,7 +100,7 @@ def collection_create(*, merchant: Merchant, mch_order_no: str, product_code: st
 # pay/create's INSERT, a named query run through Django's cursor: the order is built by the model (its defaults drawn
 # there: platform_order_no, pay_token, status), then inserted by this statement instead of `save()`, whose 22-column
 # compile and field-by-field preparation cost 320 us of CPU against 190 us for this (micro-measured, alternated):
-# about -130 us, 7-8 % of pay/create's app CPU (docs/performance.md, helper "pcreate4"). Every concrete column but the
+# about -130 us, 7-8 % of pay/create's app CPU (docs/performance.md, "Measured changes"). Every concrete column but the
 # id, in the model's order (tests/collection/test_order_insert.py holds it to the model's fields).
 _ORDER_INSERT = """INSERT INTO "collection_collectionorder" (
     merchant_id, platform_order_no, mch_order_no, product_id, settlement, channel_id, route_reason, currency_id,
@@ -168,7 +168,7 @@ def collection_upstream_open(*, platform_order_no: str) -> str | None:
 
 # The locking queryset, built once (as refcache's generation read): each lock clones it and adds its key's filter, so
 # the statement is still built and compiled on every call. Building the `select_for_update` afresh was part of a
-# quarter of the lock's CPU (docs/performance.md, helper "payin3").
+# quarter of the lock's CPU (docs/performance.md, "Measured changes").
 _LOCKED = CollectionOrder.objects.select_for_update(of=("self",))
 
 
@@ -176,14 +176,14 @@ def _order_locked(**unique_key) -> CollectionOrder | None:
     """The order by one of its unique keys, `SELECT … FOR UPDATE`: the order's columns only, no join and no ORDER BY
     (the key matches one row). What a locked order needs of its merchant or channel comes from the reference cache
     (merchant_cached, channel_cached): building and compiling the joined statement was a fifth of the hosted Pay's
-    CPU (docs/performance.md, "pay-in, pay/create, pay/query")."""
+    CPU (docs/performance.md, "Measured changes")."""
     return order_by_key(_LOCKED, **unique_key)
 
 
 # The hosted Pay's one read of its order (the page's Pay by its pay_token, `collection_sandbox_pay`), written by hand
 # (STYLE.md, "One database, one way"): the statement the ORM built from `_LOCKED` with the generation's subquery; its
 # clone, filter, compile and row conversion cost 0.51-0.54 ms of CPU against 0.11-0.12 ms by hand (loaded host), about
-# 8 % of the Pay's CPU, app and PostgreSQL (docs/performance.md, helper "payin4"). The columns are CollectionOrder's
+# 8 % of the Pay's CPU, app and PostgreSQL (docs/performance.md, "Measured changes"). The columns are CollectionOrder's
 # concrete fields in their order (tests/collection/test_pay_page.py checks it), then the reference generation as
 # refcache reads it (GENERATION_SELECT). The key matches one row (collection_pay_token_unique): no ORDER BY.
 _PAY_LOCK_BY_TOKEN = (
@@ -230,7 +230,7 @@ def _success_legs(order: CollectionOrder) -> list[Leg]:
 def collection_notify_paid(*, platform_order_no: str, upstream_reference: str = "",
                            paid_at: datetime | None = None) -> CollectionOrder:
     """The one entry of upstream 'paid' notifications (sandbox Pay button included). Idempotent: a duplicate
-    changes nothing. A payment after expiry is honoured (contract §4: EXPIRED → SUCCESS)."""
+    changes nothing. A payment after expiry is honoured (docs/api.md, "Collection orders": EXPIRED → SUCCESS)."""
     order = lock_collection_order(platform_order_no=platform_order_no)
     if order.status == CollectionOrder.Status.SUCCESS:
         return order
@@ -242,7 +242,7 @@ class SandboxPay:
 
     PAID = "paid"  # paid now, or paid before: the page shows the paid order
     REFUSED = "refused"  # not a sandbox order, or a channel this deployment may not use: nothing moved
-    NOT_PAYABLE = "not_payable"  # expired (even if the expiry task has not run yet, contract §4): nothing moved
+    NOT_PAYABLE = "not_payable"  # expired (even if the expiry task has not run yet): nothing moved
 
 
 @first_transaction_checks_connection
@@ -280,7 +280,7 @@ def _sandbox_pay_locked(order: CollectionOrder) -> tuple[CollectionOrder, str]:
 
 # The paid transition's write, by hand (STYLE.md, "One database, one way"): `save(update_fields=…)` prepared and compiled
 # the four fields' UPDATE on every pay-in, 0.27-0.33 ms of CPU against 0.07-0.08 ms by hand (loaded host), about 4-5 %
-# of the hosted Pay's CPU, app and PostgreSQL (docs/performance.md, helper "payin4"). It writes the fields mark_paid
+# of the hosted Pay's CPU, app and PostgreSQL (docs/performance.md, "Measured changes"). It writes the fields mark_paid
 # sets, and updated_at as auto_now would set it.
 _ORDER_PAID_UPDATE = ('UPDATE "collection_collectionorder" SET status = %s, paid_at = %s, upstream_reference = %s, '
                       "updated_at = %s WHERE id = %s")
@@ -329,7 +329,8 @@ def collection_expire_locked(order: CollectionOrder, *, now: datetime | None = N
 # ---------------------------------------------------------------------------------------------- D1 release
 
 def settlement_cutoff(now: datetime | None = None) -> datetime:
-    """00:00 of the current day in SETTLEMENT_TIME_ZONE (contract §4): credits paid before it are released."""
+    """00:00 of the current day in SETTLEMENT_TIME_ZONE (docs/api.md, "Collection orders"): credits paid before it are
+    released."""
     local = (now or timezone.now()).astimezone(ZoneInfo(settings.SETTLEMENT_TIME_ZONE))
     return settlement_cutoff_of(local.date())
 

@@ -33,7 +33,7 @@ def expire_due_orders() -> int:
 
 @money_task
 def release_settlement() -> dict:
-    """D1 release (contract §4): exactly once per credit however often it runs or is retried."""
+    """D1 release (docs/api.md, "Collection orders"): exactly once per credit however often it runs or is retried."""
     result = services.collection_settlement_release()
     if result["released"]:
         logger.info("D1 release: %s", result)

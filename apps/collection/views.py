@@ -1,4 +1,4 @@
-"""The hosted pay page at pay_url (contract §1, §7). HTML only; 404s are HTML pages too."""
+"""The hosted pay page at pay_url (docs/api.md, "Endpoints", "Sandbox channel"). HTML only; 404s are HTML pages too."""
 
 import logging
 from functools import wraps
@@ -86,7 +86,7 @@ def _page_for(request, order: CollectionOrder, *, failed: bool = False, status: 
         logger.warning("pay page of %s: no upstream payment: %s", order, exc)
         return render(request, "collection/pay.html", _context(order, unavailable=True), status=503)
     if not getattr(adapter, "is_sandbox", False) and start.redirect_url and request.method == "GET" and status == 200:
-        return redirect(start.redirect_url)  # interface §1: the payer is forwarded upstream from here
+        return redirect(start.redirect_url)  # docs/api.md, "Endpoints": the payer is forwarded upstream from here
     return render(request, "collection/pay.html", _context(
         order, sandbox=getattr(adapter, "is_sandbox", False), redirect_url=start.redirect_url, failed=failed,
     ), status=status)
@@ -114,7 +114,7 @@ def pay_page(request, pay_token: str):
     if order.status == CollectionOrder.Status.SUCCESS:
         return HttpResponseRedirect(request.path)
     if not order.is_payable():
-        # An expired link takes no payment, even if the expiry task has not run yet (contract §4).
+        # An expired link takes no payment, even if the expiry task has not run yet (docs/api.md, "Collection orders").
         return _page_for(request, order, status=409)
     adapter.simulate_failed(order=order)
     return HttpResponseRedirect(f"{request.path}?result=failed")
@@ -134,7 +134,7 @@ def _pay(request, pay_token: str):
     if outcome == SandboxPay.REFUSED:
         return _page_for(request, order, status=400)
     if outcome == SandboxPay.NOT_PAYABLE:
-        # An expired link takes no payment, even if the expiry task has not run yet (contract §4).
+        # An expired link takes no payment, even if the expiry task has not run yet (docs/api.md, "Collection orders").
         return _page_for(request, order, status=409)
     # The page's own path, not `redirect()`: that first tries the path as a URL name (`reverse`, which fails here).
     return HttpResponseRedirect(request.path)

@@ -27,7 +27,7 @@ from apps.common.staff_requests import (KINDS, StaffRequestRefused, staff_reques
 
 
 def order_no_cell(number: str, *, head: int = 10, tail: int = 6) -> str:
-    """A platform or merchant order number in a list column (fits 1280 px, issue 25): its head and tail, the whole
+    """A platform or merchant order number in a list column (fits 1280 px): its head and tail, the whole
     number in the tooltip (and on the order's page)."""
     if len(number) <= head + tail + 2:
         return number

@@ -1,7 +1,7 @@
-"""The bounds of an amount of money (contract §1): whoever enters it, a merchant through the API or staff (a balance
-adjustment, a reversal, a fee refund; in the admin or the CLI), an amount is an integer of minor units below 2^53 in
-magnitude, exact in every JSON reader and far inside PostgreSQL's bigint. Checked where it is asked for and again
-where it is applied (docs/back-office.md)."""
+"""The bounds of an amount of money (docs/api.md, "Field formats"): whoever enters it, a merchant through the API or
+staff (a balance adjustment, a reversal, a fee refund; in the admin or the CLI), an amount is an integer of minor units
+below 2^53 in magnitude, exact in every JSON reader and far inside PostgreSQL's bigint. Checked where it is asked for
+and again where it is applied (docs/back-office.md)."""
 
 MAX_AMOUNT = 2**53 - 1
 

@@ -19,10 +19,10 @@ class CommonConfig(AppConfig):
         # The independence rule reads who made, changed or granted roles to an account from the users' trail.
         account_act_source_register(staff_trail_acts)
 
-        # The admin names the platform, not Django (issue 17).
+        # The admin names the platform, not Django.
         admin.site.site_header = "Payments back office"
         admin.site.site_title = "Payments back office"
         admin.site.index_title = "Operations and risk"
-        # No navigation sidebar: at 1280 px it took 300 px from every list (issue 25); the breadcrumbs and the
+        # No navigation sidebar: at 1280 px it took 300 px from every list; the breadcrumbs and the
         # index lead everywhere it did.
         admin.site.enable_nav_sidebar = False

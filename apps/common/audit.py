@@ -6,8 +6,8 @@ from typing import Any
 
 from apps.common.models import AuditLog
 
-# The person running a management command (contract §8: `--operator`, else the OS user), set by JsonCommand for
-# the command's duration; every row the command writes without a user is labelled "cli:<operator>".
+# The person running a management command (docs/api.md, "Operations CLI": `--operator`, else the OS user), set by
+# JsonCommand for the command's duration; every row the command writes without a user is labelled "cli:<operator>".
 _cli_operator: contextvars.ContextVar[str | None] = contextvars.ContextVar("cli_operator", default=None)
 
 

@@ -29,7 +29,7 @@ def _registered(location: str, source: str):
 @lru_cache(maxsize=4)
 def _client(location: str):
     # Imported here: redis-py (with its asyncio client) took 1.5-2 s of every process's start-up, manage.py commands
-    # included (issue 25, docs/performance.md "Start-up").
+    # included (docs/performance.md "Start-up").
     import redis
     from redis.backoff import NoBackoff
     from redis.retry import Retry

@@ -4,7 +4,7 @@ With persistent connections Django checks a kept connection before a request's f
 (`CONN_HEALTH_CHECKS`: a `SELECT 1` round trip) and replaces it if dead (docs/faults.md, drill 3). A service that is
 the first use of the connection in its request can stand for that check itself: the signed API's generation read
 (apps/common/refcache.py) and the hosted Pay (apps/collection/services.py), one round trip fewer per request
-(docs/performance.md, helpers "pcq" and "payin3")."""
+(docs/performance.md, "Measured changes")."""
 
 import functools
 

@@ -1,4 +1,4 @@
-"""The one table of API error codes (contract §3). Views raise ApiError(ErrorCode.X, "sentence")."""
+"""The one table of API error codes (docs/api.md, "Error codes"). Views raise ApiError(ErrorCode.X, "sentence")."""
 
 from enum import Enum
 

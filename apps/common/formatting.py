@@ -11,7 +11,7 @@ def utc(value) -> str:
 
 def utc_short(value) -> str:
     """A time in a list column (SHORT_DATETIME_FORMAT: "2026-11-25 14:49 UTC"): the minute is enough to tell rows
-    apart at a glance, and the column is 40 px narrower (issue 25); the object's page shows the seconds."""
+    apart at a glance, and the column is 40 px narrower; the object's page shows the seconds."""
     return formats.date_format(timezone.localtime(value), "SHORT_DATETIME_FORMAT") if value else "-"
 
 

@@ -1,4 +1,4 @@
-"""The settings audit trail (issue 17, docs/staff-access.md): django-pghistory's database triggers write an event row
+"""The settings audit trail (docs/staff-access.md): django-pghistory's database triggers write an event row
 for every insert, update and delete of a tracked model (merchants, apps, keys, products, fees, thresholds,
 currencies, channels, bank codes, the deny list; staff users, their roles and permissions: apps.common.models),
 whatever path made the change: the admin, a service, a command, a shell, raw SQL. Who made it comes from the
@@ -93,7 +93,7 @@ def admin_prefix() -> str:
     """The admin's path ("/admin/") as the URLconf routes it, to match against request.path_info; worked out once:
     this runs on every request. Never request.path or a bare reverse(): both carry the request's SCRIPT_NAME, which a
     WSGI server may take from a client's header, so a prefix worked out during one request could miss every later
-    admin request of the worker and switch off the second factor for all of them (issue 22). path_info is what the
+    admin request of the worker and switch off the second factor for all of them. path_info is what the
     URLconf resolves: no SCRIPT_NAME reaches the admin without starting with this."""
     from django.urls import get_script_prefix, reverse
 

@@ -68,7 +68,7 @@ class StaffRequest(models.Model):
         PAYOUT_REVERSAL = "payout_reversal", "Payout reversal"
         BALANCE_ADJUSTMENT = "balance_adjustment", "Balance adjustment"
         MERCHANT_KEY = "merchant_key", "Merchant key upload"
-        # Money settings changed in the admin (apps.common.setting_changes, issue 22).
+        # Money settings changed in the admin (apps.common.setting_changes).
         CHANNEL_SETTING = "channel_setting", "Channel change"
         BANK_CODE_SETTING = "bank_code_setting", "Bank code change"
         CURRENCY_SETTING = "currency_setting", "Currency change"

@@ -1,4 +1,5 @@
-"""Rules shared by collection and payout orders: merchant-scoped lookup and idempotent create (contract §3)."""
+"""Rules shared by collection and payout orders: merchant-scoped lookup and idempotent create (docs/api.md,
+"Idempotent create")."""
 
 from collections.abc import Callable
 
@@ -12,7 +13,7 @@ def order_lookup(orders: QuerySet, *, platform_order_no: str | None = None,
                  mch_order_no: str | None = None) -> Model | None:
     """One order of an already merchant-scoped queryset; platform_order_no wins when both are given. No ORDER BY:
     each key matches one row (unique constraints), and the sort cost pay/query a share of its CPU
-    (docs/performance.md, "payin")."""
+    (docs/performance.md, "Measured changes")."""
     if platform_order_no:
         return order_by_key(orders, platform_order_no=platform_order_no)
     if mch_order_no:
@@ -22,7 +23,7 @@ def order_lookup(orders: QuerySet, *, platform_order_no: str | None = None,
 
 def order_by_key(orders: QuerySet, **unique_key) -> Model | None:
     """The one row of `orders` with that unique key, or None: `LIMIT 1` and no ORDER BY (`first()` would sort by the
-    primary key, a cost with nothing to sort; docs/performance.md, "payin")."""
+    primary key, a cost with nothing to sort; docs/performance.md, "Measured changes")."""
     return next(iter(orders.filter(**unique_key).order_by()[:1]), None)
 
 

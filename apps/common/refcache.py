@@ -35,7 +35,7 @@ _local = threading.local()  # .generation (inside a request) and .entries (this 
 # The generation read, a named query run through Django's cursor: the statement the ORM compiled from
 # `ReferenceGeneration.objects.filter(pk=1).values_list("value", flat=True)[:1]` costs 83 us of CPU per read against
 # 27 us for this one (the ORM's clone, compile and result iteration), and every signed request and each lookup outside
-# a request pays it: about -55 us, 3.5 % of pay/create's app CPU (docs/performance.md, helper "pcreate4"). The row
+# a request pays it: about -55 us, 3.5 % of pay/create's app CPU (docs/performance.md, "Measured changes"). The row
 # always exists (the migration inserts it). A named query that reads the generation in a statement of its own writes
 # `(GENERATION_SELECT)` as a scalar subquery (the hosted Pay's lock, a callback batch's record): one text, here.
 GENERATION_SELECT = "SELECT value FROM common_referencegeneration WHERE id = 1"
@@ -53,7 +53,7 @@ def _generation_select() -> int:
 # A request's first statement on a kept connection (CONN_MAX_AGE) is preceded by Django's health check
 # (CONN_HEALTH_CHECKS: a `SELECT 1` round trip); when the generation read is that first statement, the read is the
 # check (apps.common.connection_check; docs/faults.md, drill 3): one round trip fewer per signed request
-# (docs/performance.md, helper "pcq").
+# (docs/performance.md, "Measured changes").
 _generation_read = first_transaction_checks_connection(_generation_select)
 
 

@@ -1,4 +1,4 @@
-"""RSA2 signing rules (contract §2), the one place used by request authentication and callback signing.
+"""RSA2 signing rules (docs/api.md, "Signing"), the one place used by request authentication and callback signing.
 
 String to sign: every top-level field except `sign`, minus null and empty-string values, sorted by key
 (byte order), rendered as key=value (strings as is, integers in decimal, booleans true/false), joined
@@ -33,7 +33,8 @@ def render_value(value: Any) -> str:
 
 
 def is_absent(value: Any) -> bool:
-    """Null and the empty string count as absent, in the string to sign and everywhere else (contract §1)."""
+    """Null and the empty string count as absent, in the string to sign and everywhere else (docs/api.md, "Field
+    formats")."""
     return value is None or value == ""
 
 

@@ -5,13 +5,13 @@ approves it, and then through the owning app's service, in the approval's one tr
 This module is the mechanism only; it knows no domain. Each domain registers its own kind of request from its
 `staff_requests.py` (imported by its AppConfig.ready()): payout the reversal, ledger the balance adjustment,
 merchants the key upload; and the money settings each domain owns (channels, bank codes, currencies, products,
-merchants, the deny list) through apps.common.setting_changes (issue 22).
+merchants, the deny list) through apps.common.setting_changes.
 
 Four eyes means two independent people: an approver whose account or roles the requester made or changed in the
 admin is refused (staff_vouched_by, docs/staff-access.md).
 
-The CLI (contract §8) calls the services directly: a shell on the server is the highest authority, and its
-operator is recorded (`--operator`).
+The CLI (docs/api.md, "Operations CLI") calls the services directly: a shell on the server is the highest authority,
+and its operator is recorded (`--operator`).
 """
 
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""Staff sign-in with a second factor (issue 17, docs/staff-access.md).
+"""Staff sign-in with a second factor (docs/staff-access.md).
 
 The admin's /admin/login/ is replaced by two steps: the password (Django's admin form, through django-axes), then a
 code from the staff member's authenticator app (TOTP, django-otp) or one of their recovery codes (django-otp's static

@@ -19,8 +19,8 @@ logger = logging.getLogger(__name__)
 
 
 # The first free mark set, in one round trip: under load all the marks are taken, and Django's `cache.add` per mark
-# cost that many round trips on every enqueue: a third of the hosted Pay's CPU (docs/performance.md, helper
-# "payin2"). The marks stay the keys `cache.add` sets and `delete_many` frees.
+# cost that many round trips on every enqueue: a third of the hosted Pay's CPU (docs/performance.md,
+# "Measured changes"). The marks stay the keys `cache.add` sets and `delete_many` frees.
 _FIRST_FREE = """
 for _, key in ipairs(KEYS) do
   if redis.call('SET', key, '1', 'NX', 'EX', ARGV[1]) then return 1 end

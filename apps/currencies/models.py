@@ -5,7 +5,8 @@ from apps.common.history import tracked
 
 @tracked()
 class Currency(models.Model):
-    """Reference record of interface §2.4. `active` false: no new transactions; history stays queryable."""
+    """The currency record of GET /currencies (docs/api.md, "Endpoints"). `active` false: no new transactions; history
+    stays queryable."""
 
     code = models.CharField(max_length=3, primary_key=True)
     name = models.CharField(max_length=64)

@@ -1,4 +1,4 @@
-"""Currencies as staff requests (four eyes on money settings, issue 22): a currency's activation (and its name or
+"""Currencies as staff requests (four eyes on money settings): a currency's activation (and its name or
 symbol) changes only when a second person with the same role approves it (apps.common.setting_changes)."""
 
 from apps.common.models import StaffRequest

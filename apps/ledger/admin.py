@@ -49,7 +49,7 @@ class EntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 @admin.register(Hold)
 class HoldAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    # Fits 1280 px (issue 25): the cause cut (whole in its tooltip), the merchant by number, times to the minute.
+    # Fits 1280 px: the cause cut (whole in its tooltip), the merchant by number, times to the minute.
     list_display = ["id", "amount", "currency", "status", "cause_short", "merchant_no", "created_short",
                     "resolved_short"]
     list_filter = ["status", "currency"]
@@ -75,7 +75,7 @@ class HoldAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 @admin.register(Statement)
 class StatementAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """Stored daily statements (docs/api.md §8), as served to the merchant."""
+    """Stored daily statements (docs/api.md, "Statements"), as served to the merchant."""
 
     list_display = ["id", "merchant", "currency", "date", "key_version", "created_at"]
     list_filter = ["currency"]

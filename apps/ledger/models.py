@@ -8,7 +8,7 @@ from apps.merchants.models import Merchant
 
 
 class AccountKind(models.TextChoices):
-    # A merchant's three balances (interface §2.3; frozen is hidden from the API).
+    # A merchant's three balances (docs/api.md, "Endpoints"; frozen is hidden from the API).
     AVAILABLE = "available", "Available"
     SETTLING = "settling", "Settling"
     FROZEN = "frozen", "Frozen"

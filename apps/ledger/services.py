@@ -115,7 +115,7 @@ def _posting_new(*, kind: str, cause: str, currency: str, legs: list[Leg], merch
                  memo: str) -> Posting:
     """The posting's checks and its instance, before `_post` takes any lock: from the call of `ledger_post` to COMMIT
     the merchant's balance rows are locked and every posting of the merchant waits for them, so no model instance is
-    built in that window (docs/performance.md, helper "payout5")."""
+    built in that window (docs/performance.md, "Measured changes")."""
     connection = transaction.get_connection()
     if not connection.in_atomic_block:
         raise LedgerError("ledger postings must run inside a transaction")
@@ -220,7 +220,7 @@ def hold_settle(*, hold_id: int, destinations: list[Leg], memo: str = "") -> Hol
 @transaction.atomic(durable=True)
 def balance_adjust(*, merchant_no: str, currency: str, amount: int, reason: str, actor=None) -> dict:
     """Ops credit (positive) or debit (negative) of available against the adjustments account, audited.
-    The CLI's entry (contract §8); in the admin it is a staff request approved by a second person."""
+    The CLI's entry (docs/api.md, "Operations CLI"); in the admin it is a staff request approved by a second person."""
     return balance_adjust_in_transaction(merchant_no=merchant_no, currency=currency, amount=amount, reason=reason,
                                          actor=actor)
 
@@ -250,7 +250,7 @@ def balance_adjust_in_transaction(*, merchant_no: str, currency: str, amount: in
             "settling": balances["settling"], "reference": reference}
 
 
-# --- daily statements (docs/api.md §8) -----------------------------------------------------------------------
+# --- daily statements (docs/api.md, "Statements") ---------------------------------------------------------
 
 
 def _from_stored(stored: Statement, merchant_no: str) -> SignedStatement:

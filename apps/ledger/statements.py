@@ -1,10 +1,10 @@
-"""Daily statements (docs/api.md §8): one merchant, one currency, one day in SETTLEMENT_TIME_ZONE.
+"""Daily statements (docs/api.md, "Statements"): one merchant, one currency, one day in SETTLEMENT_TIME_ZONE.
 
 The canonical form is a CSV: a signed header of `# key=value` lines, then the body (a column line, the opening of
 each account, the day's movements with their running balance, the closing of each account). The header's fields
-but `signature` are signed by the callback signer's rules (contract §2: string to sign over flat fields, RSA2 with
-the platform key of `key_version`); `digest` is the SHA-256 (hex) of the body's bytes. The JSON answer is read back
-from that CSV, so both forms always say the same thing.
+but `signature` are signed by the callback signer's rules (docs/api.md, "Signing": string to sign over flat fields,
+RSA2 with the platform key of `key_version`); `digest` is the SHA-256 (hex) of the body's bytes. The JSON answer is read
+back from that CSV, so both forms always say the same thing.
 """
 
 import csv
@@ -90,7 +90,7 @@ def statement_body(*, merchant_id: int, currency: str, day: date, final: bool = 
 
 
 def signed_fields(*, merchant_no: str, currency: str, day: date, key_version: int, digest: str) -> dict:
-    """The flat fields the signature covers (contract §2 string to sign)."""
+    """The flat fields the signature covers (the string to sign of docs/api.md, "Signing")."""
     return {"merchant_no": merchant_no, "currency": currency, "date": day.isoformat(),
             "time_zone": settings.SETTLEMENT_TIME_ZONE, "key_version": key_version, "digest": digest,
             "sign_type": signing.SIGN_TYPE}

@@ -189,8 +189,8 @@ def rows_check(*, merchant: Merchant, rows: list[tuple[int, dict]], batch: Payou
 
 def csv_rows(data: bytes) -> list[tuple[int, dict]]:
     """(line, {column: text}) of a CSV file: UTF-8 (a BOM is allowed), a header naming the columns, at most MAX_ROWS
-    rows. BatchInvalid(problem=...) when the file itself is unusable. Values are kept as written (contract §1: no
-    trimming; a stray space is a 1000 on its row)."""
+    rows. BatchInvalid(problem=...) when the file itself is unusable. Values are kept as written (docs/api.md, "Field
+    formats": no trimming; a stray space is a 1000 on its row)."""
     if len(data) > MAX_FILE_BYTES:
         raise BatchInvalid(problem=f"The file is larger than {MAX_FILE_BYTES // 1024} KB; split it.")
     try:

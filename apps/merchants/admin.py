@@ -192,7 +192,7 @@ class MerchantKeyAdmin(admin.ModelAdmin):
 @admin.register(Product)
 class ProductAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
     staff_request_kind = StaffRequest.Kind.PRODUCT_SETTING  # four eyes on fees and limits: saving asks
-    # Fits 1280 px (issue 25): the settlement as its code (D0, D1), its words in the tooltip and on the page.
+    # Fits 1280 px: the settlement as its code (D0, D1), its words in the tooltip and on the page.
     list_display = ["code", "kind", "currency", "settlement_short", "fee_fixed", "fee_rate_bps", "min_amount",
                     "max_amount", "is_active"]
 

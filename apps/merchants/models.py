@@ -101,13 +101,14 @@ class Product(models.Model):
         return self.code
 
     def fee_for(self, amount: int) -> int:
-        """fee = fee_fixed + ceil(amount × fee_rate_bps / 10000), integers only (contract §4, §5)."""
+        """fee = fee_fixed + ceil(amount × fee_rate_bps / 10000), integers only (docs/api.md, "Collection orders",
+        "Payout orders")."""
         return self.fee_fixed + -(-amount * self.fee_rate_bps // 10000)
 
 
 @tracked()
 class MerchantCurrency(models.Model):
-    """A currency enabled for a merchant, with its payout review threshold (contract §5)."""
+    """A currency enabled for a merchant, with its payout review threshold (docs/api.md, "Payout orders")."""
 
     merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="currencies")
     currency = models.ForeignKey(Currency, on_delete=models.PROTECT)

@@ -65,7 +65,7 @@ _callback_url_validator = URLValidator(schemes=["http", "https"])
 
 
 def callback_url_check(url: str) -> str:
-    """A callback URL is empty (none configured) or an absolute http(s) URL (contract §6)."""
+    """A callback URL is empty (none configured) or an absolute http(s) URL (docs/api.md, "Callbacks")."""
     url = url.strip()
     if url:
         try:
@@ -129,8 +129,8 @@ def merchant_create(*, name: str, public_key_pem: str, currencies: list[str], co
 
 @transaction.atomic(durable=True)
 def merchant_key_add(*, merchant_no: str, public_key_pem: str, actor=None) -> MerchantKey:
-    """The next key version; older versions keep verifying until revoked. The CLI's entry (contract §8); in the
-    admin an upload is a staff request approved by a second person."""
+    """The next key version; older versions keep verifying until revoked. The CLI's entry (docs/api.md, "Operations
+    CLI"); in the admin an upload is a staff request approved by a second person."""
     return merchant_key_add_in_transaction(merchant_no=merchant_no, public_key_pem=public_key_pem, actor=actor)
 
 

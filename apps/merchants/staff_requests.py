@@ -1,6 +1,6 @@
 """The merchant key upload as a staff request (four eyes, docs/back-office.md): asked for on the merchant key
 page, added by merchant_key_add_in_transaction when a second person approves it (apps.common.staff_requests).
-Also the merchant's money settings (issue 22): its callback URLs and activation, its currencies' review and
+Also the merchant's money settings: its callback URLs and activation, its currencies' review and
 two-approval thresholds, its products and apps, and the products' fees and limits (apps.common.setting_changes)."""
 
 from apps.common import signing

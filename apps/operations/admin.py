@@ -33,7 +33,7 @@ def stranded_row(request, figure) -> dict:
 
 @admin.register(OperationsOverview)
 class OperationsOverviewAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """One page for on-call staff (issue 17 item 5): today's orders, the review queue, callbacks, settlement
+    """One page for on-call staff: today's orders, the review queue, callbacks, settlement
     awaiting release, the periodic jobs' last runs and a chart of the last 24 h. Read-only."""
 
     def has_view_permission(self, request, obj=None):

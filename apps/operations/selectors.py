@@ -92,7 +92,7 @@ def _hourly(queryset, *, since: datetime) -> dict[datetime, int]:
 def operations_overview(*, now: datetime | None = None) -> Overview:
     now = now or timezone.now()
     # "Today" is the settlement day (SETTLEMENT_TIME_ZONE, Asia/Manila), the day of D1 release and of the merchant's
-    # statements, so the overview's "today" and a statement's day count the same orders (issue 25).
+    # statements, so the overview's "today" and a statement's day count the same orders.
     day_start = settlement_cutoff(now)
     queue = Payout.objects.order_by().filter(status=Payout.Status.FROZEN).aggregate(n=Count("*"),
                                                                                     oldest=Min("created_at"))

@@ -65,7 +65,7 @@ class ReverseForm(forms.Form):
 
 def payout_status_label(payout: Payout) -> str:
     """The status as staff read it: a reversed payout stays SUCCESS (contract), but is never shown as a plain
-    "Success" (issue 25)."""
+    "Success"."""
     label = payout.get_status_display()
     if payout.reversed_at is not None:
         partly = payout.reversal_amount is not None and payout.reversal_amount < payout.amount
@@ -74,8 +74,8 @@ def payout_status_label(payout: Payout) -> str:
 
 
 def payout_reviewed_by_label(payout: Payout) -> str:
-    """Who decided: the reviewer's name, or for a decision made from the CLI (no staff user, contract §8) the
-    operator's label its decision row carries ("cli:rosa"), never "-" for a decided payout (issue 25)."""
+    """Who decided: the reviewer's name, or for a decision made from the CLI (no staff user, docs/api.md, "Operations
+    CLI") the operator's label its decision row carries ("cli:rosa"), never "-" for a decided payout."""
     if payout.reviewed_by_id:
         return payout.reviewed_by.get_username()
     if payout.reviewed_at is None:
@@ -458,7 +458,7 @@ class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
 class PayoutAdmin(PayoutDisplayMixin, admin.ModelAdmin):
     """Every payout, read-only; operations may reverse a SUCCESS one."""
 
-    # Fits 1280 px with the filter column (issue 25): amount and status first after the order, long values cut
+    # Fits 1280 px with the filter column: amount and status first after the order, long values cut
     # with the whole value in the tooltip; fee, review, finish and reversal times are on the payout's page (a
     # reversal shows in the status: "Success, reversed").
     list_display = ["order_short", "amount_display", "status_text", "merchant_no", "mch_order_short",
@@ -516,8 +516,8 @@ class PayoutAdmin(PayoutDisplayMixin, admin.ModelAdmin):
 
 @admin.register(DenyListedAccount)
 class DenyListedAccountAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
-    """Payee accounts whose payouts always go to review (contract §5). Adding an entry is immediate; lifting or
-    editing one is a request a second reviewer approves (four eyes, apps.common.setting_changes)."""
+    """Payee accounts whose payouts always go to review (docs/api.md, "Payout orders"). Adding an entry is immediate;
+    lifting or editing one is a request a second reviewer approves (four eyes, apps.common.setting_changes)."""
 
     staff_request_kind = StaffRequest.Kind.DENY_LIST_SETTING
     propose_additions = False

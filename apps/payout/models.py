@@ -1,4 +1,4 @@
-"""Payout orders (interface §2.6, §3.2; contract §5) and the admin-managed payee deny list."""
+"""Payout orders (docs/api.md, "Payout orders") and the admin-managed payee deny list."""
 
 import secrets
 
@@ -103,7 +103,7 @@ class Payout(models.Model):
             # The velocity read (payout_velocity_reason): every condition an index condition, so no plan reads the
             # merchant's whole day. Created after payout_by_merchant_created (0009), which the planner took instead on
             # a table without statistics (their estimates tie at one row; the newer index wins a tie), reading every
-            # payout the merchant made in 24 h (docs/performance.md, helper "payout3").
+            # payout the merchant made in 24 h (docs/performance.md, "Measured changes").
             models.Index(fields=["payee_account", "merchant", "created_at"], name="payout_velocity_payee_idx"),
             models.Index(fields=["status", "created_at"], name="payout_status_created_idx"),
             # Replaces the plain created_at index; INCLUDE: the operations overview's sums are index-only scans.
@@ -188,8 +188,8 @@ class PayoutApproval(models.Model):
     """One reviewer's decision on a payout in review (four eyes): one row per reviewer and payout.
 
     A payout needing two approvals leaves FROZEN only when two rows by different reviewers say APPROVE; one
-    REJECT rejects it. The CLI (a shell on the server, contract §8) decides alone and leaves a row without a
-    reviewer, labelled with the operator."""
+    REJECT rejects it. The CLI (a shell on the server, docs/api.md, "Operations CLI") decides alone and leaves a row
+    without a reviewer, labelled with the operator."""
 
     class Decision(models.TextChoices):
         APPROVE = "APPROVE", "Approve"
@@ -225,7 +225,8 @@ class PayoutReviewQueue(Payout):
 
 @tracked()
 class DenyListedAccount(models.Model):
-    """A payee account that sends every payout to it into review (contract §5), per currency or global."""
+    """A payee account that sends every payout to it into review (docs/api.md, "Payout orders"), per currency or
+    global."""
 
     payee_account = models.CharField(max_length=64)
     currency = models.ForeignKey(Currency, null=True, blank=True, on_delete=models.PROTECT,

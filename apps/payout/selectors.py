@@ -19,13 +19,13 @@ def unix(value: datetime | None) -> int | None:
 
 def payout_for_merchant(*, merchant_id: int, platform_order_no: str | None = None,
                         mch_order_no: str | None = None) -> Payout | None:
-    """One of the merchant's payouts; platform_order_no wins when both are given (interface §4.6)."""
+    """One of the merchant's payouts; platform_order_no wins when both are given (docs/api.md, "Endpoints")."""
     return order_lookup(Payout.objects.select_related("product").filter(merchant_id=merchant_id),
                         platform_order_no=platform_order_no, mch_order_no=mch_order_no)
 
 
 def payout_create_data(payout: Payout) -> dict:
-    """The `data` of POST /payout/create (interface §4.5), also for an idempotent replay."""
+    """The `data` of POST /payout/create (docs/api.md, "Endpoints"), also for an idempotent replay."""
     return {
         "platform_order_no": payout.platform_order_no,
         "mch_order_no": payout.mch_order_no,
@@ -38,7 +38,8 @@ def payout_create_data(payout: Payout) -> dict:
 
 
 def payout_query_data(payout: Payout) -> dict:
-    """The `data` of POST /payout/query (interface §4.6, contract §5), printed by the review/reverse CLI too."""
+    """The `data` of POST /payout/query (docs/api.md, "Endpoints", "Payout orders"), printed by the review/reverse CLI
+    too."""
     data = {
         "platform_order_no": payout.platform_order_no,
         "mch_order_no": payout.mch_order_no,
@@ -60,8 +61,9 @@ def payout_query_data(payout: Payout) -> dict:
 
 def payout_risk_reasons(*, currency, amount: int, review_threshold: int, payee_account: str,
                         dual_approval_threshold: int | None = None) -> list[str]:
-    """The rules that need no count of earlier payouts (contract §5): the thresholds and the deny list (reference
-    data, cached per process). payout_velocity_reason is the other rule; empty lists mean APPROVED at once."""
+    """The rules that need no count of earlier payouts (docs/api.md, "Payout orders"): the thresholds and the deny
+    list (reference data, cached per process). payout_velocity_reason is the other rule; empty lists mean APPROVED at
+    once."""
     reasons = []
     if amount >= review_threshold:
         reasons.append(f"Amount {format_minor(amount, currency)} is at or above the merchant's review threshold "
@@ -93,7 +95,7 @@ def _deny_list_load() -> dict[str, list[tuple[str | None, str]]]:
     return listed
 
 
-# The velocity read, written by hand (docs/performance.md, helper "payout5"): the ORM cloned, built and compiled
+# The velocity read, written by hand (docs/performance.md, "Measured changes"): the ORM cloned, built and compiled
 # this three-condition SELECT on every create; by hand, payout/create's app CPU is 0.53 ms (13 %) lower, interleaved
 # request by request in one process. Every condition an index condition of payout_velocity_payee_idx (payee
 # account, merchant, created_at); at most `limit` ids are read.
@@ -102,10 +104,10 @@ _VELOCITY_IDS = ('SELECT "payout_payout"."id" FROM "payout_payout" WHERE "payout
 
 
 def payout_velocity_reason(*, merchant_id: int, payee_account: str) -> str | None:
-    """The velocity rule (contract §5): more than PAYOUT_VELOCITY_LIMIT of the merchant's payouts, in any state, to
-    one payee account created within 24 h. Payout create asks it holding the (merchant, payee account) lock, so two
-    creates to one payee account count each other. Under the limit (nearly every create) one statement reads at
-    most `limit` ids (payout_velocity_payee_idx); at or over it, the reason's number is counted."""
+    """The velocity rule (docs/api.md, "Payout orders"): more than PAYOUT_VELOCITY_LIMIT of the merchant's payouts, in
+    any state, to one payee account created within 24 h. Payout create asks it holding the (merchant, payee account)
+    lock, so two creates to one payee account count each other. Under the limit (nearly every create) one statement
+    reads at most `limit` ids (payout_velocity_payee_idx); at or over it, the reason's number is counted."""
     limit = settings.PAYOUT_VELOCITY_LIMIT
     since = timezone.now() - timedelta(hours=24)
     with connection.cursor() as cursor:
@@ -121,7 +123,7 @@ def payout_decisions(payout: Payout) -> list[AuditLog]:
     (reviews, submission, channel results, reversals)."""
     rows = list(AuditLog.objects.filter(object_type=Payout._meta.label_lower, object_id=str(payout.pk))
                 .select_related("actor").order_by("created_at", "id"))
-    if not any(row.action == "payout.create" for row in rows):  # orders created before issue 23 have a stored row
+    if not any(row.action == "payout.create" for row in rows):  # older orders have a stored row
         rows.insert(0, payout_create_record(payout))
     return rows
 

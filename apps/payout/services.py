@@ -1,4 +1,4 @@
-"""Every payout write: create (freeze), review, submission, channel result, reversal (contract §5).
+"""Every payout write: create (freeze), review, submission, channel result, reversal (docs/api.md, "Payout orders").
 
 Shape of each operation (STYLE.md): one durable transaction (retried on a deadlock or serialization failure,
 apps/common/retry.py) that locks the payout row, then its hold, then the merchant's accounts (the one lock order:
@@ -74,7 +74,8 @@ def _actor_label(actor, via: str) -> str | None:
 def payout_create(*, merchant: Merchant, mch_order_no: str, product_code: str, amount: int, currency: str,
                   payee_name: str, payee_account: str, bank_code: str, attach: str = "") -> Payout:
     """POST /payout/create after the format checks: replay or 2001, then 1001 → 1002 → 1003 → 2006 → 2003
-    (contract §2), then the freeze and the order in one transaction. Returns the new or replayed order."""
+    (docs/api.md, "Checks, in order"), then the freeze and the order in one transaction. Returns the new or replayed
+    order."""
     request = {"product_code": product_code, "amount": amount, "currency": currency, "payee_name": payee_name,
                "payee_account": payee_account, "bank_code": bank_code, "attach": attach}
 
@@ -113,7 +114,7 @@ def _lock_payee_account(*, merchant_id: int, payee_account: str) -> None:
         cursor.execute(_LOCK_PAYEE_ACCOUNT, [f"payout-payee:{merchant_id}:{payee_account}"])
 
 
-# The new order's INSERT, written by hand (docs/performance.md, helper "payout5"): `save(force_insert=True)`
+# The new order's INSERT, written by hand (docs/performance.md, "Measured changes"): `save(force_insert=True)`
 # prepared and compiled all 32 columns one by one on every create; by hand, payout/create's app CPU is 0.38 ms
 # (9 %) lower, interleaved request by request in one process. The columns left out are NULL on a new
 # order (review, submission, result, reversal, requested_by: set later through the ORM), and hold_id takes its
@@ -187,7 +188,7 @@ def _payout_insert(*, merchant: Merchant, route: Route, mch_order_no: str, amoun
 
 def _check_reviewer(payout: Payout, reviewer) -> None:
     """Who may decide this payout at all: a risk reviewer who neither administers its merchant nor asked for it.
-    The CLI (no user: a shell on the server is the highest authority, contract §8) is not checked."""
+    The CLI (no user: a shell on the server is the highest authority, docs/api.md, "Operations CLI") is not checked."""
     if not getattr(reviewer, "pk", None):
         return
     if not reviewer.has_perm(REVIEW_PERMISSION):
@@ -200,8 +201,8 @@ def _check_reviewer(payout: Payout, reviewer) -> None:
 
 
 def _refuse_unless_frozen(payout: Payout) -> None:
-    """For a caller that must know it made the decision itself (review_payout, contract §8): checked under the
-    row lock, so a decision made concurrently (an admin at the same moment) is refused, not replayed."""
+    """For a caller that must know it made the decision itself (review_payout, docs/api.md, "Operations CLI"): checked
+    under the row lock, so a decision made concurrently (an admin at the same moment) is refused, not replayed."""
     if payout.status != Payout.Status.FROZEN:
         raise PayoutActionRefused(f"payout {payout} is {payout.status}, not FROZEN; nothing changed.")
 
@@ -310,7 +311,7 @@ def payout_reject(*, payout_id: int, reviewer, reason: str, via: str = "admin", 
 # chain. One mark, not several as the callbacks' bulkhead has: a create that finds the marks set tries every one, a
 # Redis round trip each. The mark expires after SUBMIT_WAKE_SECONDS: a drain lost with its message holds the next
 # creates back this long at most, and the sweeper queues their submission after SUBMIT_GRACE anyway. Measured
-# against one message per payout: docs/performance.md, helper "payout".
+# against one message per payout: docs/performance.md, "Measured changes".
 SUBMIT_WAKE_KEYS = ["payout:submit:wake"]
 SUBMIT_WAKE_SECONDS = 10
 # Payouts one drain submits before it queues the next drain behind other tasks (its adapters' HTTP calls are serial).
@@ -467,7 +468,7 @@ def _enqueue_terminal(payout: Payout) -> None:
 def payout_reverse(*, reversal_amount: int, fee_refund: int, actor=None, source: str = "ops", reason: str = "",
                    payout_id: int | None = None, platform_order_no: str | None = None) -> Payout:
     """Ops reversal of a SUCCESS payout (reverse_payout CLI; in the admin an approved staff request): at most
-    once, within the bounds of contract §5; reversing twice is refused."""
+    once, within the bounds of docs/api.md, "Payout orders"; reversing twice is refused."""
     return payout_reverse_in_transaction(reversal_amount=reversal_amount, fee_refund=fee_refund, actor=actor,
                                          source=source, reason=reason, payout_id=payout_id,
                                          platform_order_no=platform_order_no)

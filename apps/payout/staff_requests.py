@@ -45,7 +45,7 @@ staff_request_kind_register(StaffRequest.Kind.PAYOUT_REVERSAL, StaffRequestKind(
     permission=REVERSE_PERMISSION, describe=_describe, apply=_apply, conflict=_conflict))
 
 
-# Lifting (or editing) a deny-list entry (issue 22): held payouts to that payee would no longer go to review.
+# Lifting (or editing) a deny-list entry: held payouts to that payee would no longer go to review.
 # Adding one stays immediate: it only holds more payouts back.
 staff_request_kind_register(StaffRequest.Kind.DENY_LIST_SETTING, setting_change_kind(
     models_=(DenyListedAccount,), permission="payout.change_denylistedaccount"))

@@ -27,7 +27,7 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "view_statements": frozenset({OWNER, FINANCE}),
     "see_payee_accounts": frozenset({OWNER, FINANCE}),       # the full payee account on an order's page
     "manage_team": frozenset({OWNER}),                       # invite people, change roles, deactivate
-    # portaldev (developers page, payouts by hand):
+    # the developers page, payouts by hand:
     "view_developers": frozenset({OWNER, DEVELOPER}),
     "manage_keys": frozenset({OWNER}),                       # with the second factor asked again
     "manage_callback_urls": frozenset({OWNER}),              # with the second factor asked again

@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class PortalConfig(AppConfig):
-    """The merchant's own back office (issue 25, docs/portal.md): the people of a merchant, their roles and pages."""
+    """The merchant's own back office (docs/portal.md): the people of a merchant, their roles and pages."""
 
     default_auto_field = "django.db.models.BigAutoField"
     name = "apps.portal"

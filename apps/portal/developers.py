@@ -25,7 +25,7 @@ from apps.merchants.models import Merchant, MerchantKey, PlatformKey
 from apps.merchants.services import MerchantInputError, callback_url_check, merchant_key_add_in_transaction
 
 OWNER, FINANCE, DEVELOPER, VIEWER = "owner", "finance", "developer", "viewer"
-KEY_ROLES = (OWNER,)  # the issue: keys and callback URLs are the owner's
+KEY_ROLES = (OWNER,)  # keys and callback URLs are the owner's (docs/portal.md, "Developers")
 TEST_CALLBACK_ROLES = (OWNER, DEVELOPER)
 MAX_PEM_BYTES = 16 * 1024
 MAX_KEY_BITS = 8192  # verification cost grows with the modulus; 2048-4096 is what merchants use
@@ -87,7 +87,7 @@ def public_key_pem_check(pem: str | bytes) -> tuple[str, str]:
 
 
 def portal_key_upload(*, actor, public_key_pem: str | bytes, otp_code: str) -> MerchantKey:
-    """The owner's new key version (the next number); older versions keep verifying until revoked (interface §5).
+    """The owner's new key version (the next number); older versions keep verifying until revoked (docs/api.md, "Keys").
     The key is checked before the code is spent; a key the merchant already has active is refused."""
     _require(actor, KEY_ROLES, "upload keys")
     pem, fingerprint = public_key_pem_check(public_key_pem)
@@ -145,13 +145,15 @@ def _key_revoke(*, actor, key_version: int) -> MerchantKey:
 
 
 def platform_keys_published() -> list[PlatformKey]:
-    """Every platform key version (its public half; old ones stay published after a rotation: contract §6)."""
+    """Every platform key version (its public half; old ones stay published after a rotation: docs/api.md,
+    "Callbacks")."""
     return list(PlatformKey.objects.order_by("-version").only("version", "public_key_pem", "is_current",
                                                                "created_at"))
 
 
 def platform_keys_document() -> dict:
-    """What `manage.py platform_keys` prints (contract §8), for the SDK's verify-callback --platform-keys."""
+    """What `manage.py platform_keys` prints (docs/api.md, "Operations CLI"), for the SDK's verify-callback
+    --platform-keys."""
     return {"keys": [{"key_version": key.version, "public_key": key.public_key_pem, "current": key.is_current}
                      for key in sorted(platform_keys_published(), key=lambda key: key.version)]}
 
@@ -249,7 +251,7 @@ def test_callback_allowed(*, merchant_id: int) -> bool:
 
 
 def test_callback_payload(*, merchant: Merchant, kind: str, now) -> dict:
-    """A sample event of the real shape (interface §6.1 / §6.2) with order numbers that cannot be a real order's:
+    """A sample event of the real shape (docs/api.md, "Callbacks") with order numbers that cannot be a real order's:
     `platform_order_no` TEST…, `mch_order_no` test-callback-…."""
     currency = (merchant.currencies.filter(is_enabled=True).order_by("currency_id")
                 .values_list("currency_id", flat=True).first() or "PHP")

@@ -70,7 +70,7 @@ def today(*, merchant_id: int, now: datetime | None = None) -> dict:
 
 
 # "Orders waiting for the merchant" on the home page: each entry is a function (merchant_user) -> dict with
-# label, count, url, or None when there is nothing to show. portaldev adds "payouts awaiting your approval".
+# label, count, url, or None when there is nothing to show (payouts by hand add "payouts awaiting your approval").
 WAITING_SECTIONS: list = []
 
 

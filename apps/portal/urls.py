@@ -15,7 +15,7 @@ urlpatterns = [
     path("payins/export.csv", views.payin_export, name="payins-export"),
     path("payins/<str:platform_order_no>/", views.payin_detail, name="payin"),
     path("payouts/", views.payout_list, name="payouts"),
-    # portaldev: payouts by hand (before payouts/<platform_order_no>/, which would take "new" and "batches")
+    # payouts by hand (before payouts/<platform_order_no>/, which would take "new" and "batches")
     path("payouts/new/", payout_views.payout_new, name="payout-new"),
     path("payouts/batches/", payout_views.batch_list, name="payout-batches"),
     path("payouts/batches/<int:batch_id>/", payout_views.batch_detail, name="payout-batch"),
@@ -26,7 +26,7 @@ urlpatterns = [
     path("callbacks/<int:event_id>/resend/", views.callback_resend, name="callback-resend"),
     path("statements/", views.statements, name="statements"),
     path("team/", views.team, name="team"),
-    # portaldev: the developers page
+    # the developers page
     path("developers/", developer_views.developers_page, name="developers"),
     path("developers/keys/", developer_views.key_upload, name="developers-key-upload"),
     path("developers/keys/<int:version>/revoke/", developer_views.key_revoke, name="developers-key-revoke"),

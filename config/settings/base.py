@@ -60,11 +60,11 @@ MIDDLEWARE = [
 ]
 
 # Paths that are served without sessions, CSRF, a signed-in user or messages (config/middleware.py): the signed
-# merchant API, authenticated by each request's signature alone (contract §2).
+# merchant API, authenticated by each request's signature alone (docs/api.md, "Signing").
 BROWSERLESS_PATH_PREFIXES = ["/openapi/v1/"]
 # Browser pages served without sessions, a signed-in user or messages, whose views check CSRF themselves: the hosted
 # pay page (the payer has no session; apps.collection.views._HostedPageCsrf guards its form), where the middleware of
-# the line above is skipped too (docs/performance.md, helper "payin2").
+# the line above is skipped too (docs/performance.md, "Measured changes").
 SESSIONLESS_PATH_PREFIXES = ["/pay/"]
 
 ROOT_URLCONF = "config.urls"
@@ -149,7 +149,7 @@ else:
         "processed_folder": str(_broker_dir / "processed"),
         "store_processed": False,
         # A worker sees a stop signal only between two polls of the folder (kombu's default: one a second, within
-        # a 2-second drain): a fifth of a second keeps a Ctrl-C within honcho's grace period (issue 25).
+        # a 2-second drain): a fifth of a second keeps a Ctrl-C within honcho's grace period.
         "polling_interval": 0.2,
     }
 
@@ -174,7 +174,8 @@ CELERY_BEAT_SCHEDULE = {
     "merchant-payout-batches-resume": {"task": "apps.merchant_payouts.tasks.resume_payout_batches",
                                        "schedule": timedelta(seconds=60)},
     "channels-reconcile": {"task": "apps.channels.tasks.reconcile_channels", "schedule": timedelta(minutes=5)},
-    # Yesterday's statements, after the settlement cut-off and STATEMENT_CLOSE_DELAY_SECONDS (docs/api.md §8).
+    # Yesterday's statements, after the settlement cut-off and STATEMENT_CLOSE_DELAY_SECONDS (docs/api.md,
+    # "Statements").
     "ledger-daily-statements": {"task": "apps.ledger.tasks.prepare_daily_statements",
                                 "schedule": settlement_crontab(hour=0, minute=30)},
 }
@@ -297,7 +298,7 @@ CHANNEL_FAILOVER_LOOKUP_AFTER_SECONDS = env.int("CHANNEL_FAILOVER_LOOKUP_AFTER_S
 SANDBOX_PAYOUT_SETTLE_SECONDS = env.float("SANDBOX_PAYOUT_SETTLE_SECONDS", default=1.0)
 SANDBOX_PAYOUT_RETURN_SECONDS = env.float("SANDBOX_PAYOUT_RETURN_SECONDS", default=3.0)
 
-# Logs (README, Operations: Logs): stdlib logging and structlog share one handler on stderr. LOG_FORMAT=json writes
+# Logs (docs/runbook.md, "Health and logs"): stdlib logging and structlog share one handler on stderr. LOG_FORMAT=json writes
 # one JSON object a line (production's default), plain a readable line; both carry the request_id bound by
 # config.logging.RequestId, in the request and (django-structlog's Celery receivers) in every Celery task it queued.
 LOG_FORMAT = env("LOG_FORMAT", default="plain")
@@ -322,12 +323,12 @@ LOGGING = {
 }
 DJANGO_STRUCTLOG_CELERY_ENABLED = True
 
-# Metrics (README, Operations: Metrics): GET /metrics answers clients in these networks, or bearing METRICS_TOKEN
+# Metrics (docs/runbook.md, "Metrics and alerts"): GET /metrics answers clients in these networks, or bearing METRICS_TOKEN
 # (Authorization: Bearer ...); anyone else gets a 404.
 METRICS_ALLOWED_NETWORKS = env.list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.0/8", "::1/128"])
 METRICS_TOKEN = env("METRICS_TOKEN", default="")
 
-# Sentry (README, Operations: Sentry): errors of the web and the workers are sent when SENTRY_DSN is set; no
+# Sentry (docs/runbook.md, "Health and logs"): errors of the web and the workers are sent when SENTRY_DSN is set; no
 # personal data, no request bodies, no local variables. Unset: the SDK is not initialised at all.
 SENTRY_DSN = env("SENTRY_DSN", default="")
 SENTRY_ENVIRONMENT = env("SENTRY_ENVIRONMENT", default="")
@@ -338,7 +339,7 @@ SENTRY_ENABLED = sentry_init(dsn=SENTRY_DSN, environment=SENTRY_ENVIRONMENT,
 # Merchant self-serve re-send (POST /openapi/v1/callbacks/resend): re-send requests per merchant per minute (1106).
 CALLBACK_RESEND_PER_MINUTE = env.int("CALLBACK_RESEND_PER_MINUTE", default=10)
 
-# ---- Back office (issue 17): staff sign-in with a second factor, lockout, sessions, settings audit trail ----------
+# ---- Back office: staff sign-in with a second factor, lockout, sessions, settings audit trail ---------------------
 INSTALLED_APPS += [
     "django_otp",
     "django_otp.plugins.otp_totp",

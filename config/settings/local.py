@@ -23,7 +23,7 @@ from .base import *  # noqa: E402, F403
 from .base import env  # noqa: E402
 
 DEBUG = env.bool("DEBUG", default=True)
-# Local receivers on 127.0.0.1 must work in development (contract §6).
+# Local receivers on 127.0.0.1 must work in development (docs/api.md, "Callbacks").
 CALLBACK_ALLOW_PRIVATE_HOSTS = env.bool("CALLBACK_ALLOW_PRIVATE_HOSTS", default=True)
 # A channel may point at a local upstream emulator in development (docs/channels.md).
 CHANNEL_API_BASE_URL_OVERRIDE = env.bool("CHANNEL_API_BASE_URL_OVERRIDE", default=True)

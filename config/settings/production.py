@@ -4,15 +4,15 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
-# Fail closed (issue 17): a process started without DJANGO_SETTINGS_MODULE gets these settings (manage.py, wsgi,
+# Fail closed: a process started without DJANGO_SETTINGS_MODULE gets these settings (manage.py, wsgi,
 # celery), and these refuse to start rather than fall back to a development default: no local database, no
 # filesystem broker, no development SECRET_KEY.
 _REQUIRED = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "PLATFORM_KEY_ENCRYPTION_KEY", "ALLOWED_HOSTS")
 _missing = [name for name in _REQUIRED if not os.environ.get(name)]
 if _missing:
     raise ImproperlyConfigured(
-        f"config.settings.production needs {', '.join(_missing)} in the environment (README, Running with production "
-        f"settings). DJANGO_SETTINGS_MODULE defaults to production settings; for development set "
+        f"config.settings.production needs {', '.join(_missing)} in the environment (docs/runbook.md, "
+        f"'Start'). DJANGO_SETTINGS_MODULE defaults to production settings; for development set "
         f"DJANGO_SETTINGS_MODULE=config.settings.local (make run does).")
 
 from .base import *  # noqa: E402, F403

@@ -1,4 +1,4 @@
-"""What a merchant's integration does with a callback, written from contract §2 alone (no project code):
+"""What a merchant's integration does with a callback, written from docs/api.md, "Signing", alone (no project code):
 fetch the platform public keys per version (the `platform_keys` command publishes them), rebuild the string
 to sign, verify RSASSA-PKCS1-v1_5 / SHA-256."""
 

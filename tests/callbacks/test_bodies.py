@@ -1,4 +1,4 @@
-"""Bodies of the three callback types (interface §6.1–§6.3) and their signatures, checked as a merchant would."""
+"""Bodies of the three callback types (docs/api.md, "Callbacks") and their signatures, checked as a merchant would."""
 
 from datetime import UTC, datetime
 from types import SimpleNamespace

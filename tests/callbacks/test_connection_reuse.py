@@ -1,4 +1,4 @@
-"""A worker keeps its connections to a merchant's host alive between attempts (issue 23): per hostname and checked
+"""A worker keeps its connections to a merchant's host alive between attempts: per hostname and checked
 address, so the SSRF guard, the address pinning, the whole-attempt deadline and the reply cap hold for a kept
 connection exactly as for a new one. Counted on real receivers: the TCP connections they accepted."""
 

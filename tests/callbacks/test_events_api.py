@@ -1,4 +1,4 @@
-"""Self-serve callback events (issue 18): POST /openapi/v1/callbacks/list and /callbacks/resend, signed requests
+"""Self-serve callback events: POST /openapi/v1/callbacks/list and /callbacks/resend, signed requests
 against the real database, re-sends delivered to the real local receiver."""
 
 from datetime import UTC, datetime, timedelta
@@ -198,7 +198,8 @@ def test_a_resent_delivered_event_keeps_its_first_delivered_at_and_its_delivery_
     assert_ok(signed_post(client, merchant, RESEND, {"event_id": event.pk}))
     event = callback_deliver(event_id=event.pk)
     assert event.status == S.DELIVERED and len(callback_receiver.requests) == 2
-    # delivered_at is the first success (docs/api.md §9), in the database and in the list
+    # delivered_at is the first success (docs/api.md, "Callback events: list and re-send"), in the database and in the
+    # list
     assert event.delivered_at == first_delivery
     [listed_event] = listed(client, merchant)["events"]
     assert listed_event["delivered_at"] == int(first_delivery.timestamp())

@@ -1,4 +1,4 @@
-"""Success rule, failures and the retry schedule (contract §6), against a real local HTTP receiver."""
+"""Success rule, failures and the retry schedule (docs/api.md, "Callbacks"), against a real local HTTP receiver."""
 
 from datetime import timedelta
 
@@ -77,7 +77,7 @@ def test_a_closed_port_is_a_failure(hooked_merchant, enqueue, clock):
     event = callback_deliver(event_id=enqueue(hooked_merchant).pk)
     attempt = event.attempts.get()
     assert not attempt.success and attempt.http_status is None
-    assert attempt.error == "connection failed: connection refused"  # words, no class names (issue 17)
+    assert attempt.error == "connection failed: connection refused"  # words, no class names
     assert event.next_attempt_at == clock.now + timedelta(seconds=15)
 
 

@@ -1,5 +1,5 @@
-"""SSRF guard (contract §6): http(s) only; in production no host resolving to a non-public address; the socket
-connects to the address that was checked (DNS rebinding), with the hostname kept for Host/SNI."""
+"""SSRF guard (docs/api.md, "Callbacks"): http(s) only; in production no host resolving to a non-public address; the
+socket connects to the address that was checked (DNS rebinding), with the hostname kept for Host/SNI."""
 
 import socket
 from datetime import timedelta

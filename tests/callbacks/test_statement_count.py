@@ -19,8 +19,8 @@ from apps.merchants.selectors import platform_key_current
 # from the reference cache. Record: the events and their merchant locked in one statement, the attempts' outcomes,
 # the events' outcomes (one UPDATE per outcome), then either the next batch's claim (candidates, leases, attempt
 # rows) or the hand-off of a freed slot (the merchant's first waiting event, its UPDATE). Transactions' BEGIN and
-# COMMIT are not counted here. (12 before issue 23; 8 per attempt before batches, whatever the load: one attempt
-# alone now costs two more, the unlocked read and the merchant's lock apart from the candidates.)
+# COMMIT are not counted here. One attempt alone costs two more than a batch's share: the unlocked read and the
+# merchant's lock apart from the candidates.
 STATEMENTS_ONE_ATTEMPT_WITH_HAND_OFF = 10
 # A batch of four (one merchant's four free slots) and the drain's last looks for more (in the record's transaction,
 # and once more after the merchant's wake mark is released): 9 statements beside the attempts' outcomes (1 to 4).
@@ -73,7 +73,7 @@ def test_a_batch_of_four_due_events_of_one_merchant_runs_a_fixed_number_of_state
 
 def test_a_batch_answered_alike_in_distinct_times_keeps_each_attempts_own_duration_in_one_update(
         hooked_merchant, enqueue):
-    """The outcomes of a batch answered alike are one UPDATE whatever their durations (docs/performance.md, "cb3"):
+    """The outcomes of a batch answered alike are one UPDATE whatever their durations (docs/performance.md, "Measured changes"):
     each attempt's row still gets its own duration."""
     events = [enqueue(hooked_merchant, no=f"C-durations-{n}") for n in range(4)]
     claims = callback_attempts_claim(event_id=events[0].pk)
@@ -94,7 +94,7 @@ def test_a_batch_answered_alike_in_distinct_times_keeps_each_attempts_own_durati
 def test_a_batch_answered_differently_records_each_attempt_and_event_its_own_outcome_in_one_update_each(
         hooked_merchant, enqueue, clock):
     """A batch whose attempts ended in four different ways: one UPDATE of the attempts and one of the events
-    (docs/performance.md, "cb4"), each row with its own outcome: delivered, or the next attempt 15 s after this one
+    (docs/performance.md, "Measured changes"), each row with its own outcome: delivered, or the next attempt 15 s after this one
     with its own error; every lease cleared."""
     events = [enqueue(hooked_merchant, no=f"C-mixed-{n}") for n in range(4)]
     claims = callback_attempts_claim(event_id=events[0].pk)

@@ -1,6 +1,6 @@
 """Replies the platform cannot take as they come (an unknown charset, a NUL, a lone surrogate) and attempts that
-raise: each is one attempt, recorded with its outcome, and the event follows the schedule of contract §6 to the
-end (dead after nine), never a lease left behind that the sweeper re-dispatches forever."""
+raise: each is one attempt, recorded with its outcome, and the event follows the schedule of docs/api.md, "Callbacks"
+to the end (dead after nine), never a lease left behind that the sweeper re-dispatches forever."""
 
 from datetime import timedelta
 

@@ -1,4 +1,4 @@
-"""Channels in the admin: editable through a change request a second person approves (four eyes, issue 22), with
+"""Channels in the admin: editable through a change request a second person approves (four eyes), with
 upstream credentials write-only (encrypted at rest, never shown again)."""
 
 import pytest

@@ -1,6 +1,6 @@
 """Xendit and PayMongo together (docs/channels.md, "Xendit and PayMongo together"): a Xendit channel at priority 1
 and a PayMongo channel at priority 2 for PHP pay-ins and payouts, both emulators running over real HTTP, Xendit
-behind a gate (tests/channels/upstream_gate.py) that refuses connections or answers 503. Issue 24's promise: with
+behind a gate (tests/channels/upstream_gate.py) that refuses connections or answers 503. The promise: with
 Xendit failing, pay-ins open on PayMongo and payouts Xendit refused go out through PayMongo, each once; an ambiguous
 Xendit answer keeps its payout on Xendit; when Xendit recovers, traffic returns to it. The tasks are driven directly
 (payout_submit, the pay page, reconciliation), as tests/channels/test_failover.py does; the ledger is verified after

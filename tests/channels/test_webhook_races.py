@@ -1,4 +1,4 @@
-"""Issue 22, items 4 and 6: what an upstream says is decided under the order's row lock and reported once, and
+"""What an upstream says is decided under the order's row lock and reported once, and
 before our upstream reference is known only the disbursement bound to our idempotency key counts. Against the
 Xendit emulator (a real HTTP server) and the live server, real threads on PostgreSQL."""
 

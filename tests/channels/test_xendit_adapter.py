@@ -86,7 +86,8 @@ def test_sandbox_order_is_not_dispatched_upstream(merchant, django_capture_on_co
     monkeypatch.setattr(tasks.open_upstream_payin, "delay", lambda number: sent.append(number))
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         pay_create_ok(Client(), merchant, product_code="PHP_COLLECT_D0", amount=150000)
-    # Decided at create from the routed channel: nothing is even registered to run after commit (helper "pcreate").
+    # Decided at create from the routed channel: nothing is even registered to run after commit (docs/performance.md,
+    # "Measured changes").
     assert callbacks == [] and sent == []
 
 

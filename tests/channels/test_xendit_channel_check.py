@@ -1,5 +1,5 @@
 """A Xendit payout channel is checked against Xendit's own payout channel list (GET /payouts_channels) when it is
-configured (issue 24, item 4): an active bank code whose Xendit channel code Xendit does not list is refused in the
+configured: an active bank code whose Xendit channel code Xendit does not list is refused in the
 admin when the change is asked for, and again when a second person approves it, never at the first live payout.
 What does not change the upstream's configuration (priority, deactivation) never asks Xendit, so a channel can be
 taken out of service while Xendit is down."""

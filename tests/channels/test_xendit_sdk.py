@@ -1,7 +1,7 @@
 """Xendit's official SDK (xendit-python 7.0.0, generated from Xendit's OpenAPI specs) against our Xendit emulator:
 its own client (host = the emulator) makes every call our adapter makes, and its models read every answer: invoices
 in every state, payouts in every state, lists, the payout channel list, reused idempotency keys and errors
-(issue 24, item 4). The conftest's emulator fixture also reads every answer of every other Xendit test this way."""
+The conftest's emulator fixture also reads every answer of every other Xendit test this way."""
 
 import json
 from datetime import timedelta
@@ -201,7 +201,7 @@ def test_every_error_answer_is_read_by_the_sdk(emulator):
 
 
 def test_an_answer_the_sdk_refuses_fails_the_check(emulator):
-    # The check is real: the emulator's answers before issue 24 are refused by the SDK's models.
+    # The check is real: an answer of the shape the SDK's models do not read is refused.
     _, payouts = sdk_apis(emulator)
     payouts.create_payout("K", create_payout_request=a_payout_request("PO"))
     [(method, path, status, body)] = emulator.answers

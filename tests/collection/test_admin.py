@@ -11,7 +11,7 @@ CHANGELIST = "/admin/collection/collectionorder/"
 
 def listed(response) -> set[str]:
     page = BeautifulSoup(response.content, "html.parser")
-    # The list shows an order number's head and tail, the whole number in the tooltip (fits 1280 px, issue 25).
+    # The list shows an order number's head and tail, the whole number in the tooltip (fits 1280 px).
     return {(a.select_one("span[title]") or a).get("title") or a.get_text(strip=True)
             for a in page.select("#result_list tbody th a")}
 
@@ -30,7 +30,7 @@ def test_admin_filters_by_merchant_status_and_date(admin_client, client, merchan
     paid = create_ok(client, merchant)
     collection_notify_paid(platform_order_no=paid.platform_order_no)
     theirs = create_ok(client, other_merchant)
-    # By merchant: its number in the search box (no merchant filter column: a list of every merchant, issue 25).
+    # By merchant: its number in the search box (no merchant filter column: a list of every merchant).
     assert listed(admin_client.get(CHANGELIST, {"q": other_merchant.merchant_no})) == \
         {theirs.platform_order_no}
     assert listed(admin_client.get(CHANGELIST, {"status__exact": "SUCCESS"})) == {paid.platform_order_no}

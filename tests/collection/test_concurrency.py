@@ -71,7 +71,7 @@ def test_concurrent_settlement_runs_release_each_credit_once(client, merchant):
 
 
 def test_replays_of_pay_create_while_the_payer_presses_pay_neither_deadlock_nor_fail(merchant, monkeypatch, caplog):
-    """Issue 22 item 1 for pay/create: its key is claimed by the order's INSERT and no money moves at create, so a
+    """The replay race for pay/create: its key is claimed by the order's INSERT and no money moves at create, so a
     replay arriving while Pay holds the order row (slowed before its credit) waits at most, and is answered."""
     import json
     import threading

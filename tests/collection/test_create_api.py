@@ -1,4 +1,5 @@
-"""POST /openapi/v1/pay/create: response shape, formats (1000), replay/2001, 1001, 1002, 1003 (contract §2, §3)."""
+"""POST /openapi/v1/pay/create: response shape, formats (1000), replay/2001, 1001, 1002, 1003 (docs/api.md, "Checks,
+in order", "Idempotent create")."""
 
 import pytest
 
@@ -134,7 +135,7 @@ def test_identical_create_replays_original_order_and_moves_no_money(client, merc
 
 @pytest.mark.django_db(transaction=True)
 def test_create_is_one_insert_committed_by_itself_and_a_replay_still_answers(client, merchant):
-    """Issue 23: no money moves at create, so its one INSERT commits by itself (no BEGIN, no COMMIT statement); the
+    """No money moves at create, so its one INSERT commits by itself (no BEGIN, no COMMIT statement); the
     replay that follows a unique conflict still finds the connection usable and answers with the order."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext

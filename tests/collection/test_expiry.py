@@ -1,4 +1,4 @@
-"""Expiry (contract §4): a periodic task moves due CREATED orders to EXPIRED, idempotently."""
+"""Expiry (docs/api.md, "Collection orders"): a periodic task moves due CREATED orders to EXPIRED, idempotently."""
 
 from datetime import timedelta
 

@@ -1,5 +1,5 @@
 """pay/create writes an entry only into the indexes a query reads (docs/ledger.md, "Indexes on the hot write tables";
-docs/performance.md, helper "pcreate"), and the admin's filters on paid and finished orders still read an index."""
+docs/performance.md, "Measured changes"), and the admin's filters on paid and finished orders still read an index."""
 
 import json
 import re

@@ -1,5 +1,5 @@
 """pay/create inserts the order with a named query (apps/collection/services.py, `_ORDER_INSERT`; docs/performance.md,
-helper "pcreate4"): it must write every column the model has, and the row it writes must be the order it answers
+"Measured changes"): it must write every column the model has, and the row it writes must be the order it answers
 with, as `save()` would."""
 
 import re

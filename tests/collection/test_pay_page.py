@@ -118,7 +118,7 @@ def test_pay_button_completes_payment_through_the_notification_service(client, m
 
 
 def test_pay_reads_the_order_once_under_its_row_lock(client, merchant, browser_client):
-    """Issue 23: the Pay locks the order by its pay_token and decides under that lock; no unlocked read before it,
+    """The Pay locks the order by its pay_token and decides under that lock; no unlocked read before it,
     no second read of the order, and no read of the platform's accounts by the ORM (the posting function finds them)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -140,7 +140,7 @@ def test_pay_reads_the_order_once_under_its_row_lock(client, merchant, browser_c
     ledger = [q["sql"] for q in queries.captured_queries if "ledger_" in q["sql"]]
     assert len(ledger) == 1 and "FROM ledger_post(" in ledger[0], ledger
     assert not [q for q in queries.captured_queries if '"ledger_ledgeraccount"' in q["sql"]]
-    # Issue 23: the order's columns only (its merchant and channel are cached reference data), and no savepoint
+    # The order's columns only (its merchant and channel are cached reference data), and no savepoint
     # around the callback event (the order's row lock makes a second event of the order impossible).
     assert " JOIN " not in reads[0] and " ORDER BY " not in reads[0], reads
     # (The one savepoint left is the service's durable transaction inside the test's own.)
@@ -152,7 +152,7 @@ def test_pay_reads_the_order_once_under_its_row_lock(client, merchant, browser_c
 
 def test_pay_reads_the_reference_generation_with_the_orders_lock_and_sees_a_change_committed_before(
         client, merchant, browser_client):
-    """Issue 23: the Pay's cached lookups (its channel, its merchant) take their generation from the order's locking
+    """The Pay's cached lookups (its channel, its merchant) take their generation from the order's locking
     statement, not from a statement of their own; a reference change committed before the Pay is still seen."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -179,9 +179,9 @@ def test_pay_reads_the_reference_generation_with_the_orders_lock_and_sees_a_chan
 
 
 def test_the_pays_hand_written_lock_reads_every_column_of_the_order_as_the_orm_does(client, merchant):
-    """The Pay's lock is a named query (apps/collection/services.py, docs/performance.md helper "payin4"): its columns
-    are CollectionOrder's concrete fields in their order, so a field added to the model fails here, and the order it
-    builds is the one the ORM reads, with the reference generation of the same statement."""
+    """The Pay's lock is a named query (apps/collection/services.py, docs/performance.md, "Measured changes"): its
+    columns are CollectionOrder's concrete fields in their order, so a field added to the model fails here, and the
+    order it builds is the one the ORM reads, with the reference generation of the same statement."""
     from django.db import transaction
 
     from apps.collection import services
@@ -203,7 +203,7 @@ def test_the_pays_hand_written_lock_reads_every_column_of_the_order_as_the_orm_d
 
 
 def test_the_paid_write_stores_what_mark_paid_set_and_moves_updated_at(client, merchant, browser_client):
-    """The paid transition's UPDATE is a named query (docs/performance.md helper "payin4"): it stores the status,
+    """The paid transition's UPDATE is a named query (docs/performance.md, "Measured changes"): it stores the status,
     paid_at and upstream reference the transition set, and updated_at as auto_now did."""
     order = create_ok(client, merchant, amount=5000)
     created_updated_at = order.updated_at
@@ -261,7 +261,7 @@ def test_post_from_no_referrer_page_with_origin_null_and_valid_token_is_accepted
 
 def test_the_pay_page_neither_reads_nor_saves_a_session_the_browser_brings(client, merchant, browser_client,
                                                                            admin_user):
-    """Issue 23: the hosted page runs without sessions, a signed-in user or messages (SESSIONLESS_PATH_PREFIXES); a
+    """The hosted page runs without sessions, a signed-in user or messages (SESSIONLESS_PATH_PREFIXES); a
     payer signed in to the portal or the admin on the same host gets no session row read or saved by it. Its own CSRF
     check stays (the tests around this one)."""
     from django.db import connection

@@ -1,5 +1,5 @@
 """The hosted Pay on a kept connection: its transaction is the request's health check (no `SELECT 1` before it), and a
-connection that died between requests is still replaced (docs/performance.md, helper "payin3"; docs/faults.md)."""
+connection that died between requests is still replaced (docs/performance.md, "Measured changes"; docs/faults.md)."""
 
 import pytest
 from bs4 import BeautifulSoup

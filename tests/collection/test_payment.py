@@ -1,4 +1,5 @@
-"""Upstream 'paid' notifications: one idempotent service, ledger split, callback outbox (contract §4)."""
+"""Upstream 'paid' notifications: one idempotent service, ledger split, callback outbox (docs/api.md, "Collection
+orders")."""
 
 from datetime import timedelta
 

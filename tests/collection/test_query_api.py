@@ -1,4 +1,4 @@
-"""POST /openapi/v1/pay/query (interface §4.4): lookup by either number, scoped to the merchant."""
+"""POST /openapi/v1/pay/query (docs/api.md, "Endpoints"): lookup by either number, scoped to the merchant."""
 
 import json
 
@@ -83,7 +83,7 @@ def test_query_of_another_merchants_order_by_either_number_returns_2002(client, 
 
 @pytest.mark.parametrize("by", ["platform_order_no", "mch_order_no"])
 def test_query_reads_the_order_alone(client, merchant, by):
-    """Issue 23: pay/query answers from the order's own columns: one read, no join to the product or currency and
+    """pay/query answers from the order's own columns: one read, no join to the product or currency and
     no ORDER BY (each key matches one row; the joins and the ordering were half of its CPU)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -99,7 +99,7 @@ def test_query_reads_the_order_alone(client, merchant, by):
 
 def test_query_loads_only_the_columns_of_its_answer(client, merchant):
     """pay/query selects the seven columns its answer is made of, and a paid order's answer needs no second read
-    (docs/performance.md, helper "pcq": compiling and loading all the order's columns was 0.2 ms of its CPU)."""
+    (docs/performance.md, "Measured changes": compiling and loading all the order's columns was 0.2 ms of its CPU)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 

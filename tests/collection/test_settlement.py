@@ -1,4 +1,5 @@
-"""D1 release (contract §4): settling → available for credits paid before 00:00 Asia/Manila, exactly once."""
+"""D1 release (docs/api.md, "Collection orders"): settling → available for credits paid before 00:00 Asia/Manila,
+exactly once."""
 
 import json
 import re

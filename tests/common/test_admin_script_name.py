@@ -1,4 +1,4 @@
-"""A request's SCRIPT_NAME cannot switch the admin's checks off (issue 22, item 3). A WSGI server takes SCRIPT_NAME from
+"""A request's SCRIPT_NAME cannot switch the admin's checks off. A WSGI server takes SCRIPT_NAME from
 its environment or, from an address it trusts, from a client's header (gunicorn trusts 127.0.0.1 by default): when
 the admin's path was worked out from the first request a worker served, a first request with `SCRIPT_NAME: /zz` made
 the second-factor check and the settings trail's who skip every later admin request of that worker. Here with Django's

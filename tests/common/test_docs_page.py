@@ -18,7 +18,7 @@ VECTORS = Path(__file__).parent / "vectors"
 ENDPOINTS = ["/openapi/v1/balance", "/openapi/v1/statement", "/openapi/v1/pay/create", "/openapi/v1/pay/query",
              "/openapi/v1/payout/create", "/openapi/v1/payout/query", "/openapi/v1/callbacks/list",
              "/openapi/v1/callbacks/resend", "/currencies"]
-HOME_LINKS = ["/openapi/v1/docs/", "/openapi/v1/schema/", "/currencies", "/admin/", "/healthz"]
+HOME_LINKS = ["/openapi/v1/docs/", "/openapi/v1/schema/", "/currencies", "/portal/", "/admin/", "/healthz"]
 
 
 # --- without a browser ---------------------------------------------------------------------------------------
@@ -37,6 +37,12 @@ def test_home_is_an_html_page_linking_docs_schema_currencies_admin_and_healthz(c
     for link in HOME_LINKS:
         assert f'href="{link}"' in html, link
     assert "URLconf" not in html  # never Django's debug listing
+
+
+def test_home_links_the_merchant_portal_for_a_merchants_people(client, db):
+    html = client.get("/").content.decode()
+    assert 'href="/portal/"' in html
+    assert "Merchant portal" in html
 
 
 def test_home_takes_only_get_and_head(client, db):
@@ -147,7 +153,7 @@ def assert_only_local_requests(page):
     assert page.networked, "no request recorded"
     assert all(is_local(url) for url in page.networked), f"requests left 127.0.0.1: {page.networked}"
     # Nothing else attempted either: Redoc's remote logo, which the page's own policy used to refuse on every visit
-    # (a console error), is dropped from the bundle we serve (issue 25).
+    # (a console error), is dropped from the bundle we serve.
     attempted = [url for url in page.requested if not is_local(url)]
     assert not attempted, (attempted, page.refused)
 
@@ -210,7 +216,7 @@ def test_docs_page_in_browser_shows_signing_endpoints_examples_and_error_table(l
 
 
 def test_the_yaml_schema_quotes_strings_a_yaml_1_2_reader_would_take_for_numbers(client, db):
-    """Issue 25: "0012345678" is a string in YAML 1.1 (PyYAML) but the integer 12345678 in YAML 1.2 (Redoc, most code
+    """"0012345678" is a string in YAML 1.1 (PyYAML) but the integer 12345678 in YAML 1.2 (Redoc, most code
     generators). The YAML schema quotes every such string, and says the same as the JSON one."""
     import json
 

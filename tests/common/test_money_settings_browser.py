@@ -1,4 +1,4 @@
-"""Four eyes on a channel's credentials in a real browser (issue 22): one channel manager types a new secret key and
+"""Four eyes on a channel's credentials in a real browser: one channel manager types a new secret key and
 callback token and saves; that only asks for the change; they cannot approve it themselves; a second channel
 manager approves it and only then does the channel use the new credentials. Neither page shows a secret.
 Screenshots at 1280 px kept (var/screenshots/)."""

@@ -1,7 +1,7 @@
-"""Four eyes on every setting that moves money (issue 22, item 2 and "what must exist" 3): in the admin, one person
-alone, a superuser too, only asks for the change; the requester cannot approve it; a staff member of another role
-cannot; a second person with the setting's role approves it and only then does it take effect, audited with both
-names. Secrets never appear in clear on the request pages or in the audit trail."""
+"""Four eyes on every setting that moves money : in the admin, one person alone, a superuser too, only asks for the
+change; the requester cannot approve it; a staff member of another role cannot; a second person with the setting's role
+approves it and only then does it take effect, audited with both names. Secrets never appear in clear on the request
+pages or in the audit trail."""
 
 import json
 from dataclasses import dataclass
@@ -219,9 +219,9 @@ def test_one_person_alone_cannot_change_a_money_setting(client, world, case):
     assert ATTACKER_SECRET not in stored and ATTACKER_TOKEN not in stored
 
 
-def test_the_credential_swap_of_issue_22_is_only_a_request(client, world):
-    """Issue 22 item 2: one superuser replaced a Xendit channel's secret key and callback token with their own test
-    account's in one admin edit, then 'paid' an invoice there. Now the edit changes nothing: the channel keeps the
+def test_a_credential_swap_by_one_superuser_is_only_a_request(client, world):
+    """One superuser replacing a Xendit channel's secret key and callback token with their own test account's in one
+    admin edit, to 'pay' an invoice there, changes nothing: the channel keeps the
     platform's key, and a webhook carrying the attacker's token is refused."""
     root = staff_account("root")
     admin_login(client, root)

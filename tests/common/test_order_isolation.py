@@ -1,5 +1,6 @@
 """Another merchant's order is never visible: querying it by either number is indistinguishable from querying
-an order that does not exist (contract §3: 2002), so the API is no oracle for which order numbers exist."""
+an order that does not exist (docs/api.md, "Error codes": 2002), so the API is no oracle for which order numbers
+exist."""
 
 import pytest
 

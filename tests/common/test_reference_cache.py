@@ -182,7 +182,7 @@ def test_a_connection_killed_between_requests_is_replaced_and_the_request_succee
 def test_the_generation_read_is_the_health_check_of_a_kept_connection(client, merchant, persistent_connection,
                                                                       monkeypatch):
     """A signed request on a kept connection sends no `SELECT 1` of its own: its first statement, the generation read,
-    is the check (docs/performance.md, helper "pcq"); a dead connection is still replaced (test above)."""
+    is the check (docs/performance.md, "Measured changes"); a dead connection is still replaced (test above)."""
     assert_ok(signed_post(client, merchant, PAY, pay_body(1)))
     checks = []
     monkeypatch.setattr(connection, "is_usable", lambda: checks.append(1) or True)

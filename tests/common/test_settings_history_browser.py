@@ -1,5 +1,5 @@
 """The settings audit trail in a real browser: a superuser signs in with a code, asks for a review threshold change on
-the merchant page, a second superuser approves it (four eyes, issue 22), and the history page says who asked and who
+the merchant page, a second superuser approves it (four eyes), and the history page says who asked and who
 approved what (1280 px, screenshot kept)."""
 
 import pytest

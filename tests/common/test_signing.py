@@ -1,4 +1,4 @@
-"""RSA2 signing rules (contract §2): fixed vectors pasted as literals, round trips and properties."""
+"""RSA2 signing rules (docs/api.md, "Signing"): fixed vectors pasted as literals, round trips and properties."""
 
 import base64
 from pathlib import Path

@@ -15,7 +15,7 @@ def test_each_kind_is_registered_by_its_own_domain():
         StaffRequest.Kind.PAYOUT_REVERSAL: "apps.payout.staff_requests",
         StaffRequest.Kind.BALANCE_ADJUSTMENT: "apps.ledger.staff_requests",
         StaffRequest.Kind.MERCHANT_KEY: "apps.merchants.staff_requests"}
-    # Money settings (issue 22): the mechanism is common's, each kind's models and role are its domain's.
+    # Money settings: the mechanism is common's, each kind's models and role are its domain's.
     settings_kinds = {kind: ({m._meta.label for m in spec.apply.models}, spec.permission) for kind, spec in KINDS.items()
                       if owners[kind] == "apps.common.setting_changes"}
     assert settings_kinds == {

@@ -1,5 +1,5 @@
 """Four eyes on staff changes in a real browser: one operator asks for a balance adjustment, the same person cannot
-approve it, a second operator approves it and the money moves then (issue 17 item 2). Screenshots kept."""
+approve it, a second operator approves it and the money moves then. Screenshots kept."""
 
 import pytest
 from django.contrib.auth import get_user_model

@@ -1,4 +1,4 @@
-"""Second-factor codes sent at the same moment (issue 22, item 7): django-otp's throttle (1, 2, 4, ... s after each
+"""Second-factor codes sent at the same moment: django-otp's throttle (1, 2, 4, ... s after each
 wrong code) counts every wrong code, and refuses every code, the right one too, while it holds. Real threads on
 PostgreSQL, each a browser with its own half-done sign-in from its own address (so django-axes' per-address lockout
 stays out of the count)."""

@@ -1,4 +1,4 @@
-"""The platform under a real gunicorn (issue 22): a SCRIPT_NAME header cannot switch the admin's second factor off,
+"""The platform under a real gunicorn: a SCRIPT_NAME header cannot switch the admin's second factor off,
 the platform's gunicorn settings (config/gunicorn.py) believe no such header from anyone, and a body too large is
 answered with `Connection: close`, so a keep-alive client's next request works."""
 

@@ -111,7 +111,7 @@ def test_embedded_postgres_serves_reaches_a_second_terminal_and_stops_with_make_
     assert not (pgdata / "postmaster.pid").exists()
 
 
-# --- a stop cut short (issue 22) --------------------------------------------------------------------------------
+# --- a stop cut short ---------------------------------------------------------------------------------------
 
 PING = "import psycopg; from config.embedded_postgres import database_url; psycopg.connect(database_url()).execute('SELECT 1')"
 
@@ -187,7 +187,7 @@ def test_make_run_starts_again_after_the_server_was_killed_too_and_its_pid_reuse
     assert "removing the postmaster.pid of a server that is gone" in log.read_text()
 
 
-# --- issue 25: the port in one place; Ctrl-C stops the worker within honcho's grace ----------------------------
+# --- the port in one place; Ctrl-C stops the worker within honcho's grace ----------------------------------------
 
 
 def test_make_serve_port_sets_every_link_and_ctrl_c_stops_the_worker_within_its_grace(run_dir, django_db_setup):

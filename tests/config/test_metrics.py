@@ -1,4 +1,4 @@
-"""GET /metrics (issue 18, item 6): internal only, and it counts what just happened."""
+"""GET /metrics: internal only, and it counts what just happened."""
 
 import pytest
 from django.test import override_settings

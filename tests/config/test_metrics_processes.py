@@ -1,4 +1,4 @@
-"""/metrics across processes (README, Operations: Metrics): with PROMETHEUS_MULTIPROC_DIR, as `make run` sets it,
+"""/metrics across processes (docs/runbook.md, "Metrics and alerts"): with PROMETHEUS_MULTIPROC_DIR, as `make run` sets it,
 the web answers with every process's counters: both gunicorn workers' request counts and the Celery worker's
 callback attempts, whichever gunicorn worker answers the scrape."""
 

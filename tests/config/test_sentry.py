@@ -1,4 +1,4 @@
-"""Sentry (issue 18, item 6): nothing without SENTRY_DSN; with one, a view's exception and a Celery task's reach that
+"""Sentry: nothing without SENTRY_DSN; with one, a view's exception and a Celery task's reach that
 DSN's server, without the request body or the task's local variables."""
 
 import gzip

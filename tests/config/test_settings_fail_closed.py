@@ -1,4 +1,4 @@
-"""Settings fail closed (issue 17): a process started without DJANGO_SETTINGS_MODULE (manage.py, the WSGI server, a
+"""Settings fail closed: a process started without DJANGO_SETTINGS_MODULE (manage.py, the WSGI server, a
 Celery worker) gets production settings, never the development defaults, and those refuse to start without their
 variables; X-Forwarded-Proto is believed only when told a proxy is in front. Real subprocesses, real imports."""
 
@@ -99,7 +99,7 @@ def test_development_settings_are_chosen_explicitly_by_what_runs_them():
 
 
 def test_manage_py_takes_development_settings_only_beside_a_running_make_run(tmp_path):
-    """make run's second terminal (README): this checkout's embedded PostgreSQL is running and no DATABASE_URL is set,
+    """make run's second terminal (docs/development.md): this checkout's embedded PostgreSQL is running and no DATABASE_URL is set,
     so `manage.py` takes the development settings; a postmaster.pid of a process that is gone, or a DATABASE_URL,
     and it is production settings again."""
     show = ["manage.py", "shell", "-c", SHOW]

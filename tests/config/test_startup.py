@@ -1,4 +1,4 @@
-"""A manage.py command in make run's second terminal starts without what it does not use (issue 25; figures in
+"""A manage.py command in make run's second terminal starts without what it does not use (figures in
 docs/performance.md, "Start-up"): no system checks (they imported the whole URLconf and every view), no redis-py
 (imported by the API's authentication, for the web's first signed request), no Sentry SDK without a DSN."""
 

@@ -1,4 +1,4 @@
-"""JSON logs with a request id (issue 18, item 6): every line of a request carries its request_id, and so does every
+"""JSON logs with a request id: every line of a request carries its request_id, and so does every
 line of a Celery task that request queued, logged by a real worker."""
 
 import io

@@ -90,7 +90,8 @@ def money_rows() -> tuple:
 
 
 def pay_through_page(pay_url: str, timeout: float = 30) -> requests.Response:
-    """The payer presses the sandbox `Pay` button on the hosted page (contract §7): the upstream's code path."""
+    """The payer presses the sandbox `Pay` button on the hosted page (docs/api.md, "Sandbox channel"): the upstream's
+    code path."""
     with requests.Session() as session:
         page = session.get(pay_url, timeout=timeout)
         assert page.status_code == 200, page.status_code

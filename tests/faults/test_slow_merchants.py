@@ -1,6 +1,6 @@
 """Drill 4: merchant endpoints that stall, reset, redirect, answer 500 or a wrong body.
 
-Each failure is an attempt that follows the schedule of contract §6 (next attempt 15 s after the END of the
+Each failure is an attempt that follows the schedule of docs/api.md, "Callbacks" (next attempt 15 s after the END of the
 failed attempt, then 1 min, ...), and a slow merchant delays no one else: a healthy merchant's callback
 arrives promptly while the slow merchant's delivery hangs for the full contractual 10 s timeout.
 The worker is one Celery process as the Procfile ships it (prefork, concurrency 2).

@@ -61,7 +61,8 @@ def test_worker_killed_mid_delivery_every_callback_still_arrives_once_posted(
     platform.start_worker()
 
     # Bounded by the lease (a lost attempt blocks its event until then), the first retry delay (the lost attempt
-    # failed when its lease ran out; contract §6's schedule goes on from there), two sweeps and a margin.
+    # failed when its lease ran out; the schedule of docs/api.md, "Callbacks", goes on from there), two sweeps and a
+    # margin.
     first_retry = settings.CALLBACK_RETRY_DELAYS_SECONDS[0]
     budget = lease_seconds() + first_retry + 2 * 5 + 20
     wait_until(lambda: CallbackEvent.objects.filter(status=CallbackEvent.Status.DELIVERED).count() == ORDERS,

@@ -1,6 +1,7 @@
-"""The fuzzers' oracle: what every answer of the API must look like (contract §3), written from the contract.
+"""The fuzzers' oracle: what every answer of the API must look like (docs/api.md, "Error codes"), written from that
+page.
 
-The code table below is copied from contract §3 by hand, not imported, so a drift between the contract and
+The code table below is copied from docs/api.md, "Error codes", by hand, not imported, so a drift between the page and
 apps/common/errors.py fails test_contract_table_matches_error_codes instead of silently moving both sides.
 """
 
@@ -11,7 +12,8 @@ import time
 from apps.common import signing
 from apps.common.errors import ErrorCode
 
-# contract §3: code -> HTTP statuses it may come with. 9999 is deliberately absent: no input may cause it.
+# docs/api.md, "Error codes": code -> HTTP statuses it may come with. 9999 is deliberately absent: no input may cause
+# it.
 CONTRACT_CODES: dict[str, set[int]] = {
     "0": {200}, "1000": {400}, "1001": {422}, "1002": {422}, "1003": {422}, "1004": {404, 405},
     "1101": {401}, "1102": {401}, "1103": {401}, "1104": {401}, "1105": {403}, "1106": {429},
@@ -49,7 +51,8 @@ def assert_envelope(status: int, content: bytes, context: object = "") -> dict:
 
 
 def is_flat_signable(body: object) -> bool:
-    """Would contract §2 step 4 accept this top-level object (strings, integers, booleans, null; valid UTF-8)?"""
+    """Would docs/api.md, "The string to sign", step 4, accept this top-level object (strings, integers, booleans,
+    null; valid UTF-8)?"""
     if not isinstance(body, dict):
         return False
     for key, value in body.items():
@@ -71,7 +74,8 @@ def _encodable(text: str) -> bool:
 
 
 def passes_signature_layer(body: dict, *, merchant, now: float | None = None) -> bool:
-    """Independent statement of §2's checks for `merchant` (a tests.helpers.MerchantCtx), nonce reuse aside."""
+    """Independent statement of the checks of docs/api.md, "Checks, in order", for `merchant` (a
+    tests.helpers.MerchantCtx), nonce reuse aside."""
     now = time.time() if now is None else now
     timestamp = body.get("timestamp")
     return (

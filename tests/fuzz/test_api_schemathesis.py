@@ -2,11 +2,11 @@
 
 Schemathesis generates the bodies from the schema the app serves (schema-conforming and schema-violating);
 `CaseSigner` (the signing hook) then fills the common fields for the real merchant, with a fresh nonce, and
-signs with the merchant's RSA key (contract §2). Per example it draws one of four modes:
+signs with the merchant's RSA key (docs/api.md, "Signing"). Per example it draws one of four modes:
 - valid:    real common fields and a correct signature over business fields built by a profile:
             golden (a request known to succeed with zero to two fields changed), clean (every field a value
             the platform knows, e.g. its product codes, bank codes, seeded order numbers), mixed or hostile
-            (Schemathesis' own values, boundary values just outside contract §1, hostile strings);
+            (Schemathesis' own values, boundary values just outside the field formats, hostile strings);
 - tampered: some common fields replaced by generated or hostile values, then re-signed;
 - broken:   signed, then the signature broken (bytes flipped, another merchant's key, a field changed after);
 - raw:      sent exactly as Schemathesis generated it (its `sign` is random).
@@ -49,7 +49,8 @@ STATEMENT = "/openapi/v1/statement"
 SIGNED_OPERATIONS = {"/openapi/v1/balance", STATEMENT, "/openapi/v1/pay/create", "/openapi/v1/pay/query",
                      "/openapi/v1/payout/create", "/openapi/v1/payout/query", "/openapi/v1/callbacks/list",
                      "/openapi/v1/callbacks/resend"}
-# Which codes each endpoint may answer, besides the signature layer's (contract §2, §3, interface §4).
+# Which codes each endpoint may answer, besides the signature layer's (docs/api.md, "Checks, in order", "Error codes",
+# "Endpoints").
 BUSINESS_CODES = {
     "/openapi/v1/balance": {"0", "1000", "1001"},
     STATEMENT: {"0", "1000", "1001"},
@@ -58,7 +59,7 @@ BUSINESS_CODES = {
     "/openapi/v1/payout/create": {"0", "1000", "1001", "1002", "1003", "2001", "2003", "2006"},
     "/openapi/v1/payout/query": {"0", "1000", "2002"},
     "/openapi/v1/callbacks/list": {"0", "1000"},
-    # 2001: the event is pending (a re-send already queued it); docs/api.md §8.
+    # 2001: the event is pending (a re-send already queued it); docs/api.md, "Callback events: list and re-send".
     "/openapi/v1/callbacks/resend": {"0", "1000", "2001", "2002"},
 }
 CREATE_OPERATIONS = {"/openapi/v1/pay/create", "/openapi/v1/payout/create"}
@@ -112,7 +113,7 @@ class FuzzState:
 
     @staticmethod
     def edge_values(name: str) -> st.SearchStrategy:
-        """Just outside the formats of contract §1 (1000 expected): the boundaries the clean values stay inside."""
+        """Just outside docs/api.md's "Field formats" (1000 expected): the boundaries the clean values stay inside."""
         pool = {"expire_seconds": [59, 86401, 0, -1], "return_url": ["ftp://shop.example/", "javascript:alert(1)",
                 "https://" + "x" * 505], "subject": ["x" * 257], "attach": ["x" * 513], "payee_name": ["x" * 129],
                 "payee_account": ["0012-345", "x" * 65, "١٢٣"], "mch_order_no": ["x" * 65, "FZ A", "FZ/1"],
@@ -182,7 +183,7 @@ class Prepared:
 
 
 class CaseSigner:
-    """The signing hook: turns a generated case into a request from the real merchant (contract §2)."""
+    """The signing hook: turns a generated case into a request from the real merchant (docs/api.md, "Signing")."""
 
     def __init__(self, state: FuzzState):
         self.state = state
@@ -337,9 +338,10 @@ def test_every_response_is_a_contract_envelope(case, data, fuzz_state):
     response, status, content = send(case, sent, edited=prepared.mode in ("valid", "tampered", "broken"))
     context = (prepared.mode, case.path, sent)
     if _content_type(response).startswith("text/csv"):
-        # statement with format=csv: the one answer that is not the envelope; errors still are (docs/api.md §8).
+        # statement with format=csv: the one answer that is not the envelope; errors still are (docs/api.md,
+        # "Statements").
         assert case.path == STATEMENT and status == 200 and sent.get("format") == "csv", context
-        assert prepared.signed_ok, f"accepted a request that fails contract §2: {context!r}"
+        assert prepared.signed_ok, f"accepted a request that fails the signature checks: {context!r}"
         key_version = int(content.decode().split("# key_version=", 1)[1].split("\n", 1)[0])
         key = signing.load_public_key(PlatformKey.objects.get(version=key_version).public_key_pem)
         assert statement_verify(content.decode(), key), context
@@ -366,7 +368,7 @@ def test_every_response_is_a_contract_envelope(case, data, fuzz_state):
     if prepared.mode == "broken":
         assert code == "1101", (body, context)
     if code == "0":
-        assert prepared.signed_ok, f"accepted a request that fails contract §2: {context!r}"
+        assert prepared.signed_ok, f"accepted a request that fails the signature checks: {context!r}"
         _check_success(fuzz_state, case.path, sent, body["data"])
     if code == "1103":
         assert nonce_seen_before, f"1103 for a nonce never sent before: {context!r}"
@@ -405,7 +407,7 @@ def send(case, body, *, edited: bool):
 
 def _check_success(state: FuzzState, path: str, sent: dict, data: dict) -> None:
     if path in CREATE_OPERATIONS:
-        # Idempotent create (contract §3): one mch_order_no is one order, however often it is replayed.
+        # Idempotent create (docs/api.md): one mch_order_no is one order, however often it is replayed.
         known = state.created[path].setdefault(sent["mch_order_no"], data["platform_order_no"])
         assert known == data["platform_order_no"], (sent, data)
         assert (data["mch_order_no"], data["amount"], data["currency"]) == (

@@ -1,6 +1,7 @@
 """Raw bodies the schema cannot describe: random bytes and text, JSON of every shape, deep nesting, signed bodies
 mutated byte by byte, any content type, any method, any path under /openapi/v1/. Never a 5xx; always the envelope;
-1000 whenever the body is not a JSON object of flat values (contract §2), whatever else is wrong with it."""
+1000 whenever the body is not a JSON object of flat values (docs/api.md, "Checks, in order"), whatever else is wrong
+with it."""
 
 import json
 

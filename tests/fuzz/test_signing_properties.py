@@ -1,4 +1,4 @@
-"""Hypothesis properties of the string to sign (contract §2) against an independent oracle written here.
+"""Hypothesis properties of the string to sign (docs/api.md, "Signing") against an independent oracle written here.
 
 tests/common/test_signing.py pins fixed vectors and a first property; this file adds what it leaves out:
 keys built to collide in case, '_' and non-ASCII; integers past 2^63; sign -> verify over arbitrary bodies with

@@ -1,4 +1,4 @@
-"""POST /openapi/v1/balance (interface §4.1) and GET /currencies (interface §4.2)."""
+"""POST /openapi/v1/balance and GET /currencies (docs/api.md, "Endpoints")."""
 
 from django.db import transaction
 

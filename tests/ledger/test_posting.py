@@ -242,7 +242,7 @@ def test_hold_is_placed_under_the_id_its_caller_drew(merchant):
 def test_the_posting_function_plans_its_statements_once_per_connection(db):
     """ledger_post runs its statements with generic plans: under plan_cache_mode `auto` PL/pgSQL planned them again
     on every call (their custom plans, knowing the arrays' lengths, always looked cheaper; docs/performance.md,
-    helper "payout3")."""
+    "Measured changes")."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT proconfig FROM pg_proc WHERE proname = 'ledger_post'")
         assert cursor.fetchall() == [(["plan_cache_mode=force_generic_plan"],)]

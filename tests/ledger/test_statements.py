@@ -1,4 +1,4 @@
-"""Daily statements (docs/api.md §8): POST /openapi/v1/statement, JSON or signed CSV, and the daily task that
+"""Daily statements (docs/api.md, "Statements"): POST /openapi/v1/statement, JSON or signed CSV, and the daily task that
 stores yesterday's. Money moves through the real services; days are days in Asia/Manila."""
 
 import hashlib
@@ -176,7 +176,7 @@ def test_signature_verifies_with_the_platform_key_and_fails_after_tampering(clie
     assert (header["signature"], int(header["key_version"])) == (data["signature"], data["key_version"])
     key = platform_public_key(data["key_version"])
     assert statement_verify(csv_text, key)
-    # The JSON answer verifies by contract §2 alone: the string to sign of its flat signed fields.
+    # The JSON answer verifies by docs/api.md, "Signing", alone: the string to sign of its flat signed fields.
     fields = {name: data[name] for name in ("merchant_no", "currency", "date", "time_zone", "key_version", "digest",
                                             "sign_type")}
     assert signing.verify(key, fields, data["signature"])

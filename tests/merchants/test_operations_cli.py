@@ -1,4 +1,5 @@
-"""Operations CLI (contract §8): one JSON object on stdout, a clear message and non-zero exit on bad input."""
+"""Operations CLI (docs/api.md, "Operations CLI"): one JSON object on stdout, a clear message and non-zero exit on bad
+input."""
 
 import io
 import json

@@ -1,5 +1,5 @@
-"""Rate limit (contract §3, 1106/429). tests/merchants/test_signed_requests.py covers the limit on /balance,
-per merchant, forgeries not spending it and the nonce not burnt. The gap covered here: the budget is one per
+"""Rate limit (docs/api.md, "Error codes", 1106/429). tests/merchants/test_signed_requests.py covers the limit on
+/balance, per merchant, forgeries not spending it and the nonce not burnt. The gap covered here: the budget is one per
 merchant across every endpoint, and a create refused by it has no side effect at all (no order, no freeze)."""
 
 import time

@@ -1,4 +1,5 @@
-"""Every check of contract §2 failing on its own, in the contract's order, with code, HTTP status and envelope."""
+"""Every check of docs/api.md, "Checks, in order", failing on its own, in that order, with code, HTTP status and
+envelope."""
 
 import dataclasses
 import json
@@ -349,7 +350,7 @@ def test_request_serializers_bind_their_own_field_copies_and_keep_errors_apart()
     assert good.validated_data["amount"] == 100
 
 
-# --- balance: currency is checked as sent (contract §1) ------------------------------------------------------------
+# --- balance: currency is checked as sent (docs/api.md, "Field formats") ----------------------------------------
 
 @pytest.mark.parametrize("currency", ["PHP\n", " PHP", "PHP ", "\tUSD", "USD\r\n"])
 def test_balance_currency_padded_by_whitespace_or_final_newline_is_1000_not_trimmed(client, merchant, currency):

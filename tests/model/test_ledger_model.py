@@ -1,4 +1,4 @@
-"""Model-based test of the money services (issue 6, part 3).
+"""Model-based test of the money services.
 
 A Hypothesis state machine drives the services a merchant request, an upstream notification, a periodic task,
 a risk reviewer or an operator would call: pay-in create (and replays), paid notifications (duplicates and late
@@ -98,7 +98,7 @@ def reset_tables() -> None:
     (the ledger's refuse a DELETE) and the reference generation moved, as tests/support/flush.py empties a database
     after a transactional test, not by TRUNCATE: a TRUNCATE of these 8 tables took 200-560 ms of wall time (30 ms of
     PostgreSQL CPU) on the loaded 2-core host against 2-17 ms, and it ran before each of the 200 examples
-    (docs/performance.md, helper "suite4"). Without a superuser connection: the TRUNCATE, as before."""
+    (docs/performance.md, "Measured changes"). Without a superuser connection: the TRUNCATE, as before."""
     tables = [model._meta.db_table for model in RESET_MODELS]
     if flush.superuser(connection):
         flush.empty(connection, flush.referencing(connection, tables))
@@ -143,7 +143,7 @@ def affordable(spec: CurrencySpec, available: int) -> int:
 
 
 def manila_midnight(now: datetime) -> datetime:
-    """00:00 of `now`'s day in Manila (contract §4): D1 credits paid before it are due."""
+    """00:00 of `now`'s day in Manila (docs/api.md, "Collection orders"): D1 credits paid before it are due."""
     return datetime.combine(now.astimezone(MANILA).date(), time.min, tzinfo=MANILA)
 
 
@@ -767,7 +767,7 @@ def quiet_dispatch(monkeypatch):
 
 
 @pytest.mark.django_db(transaction=True)
-@override_settings(PAYOUT_VELOCITY_LIMIT=2)  # configurable (contract §5); low, so 50 steps can reach it
+@override_settings(PAYOUT_VELOCITY_LIMIT=2)  # configurable (docs/api.md); low, so 50 steps can reach it
 def test_money_services_agree_with_an_independent_model(rsa_keys, quiet_dispatch):
     with connection.cursor() as cursor:
         # This connection only, test data only: commits need not wait for the WAL flush (a shared, slow disk
@@ -784,5 +784,5 @@ def test_money_services_agree_with_an_independent_model(rsa_keys, quiet_dispatch
         raise
     print("paths taken:", dict(sorted(LedgerMachine.paths.items())))  # shown with -s or -rP
     if MODEL_EXAMPLES * MODEL_STEPS >= 5000:
-        # A full run must have taken every path the issue names; a green run that never did proves little.
+        # A full run must have taken every path this test is for; a green run that never did proves little.
         assert [path for path in REQUIRED_PATHS if not LedgerMachine.paths[path]] == []

@@ -1,4 +1,4 @@
-"""The operations overview (issue 17 item 5): correct figures for a small scripted data set, who may see it, and
+"""The operations overview: correct figures for a small scripted data set, who may see it, and
 a screenshot in a real browser. The 1M-order timing is bench/overview.py, not a test."""
 
 from datetime import UTC, datetime, timedelta
@@ -186,7 +186,7 @@ def test_overview_in_the_browser(live_server, merchant, monkeypatch):
             screenshot(page, f"operations-overview-{width}")
 
 
-# --- issue 25: the settlement day, reversals, plurals ----------------------------------------------------------
+# --- the settlement day, reversals, plurals -------------------------------------------------------------------
 
 
 @pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""The staff pages fit a 1280 px window (issue 25 item 3): every admin changelist, the operations overview, the
+"""The staff pages fit a 1280 px window: every admin changelist, the operations overview, the
 decision page and the staff-request form, signed in as a superuser (who sees every column, filter and action) with
 realistic data: long merchant and payee names, 64-character merchant order numbers, long callback errors.
 `document.documentElement.scrollWidth` must not pass 1280. Screenshots: var/screenshots/fit-*.png."""

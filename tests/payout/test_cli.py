@@ -1,4 +1,5 @@
-"""review_payout and reverse_payout (contract §8): print the order as payout/query; refuse and change nothing."""
+"""review_payout and reverse_payout (docs/api.md, "Operations CLI"): print the order as payout/query; refuse and
+change nothing."""
 
 import getpass
 import io

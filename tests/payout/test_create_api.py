@@ -1,4 +1,4 @@
-"""POST /payout/create and /payout/query: formats, the contract §2 validation order, replay, scoping."""
+"""POST /payout/create and /payout/query: formats, the validation order of docs/api.md, replay, scoping."""
 
 import pytest
 from django.db import IntegrityError, connection, transaction
@@ -77,7 +77,7 @@ def test_payout_create_at_format_limits_is_accepted(client, funded):
     assert (len(payout.payee_account), len(payout.attach)) == (64, 512)
 
 
-# --- business validation, in contract §2 order -----------------------------------------------------------
+# --- business validation, in the order of docs/api.md, "Create endpoints: validation order" ------------------
 
 
 def test_payout_in_currency_not_enabled_for_merchant_returns_1001(client, funded):

@@ -1,4 +1,5 @@
-"""create_staff: a staff user with a named role, whose admin powers are those of the role (contract §8 style CLI)."""
+"""create_staff: a staff user with a named role, whose admin powers are those of the role (a CLI as docs/api.md,
+"Operations CLI", describes)."""
 
 import io
 import json

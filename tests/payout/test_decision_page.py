@@ -1,4 +1,4 @@
-"""The reviewer's decision page and the payout pages as a newcomer reads them (issue 25 item 3): a reversed payout is
+"""The reviewer's decision page and the payout pages as a newcomer reads them: a reversed payout is
 never a plain "Success", a reviewer who decided is not offered Approve and Reject again, the next payout in the queue
 is one click away, and a payout approved from the CLI names its operator."""
 

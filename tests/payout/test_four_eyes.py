@@ -1,4 +1,4 @@
-"""Four eyes (issue 17 item 2; docs/back-office.md): each rule, and a try to break it."""
+"""Four eyes (docs/back-office.md): each rule, and a try to break it."""
 
 import threading
 

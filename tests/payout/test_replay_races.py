@@ -1,8 +1,8 @@
-"""Issue 22, item 1: a merchant replaying payout/create while a reviewer or the channel finishes the order.
+"""A merchant replaying payout/create while a reviewer or the channel finishes the order.
 
-The replay used to place a hold (locking the merchant's available and frozen rows) before the unique index told it
-the order existed; its INSERT then waited for the transaction holding the payout row, which waited for those account
-rows: a deadlock. The decision is slowed down between its payout row and its ledger movement so that the replays
+A replay that placed a hold (locking the merchant's available and frozen rows) before the unique index told it the
+order existed would then wait at its INSERT for the transaction holding the payout row, which waits for those
+account rows: a deadlock. The decision is slowed down between its payout row and its ledger movement so that the replays
 arrive inside that window every time. Real threads, real PostgreSQL."""
 
 import json
@@ -124,7 +124,7 @@ def test_replays_during_the_sandbox_settlement_neither_deadlock_nor_strand_the_o
 
 
 def test_two_reviewers_giving_the_second_approval_at_once_are_told_what_each_did(funded):
-    """Issue 22 item 6: the approval is decided under the row lock and the message says what this call did."""
+    """The approval is decided under the row lock and the message says what this call did."""
     from apps.merchants.models import MerchantCurrency
     from apps.payout.services import payout_approve
     from tests.payout.conftest import staff_user
@@ -208,7 +208,7 @@ def test_create_that_keeps_conflicting_answers_1106_not_9999_and_moves_nothing(f
 
 def test_a_replay_takes_no_money_lock_and_a_create_writes_its_order_once(funded):
     """docs/performance.md: the create claims its mch_order_no by inserting the order before the hold, the INSERT
-    drawing the hold's id (no UPDATE afterwards to set it: helper payout3), and a replay never reaches the ledger."""
+    drawing the hold's id (no UPDATE afterwards to set it), and a replay never reaches the ledger."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -223,7 +223,7 @@ def test_a_replay_takes_no_money_lock_and_a_create_writes_its_order_once(funded)
     money = [q["sql"] for q in replay.captured_queries if "ledger_" in q["sql"]]
     assert money == [], money  # no account lock, no posting, no hold
     statements = [q["sql"].split()[0] for q in create.captured_queries]
-    # Issue 23: the freeze is one call of the ledger's posting function (the two balances moved under their row
+    # The freeze is one call of the ledger's posting function (the two balances moved under their row
     # locks, the posting, its entries and the hold under the id the order's INSERT drew, docs/ledger.md); no ledger
     # statement of the ORM's; the deny list comes from the reference cache; the order row is the create's record (no
     # audit row).

@@ -1,4 +1,4 @@
-"""The reviewer's page in a real browser at 1280 and 1920 px (issue 17 item 3): the queue on one line per payout,
+"""The reviewer's page in a real browser at 1280 and 1920 px: the queue on one line per payout,
 the decision page with confirmed Approve and Reject, and four eyes end to end. Screenshots: var/screenshots/."""
 
 import pytest
@@ -138,7 +138,7 @@ def test_two_reviewers_approve_a_large_payout_from_its_decision_page(browser, li
     assert Payout.objects.get(pk=big.pk).status == "FROZEN"
     screenshot(page3, f"review-decide-one-of-two-{width}")
 
-    # rita again: nothing left for her to press (issue 25; the service refuses a second decision anyway).
+    # rita again: nothing left for her to press (the service refuses a second decision anyway).
     assert page3.locator("#approve-button").count() == 0 and page3.locator("#reject-button").count() == 0
     assert "waits for a second reviewer" in page3.inner_text("#decide-done")
 

@@ -1,4 +1,5 @@
-"""Risk rules deciding FROZEN (contract §5): threshold, deny list, velocity; reasons stored for reviewers."""
+"""Risk rules deciding FROZEN (docs/api.md, "Payout orders"): threshold, deny list, velocity; reasons stored for
+reviewers."""
 
 from datetime import timedelta
 
@@ -104,8 +105,8 @@ def test_the_velocity_read_reads_that_payee_accounts_rows_not_the_merchants_day_
         client, funded):
     """The velocity read names the merchant, the payee account and the 24 h: however many payouts the merchant made
     today, it reads only that account's. On a table without statistics (a new database, before autovacuum's first
-    ANALYZE) the planner once took payout_by_merchant_created for it and read the merchant's whole day (helper
-    payout3: 0.84 ms of PostgreSQL CPU per create at 5,000 payouts, 0.13 ms on the velocity index)."""
+    ANALYZE) the planner once took payout_by_merchant_created for it and read the merchant's whole day
+    (0.84 ms of PostgreSQL CPU per create at 5,000 payouts, 0.13 ms on the velocity index)."""
     import json
 
     from django.db import connection

@@ -1,4 +1,5 @@
-"""Sandbox payouts end to end (contract §7): real Celery worker, real signed callbacks to a local HTTP server.
+"""Sandbox payouts end to end (docs/api.md, "Sandbox channel"): real Celery worker, real signed callbacks to a local
+HTTP server.
 
 Time bounds of the contract ("settles within 5 s of approval", "returned within 10 s of SUCCESS") are measured on
 the order's own timestamps; the tests wait for the event itself with the suite's generous timeout, so a loaded
@@ -51,7 +52,7 @@ def test_sandbox_payout_succeeds_within_5s_and_merchant_gets_signed_success_call
     assert (status, body["data"]["status"]) == (200, "APPROVED")
     number = body["data"]["platform_order_no"]
     payout = reached(number, "SUCCESS")
-    assert (payout.finished_at - payout.created_at).total_seconds() < 5  # approved on creation (contract §8)
+    assert (payout.finished_at - payout.created_at).total_seconds() < 5  # approved on creation (docs/api.md, sandbox)
     [callback] = callbacks_arrived(callback_receiver, number, 1)
     assert merchant_verifies(callback)
     assert (callback["status"], callback["amount"], callback["fee"]) == ("SUCCESS", 25_000, PHP_FEE)
@@ -113,7 +114,7 @@ def test_frozen_payout_settles_within_5s_of_approval(shop, callback_receiver):
 
 
 def test_a_settlement_task_that_died_on_a_deadlock_is_finished_by_the_sweeper(shop, callback_receiver, monkeypatch):
-    """Issue 22: the sandbox bank's settlement task died (deadlock detected) in a real worker; the payout stayed
+    """The sandbox bank's settlement task died (deadlock detected) in a real worker; the payout stayed
     PROCESSING with its reference, funds frozen, no callback. The sweeper finishes it; the worker delivers the
     callback."""
     from datetime import timedelta

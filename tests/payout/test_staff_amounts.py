@@ -1,4 +1,4 @@
-"""Amounts staff enter have the API's bounds (issue 22, item 5; apps/common/amounts.py): a balance adjustment, a
+"""Amounts staff enter have the API's bounds (apps/common/amounts.py): a balance adjustment, a
 reversal and a fee refund are refused with a clear message when asked for (admin, CLI) and again when applied, and a
 request that cannot be applied is refused at approval, stays rejectable, and never answers 500."""
 

@@ -1,4 +1,4 @@
-"""Stranded payouts (issue 22, "Nothing stays stranded"): a payout whose next step died is found by the sweeper and
+"""Stranded payouts: a payout whose next step died is found by the sweeper and
 finished through the same services, once, whatever else runs at the same moment; what no sweep can finish is
 counted as stuck (docs/payouts.md, "Stranded payouts")."""
 

@@ -1,4 +1,4 @@
-"""Every move of contract §5 through the services, the refused ones moving nothing."""
+"""Every move of docs/api.md, "Payout orders", through the services, the refused ones moving nothing."""
 
 import pytest
 

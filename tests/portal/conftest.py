@@ -76,7 +76,7 @@ def shops(merchant, other_merchant, callback_receiver, dispatched, sandbox_payou
     return a, b
 
 
-# --- portaldev: the people of a merchant, as the services of the developers page and payouts by hand take them ---
+# --- the people of a merchant, as the services of the developers page and payouts by hand take them ------------
 
 @pytest.fixture
 def team(merchant):

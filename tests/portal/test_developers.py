@@ -37,7 +37,7 @@ def test_owner_uploads_a_key_with_a_fresh_code_and_it_signs_requests_at_once(mer
     key = developers.portal_key_upload(actor=owner, public_key_pem=_pem(rsa_keys[2]), otp_code=owner.code())
     assert key.version == 2 and key.merchant_id == merchant.merchant.pk
     assert_ok(_balance(dataclasses.replace(merchant, key_version=2, private_key=rsa_keys[2])))
-    assert_ok(_balance(merchant))  # version 1 keeps verifying until revoked (interface §5)
+    assert_ok(_balance(merchant))  # version 1 keeps verifying until revoked (docs/api.md, "Keys")
     row = AuditLog.objects.get(action="merchant_key.add", object_id=str(key.pk))
     assert (row.actor_id, row.actor_label) == (owner.user.pk, owner.user.username)
 
@@ -269,7 +269,7 @@ def test_test_callback_is_signed_like_a_real_one_and_shows_the_reply(bootstrappe
     [received] = callback_receiver.wait_for(1)
     body = received.body
     assert body == result.body
-    # Verified as a merchant would: the platform's published key of the body's key_version (interface §5).
+    # Verified as a merchant would: the platform's published key of the body's key_version (docs/api.md, "Keys").
     keys = {k["key_version"]: k["public_key"] for k in developers.platform_keys_document()["keys"]}
     assert signing.verify(public_key_object(keys[body["key_version"]]), body, body["sign"])
     assert body["platform_order_no"].startswith("TEST") and body["mch_order_no"].startswith("test-callback-")

@@ -1,4 +1,4 @@
-"""The SDK is typed (issue 18): its sources pass `mypy --strict` with the settings of its own pyproject.toml, so a
+"""The SDK is typed: its sources pass `mypy --strict` with the settings of its own pyproject.toml, so a
 merchant's type checker can rely on its signatures (the package ships py.typed)."""
 
 import subprocess

@@ -1,4 +1,4 @@
-"""The standing whole-platform soak (issue 22, item 5; docs/faults.md, "The soak").
+"""The standing whole-platform soak (docs/faults.md, "The soak").
 
     uv run python -m tests.soak.harness --seconds 90 [--seed N]      # make soak SOAK_SECONDS=600 SOAK_SEED=N
 
@@ -12,7 +12,7 @@ Actors (threads; each with its own random.Random derived from the seed, so its c
 interleaving is not):
   merchant-*   signed pay/create and payout/create over HTTP: new orders, identical replays, conflicting replays
                (same mch_order_no, another amount: must be 2001), retries after a client timeout
-  racer        item 1 of issue 22: a payout in review, replayed from several threads while an admin reviewer, the
+  racer        the replay race: a payout in review, replayed from several threads while an admin reviewer, the
                CLI and a service decide it at the same moment; an approved one replayed while the sandbox settles it
   payer-*      press Pay (and sometimes Fail) on one hosted page from several threads at once (live: open the page,
                forwarded to the invoice, from several threads)
@@ -465,7 +465,7 @@ def merchant_actor(soak: Soak, name: str, merchant: Merchant, rng: random.Random
                 soak.remember(merchant, kind, params, retry)
                 if retry.outcome == "ok" or retry.code == "2001":
                     break
-        else:  # a payout replayed from several threads at once (issue 22 item 1)
+        else:  # a payout replayed from several threads at once
             params = payout_params(rng, mch)
             soak.remember(merchant, "payout", params, soak.api(name, merchant, "payout/create", params))
             at_once([lambda: soak.api(name, merchant, "payout/create", params) for _ in range(4)])
@@ -473,7 +473,7 @@ def merchant_actor(soak: Soak, name: str, merchant: Merchant, rng: random.Random
 
 
 def racer_actor(soak: Soak, name: str, browser: StaffBrowser, reviewer, rng: random.Random) -> None:
-    """Issue 22 item 1: replays of one payout/create while reviewers decide it (admin, CLI, service) and while the
+    """Replays of one payout/create while reviewers decide it (admin, CLI, service) and while the
     sandbox settles an approved one."""
     from apps.payout.models import Payout
     from apps.payout.services import payout_approve, payout_reject

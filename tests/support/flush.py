@@ -3,8 +3,8 @@
 Django's TransactionTestCase empties the database after each such test (`manage.py flush`: one TRUNCATE of every
 table) and then sends `post_migrate`, which writes back the content types, the ~283 permissions and the staff roles
 (apps/payout/apps.py: the groups, their permissions and, through the settings trail's trigger, their history rows):
-~100 statements, 0.09 s of the test process's CPU per flush on the 2-core host (docs/performance.md, helper
-"suite3"), after each of the suite's ~220 transactional tests.
+~100 statements, 0.09 s of the test process's CPU per flush on the 2-core host (docs/performance.md,
+"Suite"), after each of the suite's ~220 transactional tests.
 
 Here, after a full flush the tables `post_migrate` filled are remembered with a digest of their rows. At the next
 flush, if those tables still hold exactly those rows (the test did not add a role, a permission or a content type),
@@ -14,7 +14,7 @@ the kept rows being the ones its `post_migrate` wrote last time. Otherwise the f
 Emptied by DELETE, not TRUNCATE (`empty`): a TRUNCATE of the ~66 tables gives each table and each of its ~270
 indexes a new file and invalidates every session's cache of them: 1.0-3.5 s of wall time and 0.11-0.54 s of
 PostgreSQL CPU per flush on the loaded 2-core host, against 0.003-0.03 s and ~0 for deleting the few rows a test
-leaves (docs/performance.md, helper "suite4"). The tables are locked first as TRUNCATE locks them (ACCESS EXCLUSIVE,
+leaves (docs/performance.md, "Measured changes"). The tables are locked first as TRUNCATE locks them (ACCESS EXCLUSIVE,
 so a write still in flight from another session ends before, and is emptied too); the rows go with the triggers and
 foreign-key checks off for the transaction (`session_replication_role = replica`: every table in the set is emptied,
 and the settings trail's and the ledger's row triggers are not what a flush is); then the reference generation moves

@@ -1,4 +1,4 @@
-"""No secret in any log line (issue 6, part 5): a session-wide record of every log line, and the scan of it.
+"""No secret in any log line: a session-wide record of every log line, and the scan of it.
 
 Every log record created while the test session runs is kept as text (message, exception and stack text). At the
 end of the session `tests/conftest.py` scans them for: a PEM private key marker, the base64 body of any RSA private

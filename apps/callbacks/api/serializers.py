@@ -1,4 +1,5 @@
-"""Request and response shapes of /callbacks/list and /callbacks/resend (docs/api.md §9; formats contract §1)."""
+"""Request and response shapes of /callbacks/list and /callbacks/resend (docs/api.md, "Callback events: list and
+re-send", "Field formats")."""
 
 import base64
 import binascii

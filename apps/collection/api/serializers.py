@@ -1,4 +1,4 @@
-"""Request and response shapes of /pay/create and /pay/query (interface §4.3, §4.4; formats contract §1)."""
+"""Request and response shapes of /pay/create and /pay/query (docs/api.md, "Endpoints", "Field formats")."""
 
 from urllib.parse import urlsplit
 
@@ -31,7 +31,7 @@ class PayCreateRequestSerializer(RequestSerializer):
     mch_order_no = OrderNoField()
     product_code = CodeField(max_length=64)
     amount = AmountField()
-    # Any well-formed code: one the merchant has not enabled ("php" included) is 1001 (interface §4.3).
+    # Any well-formed code: one the merchant has not enabled ("php" included) is 1001 (docs/api.md, "Endpoints").
     currency = CodeField(max_length=16)
     subject = StrictCharField(max_length=256, required=False, default="", trim_whitespace=False)
     return_url = ReturnUrlField(required=False, default="")

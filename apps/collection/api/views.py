@@ -11,7 +11,7 @@ from apps.merchants.api.base import SignedAPIView
 
 
 class PayCreateView(SignedAPIView):
-    """POST /openapi/v1/pay/create (interface §4.3): a CREATED order with its pay_url, or the replayed one."""
+    """POST /openapi/v1/pay/create (docs/api.md, "Endpoints"): a CREATED order with its pay_url, or the replayed one."""
 
     @extend_schema(**signed_request_schema(
         "pay_create", PayCreateRequestSerializer, PayCreateSerializer,
@@ -27,7 +27,7 @@ class PayCreateView(SignedAPIView):
 
 
 class PayQueryView(SignedAPIView):
-    """POST /openapi/v1/pay/query (interface §4.4): platform_order_no wins when both numbers are sent."""
+    """POST /openapi/v1/pay/query (docs/api.md, "Endpoints"): platform_order_no wins when both numbers are sent."""
 
     @extend_schema(**signed_request_schema(
         "pay_query", OrderLookupRequestSerializer, PayQuerySerializer, example_request={"mch_order_no": "demo-1"},

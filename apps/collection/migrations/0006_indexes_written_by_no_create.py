@@ -1,8 +1,8 @@
-"""Indexes that pay/create no longer writes (helper "pcreate", docs/performance.md): the plain expire_at index (no query
-reads it: the expiry scans and the stranded-order counts read collection_open_by_expiry, reconciliation its listed
-platform_order_nos), and paid_at and status indexes that hold no CREATED order (the admin's filters on paid and
-finished orders; CREATED ones are collection_open_by_expiry's). The new ones are built CONCURRENTLY before the old
-ones go, so no write waits and the admin's filters always have an index."""
+"""Indexes that pay/create no longer writes (docs/performance.md, "Measured changes"): the plain expire_at index (no
+query reads it: the expiry scans and the stranded-order counts read collection_open_by_expiry, reconciliation its listed
+platform_order_nos), and paid_at and status indexes that hold no CREATED order (the admin's filters on paid and finished
+orders; CREATED ones are collection_open_by_expiry's). The new ones are built CONCURRENTLY before the old ones go, so no
+write waits and the admin's filters always have an index."""
 
 from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndexConcurrently
 from django.db import migrations, models

@@ -1,4 +1,4 @@
-"""The response envelope of interface §2.1: {"code", "msg", "data"}."""
+"""The response envelope (docs/api.md, "Error codes"): {"code", "msg", "data"}."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""Every failure of the API becomes the envelope with the contract's code and HTTP status (contract §3)."""
+"""Every failure of the API becomes the envelope with its code and HTTP status (docs/api.md, "Error codes")."""
 
 import logging
 

@@ -1,8 +1,8 @@
 r"""Serializer fields that refuse coercion: a string where an integer is due (or the reverse) is code 1000.
 
-Formats hold on the value as sent (contract §1): no field trims whitespace (DRF's CharField does by default, which
-would turn "abc\n" and " abc " into the idempotency key "abc"), and every pattern is anchored with \A and \Z
-(a `$` also matches before a final newline)."""
+Formats hold on the value as sent (docs/api.md, "Field formats"): no field trims whitespace (DRF's CharField does by
+default, which would turn "abc\n" and " abc " into the idempotency key "abc"), and every pattern is anchored with \A and
+\Z (a `$` also matches before a final newline)."""
 
 from rest_framework import serializers
 
@@ -20,7 +20,7 @@ class StrictCharField(serializers.CharField):
     default_error_messages = {"invalid": "must be a string."}
 
     def __init__(self, **kwargs):
-        kwargs.setdefault("trim_whitespace", False)  # checked as sent (contract §1)
+        kwargs.setdefault("trim_whitespace", False)  # checked as sent (docs/api.md, "Field formats")
         super().__init__(**kwargs)
 
     def to_internal_value(self, data):
@@ -33,7 +33,7 @@ class StrictRegexField(serializers.RegexField):
     default_error_messages = {"invalid": "has an invalid format.", "not_a_string": "must be a string."}
 
     def __init__(self, regex, **kwargs):
-        kwargs.setdefault("trim_whitespace", False)  # checked as sent (contract §1)
+        kwargs.setdefault("trim_whitespace", False)  # checked as sent (docs/api.md, "Field formats")
         super().__init__(regex, **kwargs)
 
     def to_internal_value(self, data):
@@ -52,7 +52,7 @@ class StrictIntegerField(serializers.IntegerField):
 
 
 class AmountField(StrictIntegerField):
-    """A positive integer of minor units below 2^53 (contract §1)."""
+    """A positive integer of minor units below 2^53 (docs/api.md, "Field formats")."""
 
     default_error_messages = {"min_value": "must be a positive integer.", "max_value": "must be below 2^53."}
 

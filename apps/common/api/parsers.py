@@ -1,4 +1,4 @@
-"""Strict JSON parsing for signed endpoints (contract §2 step 4 and §3 code 1000)."""
+"""Strict JSON parsing for signed endpoints (docs/api.md, "The string to sign", step 4, and "Error codes", 1000)."""
 
 import json
 

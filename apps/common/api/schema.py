@@ -22,7 +22,7 @@ SIGNED_FIELDS_DESCRIPTION = (
 
 
 class ErrorEnvelopeSerializer(serializers.Serializer):
-    """The envelope of every failed request (contract §3)."""
+    """The envelope of every failed request (docs/api.md, "Error codes")."""
 
     code = serializers.CharField(help_text="Error code, e.g. \"1101\" (see docs/api.md for the table).")
     msg = serializers.CharField(help_text="A sentence naming the offending field where there is one.")
@@ -54,7 +54,7 @@ def _codes_for(status: int) -> str:
     return "; ".join(f"{e.code}: {e.default_message}" for e in ErrorCode if e.http_status == status)
 
 
-# The common fields of every request example: the worked example of docs/api.md §2.
+# The common fields of every request example: the worked example of docs/api.md, "Signing".
 EXAMPLE_COMMON_FIELDS = {"merchant_no": "M10000001", "app_id": "A10000001", "key_version": 1,
                          "timestamp": 1700000000, "nonce": "3f9c2a7b1d4e4c0a", "sign_type": "RSA2"}
 # The signature of the balance example with the test key tests/common/vectors/merchant_rsa2048_private.pem
@@ -128,7 +128,7 @@ def signed_request_schema(name: str, request_serializer, data_serializer, *, exa
 # --- the introduction of the docs page (info.description, Markdown) -------------------------------------------
 
 def error_table_markdown() -> str:
-    """The error table of contract §3 as Markdown, from the one table in apps/common/errors.py."""
+    """The error table (docs/api.md, "Error codes") as Markdown, from the one table in apps/common/errors.py."""
     rows = ["| code | HTTP | meaning |", "|---|---|---|"]
     rows += [f"| `{e.code}` | {e.http_status} | {e.default_message} |" for e in ErrorCode]
     return "\n".join(rows)

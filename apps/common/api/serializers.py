@@ -23,7 +23,7 @@ class RequestSerializer(serializers.Serializer):
         """DRF's `fields`: this instance's own copy of each declared field, bound to it. Binding works out the
         same name, label and source for every instance of a class, so it is done once per class, on copies bound to
         a data-less instance; each instance then copies those and sets itself as their parent (pay/create's request
-        serializer 112 -> 67 us CPU, docs/performance.md, helper "signed")."""
+        serializer 112 -> 67 us CPU, docs/performance.md, "Measured changes")."""
         bound = type(self).__dict__.get("_bound_fields")
         if bound is None:
             bound = serializers.Serializer.fields.func(type(self)()).fields

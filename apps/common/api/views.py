@@ -30,7 +30,7 @@ class ReadOnlyApiPage:
 
 # A string a YAML 1.2 reader takes for another type: "0012345678" (an int, 12345678: the leading zeros lost), "1e5",
 # "true", "null", ... PyYAML writes YAML 1.1, where "0012345678" is a string and needs no quotes, so it wrote it plain,
-# and Redoc (YAML 1.2) showed "payee_account": 12345678 on the docs page (issue 25).
+# and Redoc (YAML 1.2) showed "payee_account": 12345678 on the docs page.
 _YAML_12_NON_STRING = re.compile(
     r"[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?|\.inf|\.nan)"
     r"|0x[0-9a-fA-F]+|0o[0-7]+|0b[01]+|~|null|true|false|yes|no|on|off|y|n", re.IGNORECASE)
@@ -90,7 +90,7 @@ class ApiDocsView(ReadOnlyApiPage, SpectacularRedocView):
 REDOC_BUNDLE = "drf_spectacular_sidecar/redoc/bundles/redoc.standalone.js"
 # Redoc 2's sidebar shows the Redocly logo from this address (not configurable); the page's own policy blocked it,
 # and each visit logged a refused request to another host. An empty src fires the image's error handler, which
-# removes it: the logo is dropped and nothing is requested (issue 25).
+# removes it: the logo is dropped and nothing is requested.
 REDOC_LOGO = 'src:"https://cdn.redoc.ly/redoc/logo-mini.svg"'
 
 

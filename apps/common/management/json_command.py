@@ -1,4 +1,5 @@
-"""Base of the operations CLI (contract §8): one JSON object on stdout, logs on stderr, non-zero on bad input."""
+"""Base of the operations CLI (docs/api.md, "Operations CLI"): one JSON object on stdout, logs on stderr, non-zero on
+bad input."""
 
 import json
 
@@ -11,7 +12,7 @@ from apps.common.history import command_context, os_user
 
 class JsonCommand(BaseCommand):
     # No system checks before each operations command: they import the whole URLconf and every view (3.5 s of a
-    # 10 s start-up, issue 25). `manage.py check`, migrate, runserver and the test suite still run them all.
+    # 10 s start-up). `manage.py check`, migrate, runserver and the test suite still run them all.
     requires_system_checks = []
     # Errors a command turns into a clean message and exit code 1 (no traceback).
     expected_errors: tuple[type[Exception], ...] = (ValueError, DomainError, LookupError)

@@ -1,4 +1,4 @@
-"""Audit rows are append-only by the database's own rule, with no way around it from a session (issue 17).
+"""Audit rows are append-only by the database's own rule, with no way around it from a session.
 
 The event tables' and AuditLog's pgtrigger "Protect" triggers can be switched off by any session that sets the
 `pgtrigger.ignore` variable (SELECT set_config('pgtrigger.ignore', '{<trigger name>}', true): pgtrigger's own escape

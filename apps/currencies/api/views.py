@@ -9,7 +9,7 @@ from apps.currencies.selectors import currency_list
 
 
 class CurrencyListView(APIView):
-    """GET {api_root}/currencies: public, unsigned (interface §4.2)."""
+    """GET {api_root}/currencies: public, unsigned (docs/api.md, "Endpoints")."""
 
     authentication_classes: list = []
     permission_classes: list = []

@@ -74,4 +74,4 @@ class StatementSerializer(serializers.Serializer):
     key_version = serializers.IntegerField(help_text="The platform key version that signed.")
     sign_type = serializers.CharField()
     signature = serializers.CharField(help_text="RSA2 over merchant_no, currency, date, time_zone, key_version, "
-                                                "digest, sign_type (contract §2 string to sign).")
+                                                "digest, sign_type (the string to sign of docs/api.md).")

@@ -15,7 +15,7 @@ from apps.merchants.models import MerchantCurrency
 
 
 class BalanceView(SignedAPIView):
-    """POST /openapi/v1/balance: one currency per call; `frozen` is never shown (interface §4.1)."""
+    """POST /openapi/v1/balance: one currency per call; `frozen` is never shown (docs/api.md, "Endpoints")."""
 
     @extend_schema(**signed_request_schema(
         "balance", BalanceRequestSerializer, BalanceSerializer, example_request={"currency": "PHP"},
@@ -50,13 +50,14 @@ def _statement_schema() -> dict:
     responses = schema.pop("responses")
     schema["responses"] = {(200, "application/json"): responses.pop(200),
                            (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description=(
-                               "format=csv: the signed CSV (docs/api.md §8)")),
+                               "format=csv: the signed CSV (docs/api.md, Statements)")),
                            **responses}
     return schema
 
 
 class StatementView(SignedAPIView):
-    """POST /openapi/v1/statement: the merchant's signed statement of one day and currency (docs/api.md §8)."""
+    """POST /openapi/v1/statement: the merchant's signed statement of one day and currency (docs/api.md,
+    "Statements")."""
 
     @extend_schema(**_statement_schema())
     def post(self, request):

@@ -1,4 +1,4 @@
-"""The ledger's posting as one PostgreSQL function (issue 23 item 2; docs/ledger.md, "How a posting is written").
+"""The ledger's posting as one PostgreSQL function (docs/ledger.md, "How a posting is written").
 
 `apps.ledger.services.post` checks its legs and calls `ledger_post` once: the function finds (or creates) the
 accounts of the legs, locks the merchant accounts in primary-key order, refuses a merchant account going below zero

@@ -1,4 +1,4 @@
-"""`ledger_post` takes the id of the hold it places (helper payout3, issue 23 item 2; docs/ledger.md, "How a posting
+"""`ledger_post` takes the id of the hold it places (docs/ledger.md, "How a posting
 is written").
 
 A payout draws its hold's id from the holds' sequence in the INSERT that claims its (merchant, mch_order_no), before any
@@ -30,7 +30,7 @@ CREATE OR REPLACE FUNCTION ledger_post(
     OUT short_needed bigint
 ) LANGUAGE plpgsql
 -- Generic plans for the statements inside: with custom plans (plan_cache_mode auto) PL/pgSQL planned most of them again
--- on every call, the arrays' lengths making each custom plan look cheaper than the generic one (helper payout3).
+-- on every call, the arrays' lengths making each custom plan look cheaper than the generic one.
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE

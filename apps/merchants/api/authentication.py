@@ -1,4 +1,5 @@
-"""Signed-request authentication for every endpoint under /openapi/v1/ (contract §2), checks in its order."""
+"""Signed-request authentication for every endpoint under /openapi/v1/ (docs/api.md, "Checks, in order"), checks in
+its order."""
 
 import re
 import time
@@ -15,7 +16,8 @@ from apps.merchants.models import App, Merchant, MerchantKey
 from apps.merchants.selectors import merchant_key_for_request, public_key_object
 
 COMMON_FIELDS = ("merchant_no", "app_id", "key_version", "timestamp", "nonce", "sign_type", "sign")
-# Matched with fullmatch: the value as sent, so "M10000001\n" is 1000, not an unknown merchant (contract §1, §2).
+# Matched with fullmatch: the value as sent, so "M10000001\n" is 1000, not an unknown merchant (docs/api.md, "Field
+# formats", "Checks, in order").
 NONCE_RE = re.compile(r"[A-Za-z0-9_-]{8,64}")
 IDENTIFIER_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -56,7 +58,7 @@ def nonce_claim(*, merchant_id: int, nonce: str) -> bool:
 
 
 def rate_limit_allows(*, merchant_id: int) -> bool:
-    """Fixed one-second window per merchant (contract §3, code 1106)."""
+    """Fixed one-second window per merchant (docs/api.md, "Error codes", code 1106)."""
     key = _rate_key(merchant_id)
     cache.add(key, 0, timeout=5)
     try:

@@ -32,13 +32,14 @@ class SignedAPIView(APIView):
         return self.request.user
 
     def business_params(self) -> dict:
-        """The body minus the signing fields, with null and empty strings treated as absent (contract §1)."""
+        """The body minus the signing fields, with null and empty strings treated as absent (docs/api.md, "Field
+        formats")."""
         return {k: v for k, v in self.request.data.items() if k not in COMMON_FIELDS and not signing.is_absent(v)}
 
     def answer(self, data) -> HttpResponse:
         """The success envelope around `data`: the bytes and headers DRF's Response(envelope(data)) gives here (the
         view's one renderer, chosen whatever `Accept` says, JSONOnlyNegotiation: so never an indent), without the
-        template-response machinery around them (22 us of CPU per request, docs/performance.md, helper "signed").
+        template-response machinery around them (22 us of CPU per request, docs/performance.md, "Measured changes").
         Errors still go through DRF's exception handler."""
         renderer = self.renderer_classes[0]()
         content_type = (renderer.media_type if renderer.charset is None

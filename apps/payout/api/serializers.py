@@ -1,4 +1,4 @@
-"""Request and response shapes of /payout/create and /payout/query (interface §4.5, §4.6; formats contract §1)."""
+"""Request and response shapes of /payout/create and /payout/query (docs/api.md, "Endpoints", "Field formats")."""
 
 from rest_framework import serializers
 

@@ -10,7 +10,7 @@ from apps.payout.services import payout_create
 
 
 class PayoutCreateView(SignedAPIView):
-    """POST /openapi/v1/payout/create (interface §4.5): freezes amount + fee; APPROVED, FROZEN or a replay."""
+    """POST /openapi/v1/payout/create (docs/api.md, "Endpoints"): freezes amount + fee; APPROVED, FROZEN or a replay."""
 
     @extend_schema(**signed_request_schema(
         "payout_create", PayoutCreateRequestSerializer, PayoutCreateSerializer,
@@ -26,7 +26,7 @@ class PayoutCreateView(SignedAPIView):
 
 
 class PayoutQueryView(SignedAPIView):
-    """POST /openapi/v1/payout/query (interface §4.6): platform_order_no wins when both numbers are sent."""
+    """POST /openapi/v1/payout/query (docs/api.md, "Endpoints"): platform_order_no wins when both numbers are sent."""
 
     @extend_schema(**signed_request_schema(
         "payout_query", OrderLookupRequestSerializer, PayoutQuerySerializer,

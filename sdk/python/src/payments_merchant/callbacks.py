@@ -1,4 +1,4 @@
-"""Callbacks from the platform (interface §5, §6): verify with the platform public key of the body's
+"""Callbacks from the platform (docs/api.md, "Keys", "Callbacks"): verify with the platform public key of the body's
 `key_version`, then route on `event` first, then `status` (§6.3 rule 1).
 
 Framework glue: `handle_callback` (any framework), `django_view` and `wsgi_app`. Django is imported only

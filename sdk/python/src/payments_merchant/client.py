@@ -1,4 +1,5 @@
-"""The signed API client: adds the common parameters, signs (contract §2), parses the envelope (§3)."""
+"""The signed API client: adds the common parameters, signs and parses the envelope (docs/api.md, "Signing",
+"Error codes")."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def _send(session: requests.Session, method: str, url: str, *, timeout: Timeout,
 
 def get_currencies(api_root: str, *, timeout: Timeout = DEFAULT_TIMEOUT,
                    session: requests.Session | None = None) -> list[Currency]:
-    """`GET {api_root}/currencies` (interface §4.2): public, unsigned."""
+    """`GET {api_root}/currencies` (docs/api.md, "Endpoints"): public, unsigned."""
     data = _send(session or requests.Session(), "GET", f"{api_root.rstrip('/')}/currencies", timeout=timeout)
     return [Currency.from_data(item) for item in data["items"]]
 
@@ -88,7 +89,7 @@ class PaymentsClient:
         return signing.new_nonce()
 
     def signed_body(self, business: Mapping[str, Any]) -> dict[str, Any]:
-        """`business` plus the common parameters (interface §2.2), signed."""
+        """`business` plus the common parameters (docs/api.md, "Signing"), signed."""
         body: dict[str, Any] = {key: value for key, value in business.items() if value is not None}
         body.update(merchant_no=self.merchant_no, app_id=self.app_id, key_version=self.key_version,
                     timestamp=self.now(), nonce=self.new_nonce(), sign_type=signing.SIGN_TYPE)
@@ -106,7 +107,7 @@ class PaymentsClient:
         return _envelope_data(self.post(path, business))
 
     def balance(self, currency: str | None = None) -> Balance:
-        """`balance` (interface §4.1): one currency; the platform's default is PHP."""
+        """`balance` (docs/api.md, "Endpoints"): one currency; the platform's default is PHP."""
         return Balance.from_data(self.call("balance", {"currency": currency}))
 
     def currencies(self) -> list[Currency]:
@@ -116,19 +117,19 @@ class PaymentsClient:
     def pay_create(self, *, mch_order_no: str, product_code: str, amount: int, currency: str,
                    subject: str | None = None, return_url: str | None = None, expire_seconds: int | None = None,
                    attach: str | None = None) -> PayOrder:
-        """`pay/create` (interface §4.3): amount in minor units (an int)."""
+        """`pay/create` (docs/api.md, "Endpoints"): amount in minor units (an int)."""
         return PayOrder.from_data(self.call("pay/create", {
             "mch_order_no": mch_order_no, "product_code": product_code, "amount": _amount(amount),
             "currency": currency, "subject": subject, "return_url": return_url, "expire_seconds": expire_seconds,
             "attach": attach}))
 
     def pay_query(self, *, mch_order_no: str | None = None, platform_order_no: str | None = None) -> PayQueryResult:
-        """`pay/query` (interface §4.4) by either number; platform_order_no wins when both are given."""
+        """`pay/query` (docs/api.md, "Endpoints") by either number; platform_order_no wins when both are given."""
         return PayQueryResult.from_data(self.call("pay/query", _order_numbers(mch_order_no, platform_order_no)))
 
     def payout_create(self, *, mch_order_no: str, product_code: str, amount: int, currency: str, payee_name: str,
                       payee_account: str, bank_code: str, attach: str | None = None) -> PayoutOrder:
-        """`payout/create` (interface §4.5): amount + fee is frozen at once; APPROVED or FROZEN for review."""
+        """`payout/create` (docs/api.md, "Endpoints"): amount + fee is frozen at once; APPROVED or FROZEN for review."""
         return PayoutOrder.from_data(self.call("payout/create", {
             "mch_order_no": mch_order_no, "product_code": product_code, "amount": _amount(amount),
             "currency": currency, "payee_name": payee_name, "payee_account": payee_account,
@@ -136,14 +137,15 @@ class PaymentsClient:
 
     def payout_query(self, *, mch_order_no: str | None = None,
                      platform_order_no: str | None = None) -> PayoutQueryResult:
-        """`payout/query` (interface §4.6) by either number."""
+        """`payout/query` (docs/api.md, "Endpoints") by either number."""
         return PayoutQueryResult.from_data(self.call("payout/query", _order_numbers(mch_order_no, platform_order_no)))
 
     def callback_events(self, *, platform_order_no: str | None = None, type: str | None = None,
                         status: str | None = None, created_from: int | None = None, created_to: int | None = None,
                         limit: int | None = None, cursor: str | None = None) -> CallbackEventPage:
-        """`callbacks/list` (docs/api.md §9): one page of this merchant's callback events, newest first, with their
-        attempts and the last body sent. Times are Unix seconds, both bounds inclusive."""
+        """`callbacks/list` (docs/api.md, "Callback events: list and re-send"): one page of this merchant's callback
+        events, newest first, with their attempts and the last body sent. Times are Unix seconds, both bounds
+        inclusive."""
         return CallbackEventPage.from_data(self.call("callbacks/list", {
             "platform_order_no": platform_order_no, "type": type, "status": status, "created_from": created_from,
             "created_to": created_to, "limit": limit, "cursor": cursor}))
@@ -160,15 +162,16 @@ class PaymentsClient:
 
     def callback_resend(self, *, event_id: int | None = None, platform_order_no: str | None = None,
                         type: str | None = None) -> Mapping[str, Any]:
-        """`callbacks/resend` (docs/api.md §9): one more attempt of a delivered or dead event, freshly signed; by
-        `event_id`, or by `platform_order_no` and `type`."""
+        """`callbacks/resend` (docs/api.md, "Callback events: list and re-send"): one more attempt of a delivered or
+        dead event, freshly signed; by `event_id`, or by `platform_order_no` and `type`."""
         data: Mapping[str, Any] = self.call("callbacks/resend", {"event_id": event_id,
                                                                  "platform_order_no": platform_order_no,
                                                                  "type": type})
         return data
 
     def statement(self, *, date: str, currency: str) -> Statement:
-        """`statement` (docs/api.md §8): one day's balance movements in one currency, signed by the platform."""
+        """`statement` (docs/api.md, "Statements"): one day's balance movements in one currency, signed by the
+        platform."""
         return Statement.from_data(self.call("statement", {"date": date, "currency": currency}))
 
     def statement_csv(self, *, date: str, currency: str) -> bytes:

@@ -141,7 +141,7 @@ def error_for(code: str, msg: str, http_status: int | None = None) -> PaymentsEr
 
 class CallbackVerificationError(ValueError):
     """A callback that must not be processed: not a JSON object, unknown key_version, wrong sign_type or a
-    signature that does not verify (interface §5.6: never answer it with `success`)."""
+    signature that does not verify (docs/api.md, "Keys": never answer it with `success`)."""
 
 
 class StatementVerificationError(ValueError):

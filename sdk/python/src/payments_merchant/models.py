@@ -1,4 +1,4 @@
-"""Typed results of the API (interface §2, §4). Each keeps the `data` object it was read from in `raw`, so
+"""Typed results of the API (docs/api.md, "Endpoints"). Each keeps the `data` object it was read from in `raw`, so
 fields a newer platform adds are not lost."""
 
 from __future__ import annotations
@@ -132,7 +132,8 @@ class PayoutQueryResult:
 @dataclass(frozen=True, slots=True)
 class CallbackEventPage:
     """`callbacks/list`: one page of events, newest first; `next_cursor` is None on the last page. Each event is
-    the platform's object as sent (`event_id`, `type`, `status`, `attempts`, `body`, ...; docs/api.md §9)."""
+    the platform's object as sent (`event_id`, `type`, `status`, `attempts`, `body`, ...; docs/api.md, "Callback
+    events: list and re-send")."""
 
     events: list[Mapping[str, Any]]
     next_cursor: str | None = None

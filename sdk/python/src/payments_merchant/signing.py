@@ -1,4 +1,5 @@
-"""RSA2 signing of requests and callbacks (platform contract §2), written here so that the SDK stands alone.
+"""RSA2 signing of requests and callbacks (the platform's docs/api.md, "Signing"), written here so that the SDK stands
+alone.
 
 String to sign: every top-level field except `sign`, minus null and empty-string values, sorted by key in
 byte order, rendered `key=value` (strings as they are, integers in decimal, booleans `true`/`false`), joined
@@ -39,7 +40,7 @@ def render_value(value: Any) -> str:
 
 
 def string_to_sign(body: Mapping[str, Any]) -> bytes:
-    """The bytes that are signed for `body` (contract §2)."""
+    """The bytes that are signed for `body` (docs/api.md, "Signing")."""
     pairs = sorted(
         (key.encode("utf-8"), render_value(value))
         for key, value in body.items()

@@ -1,4 +1,4 @@
-"""Verifying a statement (docs/api.md §8): the CSV's body hashes to its `digest`, and the platform signed the
+"""Verifying a statement (docs/api.md, "Statements"): the CSV's body hashes to its `digest`, and the platform signed the
 header's fields with the key of its `key_version`. Keep the CSV: it is the document the signature covers."""
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ def verify_statement(statement: bytes | str | Mapping[str, Any], public_keys: Pu
 
 def statement_is_final(csv_text: str) -> bool:
     """Whether a statement's CSV is the day's final one: its closing rows are at the next day's 00:00 in its
-    `time_zone`. Today's provisional statement closes at its last movement instead (docs/api.md §8). Read from the
-    body, which the digest and signature cover: verify the statement first."""
+    `time_zone`. Today's provisional statement closes at its last movement instead (docs/api.md, "Statements"). Read
+    from the body, which the digest and signature cover: verify the statement first."""
     header, body = split_statement(csv_text)
     day = date.fromisoformat(header["date"])
     end = datetime.combine(day + timedelta(days=1), time.min, tzinfo=ZoneInfo(header["time_zone"]))
