@@ -76,6 +76,10 @@ class BatchUploadForm(forms.Form):
     file = forms.FileField(label="CSV file")
     note = forms.CharField(max_length=255, required=False, label="Note for the approver")
 
+    def __init__(self, *args, **kwargs):
+        # Shown on one page with SinglePayoutForm, which has a `note` too: ids of its own (the names stay).
+        super().__init__(*args, auto_id="id_upload_%s", **kwargs)
+
 
 @dataclass
 class Total:
