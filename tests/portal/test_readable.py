@@ -98,3 +98,33 @@ def test_the_team_pages_invite_form_starts_at_the_least_access(client, shops):
     form = page[page.index('id="invite-form"'):page.index("</form>", page.index('id="invite-form"'))]
     assert re.search(r'<option value="viewer" selected>', form), form
     assert not re.search(r'<option value="owner" selected>', form)
+
+
+def test_an_approved_batch_is_not_done_while_its_payouts_are_on_their_way_and_its_page_follows_them(merchant, team):
+    from django.test import Client
+
+    from apps.merchant_payouts import services as batch_services
+    from tests.payout.conftest import fund
+    from tests.portal.team import step_up_code
+    from tests.portal.test_payout_batches import GOOD
+
+    fund(merchant, 10_000_000)
+    batch = batch_services.payout_batch_from_csv(actor=team["finance"], file_name="p.csv", data=GOOD).batch
+    owner = portal_login(Client(), team["owner"].user)
+    response = owner.post(f"/portal/payouts/batches/{batch.pk}/approve/", {"code": step_up_code(team["owner"].user)},
+                          follow=True)
+    page = text(response)
+    heading = page[page.index('id="batch-status"'):page.index("</h1>")]
+    assert "Done" not in heading and "on their way" in heading
+    assert "3 on their way to the bank" in page and '<meta http-equiv="refresh" content="10">' in page
+    rows = page[page.index('id="rows"'):]
+    assert ">Approved</span>" in rows and ">APPROVED<" not in rows
+
+    # Sent and paid: the batch is done, and the page stops refreshing itself.
+    for payout in Payout.objects.filter(merchant=merchant.merchant):
+        payout_services.payout_submit(payout_id=payout.pk)
+        payout_services.payout_channel_result(platform_order_no=payout.platform_order_no, outcome="paid")
+    page = text(owner.get(f"/portal/payouts/batches/{batch.pk}/"))
+    heading = page[page.index('id="batch-status"'):page.index("</h1>")]
+    assert "Done" in heading and "on their way" not in page and 'http-equiv="refresh"' not in page
+    assert page.count(">Success</span>") == 3
