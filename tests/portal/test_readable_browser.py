@@ -30,7 +30,7 @@ def test_payouts_list_keeps_each_order_number_on_one_line_and_home_counts_revers
 
     rows = page.locator("#today-payouts tr").all_inner_texts()
     assert [row.split("\t")[0] for row in rows] == ["Success", "of which reversed"], rows
-    assert "Manila time (Asia/Manila)" in page.inner_text("#portal-foot")
+    assert "Manila time (UTC+8)" in page.inner_text("#portal-foot")
     both_widths(page, "readable-home")
 
     page.goto(f"{live_server.url}/portal/payouts/")
