@@ -5,14 +5,14 @@ Only a code of the person's confirmed authenticator app (TOTP) counts, never a r
 for getting in when the phone is lost, not for approving money. django-otp accepts each time step once (the device
 keeps `last_t`), so the code that signed the person in, or confirmed their previous change, is refused: each change
 needs the code the app shows at that moment. The device's row is locked from its throttle check to its verdict
-(apps.common.staff_signin._verify): concurrent wrong codes are each counted, and one right code sent twice at once is
-accepted once.
+(apps.common.second_factor_signin._verify): concurrent wrong codes are each counted, and one right code sent twice at
+once is accepted once.
 """
 
 from django.db import transaction
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from apps.common.staff_signin import THROTTLED, _verify
+from apps.common.second_factor_signin import THROTTLED, _verify
 
 
 class SecondFactorRefused(PermissionError):

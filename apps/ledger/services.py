@@ -23,6 +23,8 @@ from apps.common.errors import DomainError, ErrorCode
 from apps.common.models import mark_saved
 from apps.common.refcache import refcache_get
 from apps.common.retry import retry_conflicts
+from apps.currencies.formatting import money
+from apps.currencies.selectors import currency_get
 from apps.ledger.models import MERCHANT_KINDS, AccountKind, Hold, LedgerAccount, Posting, Statement
 from apps.ledger.selectors import merchant_balances, statement_merchants_with_movements
 from apps.ledger.statements import (SignedStatement, day_bounds, day_is_closed, statement_body, statement_sign,
@@ -225,6 +227,12 @@ def balance_adjust(*, merchant_no: str, currency: str, amount: int, reason: str,
                                          actor=actor)
 
 
+def _amount_text(amount: int, currency: str) -> str:
+    """An amount in a message to staff: in the currency's format, and the minor units they typed ("₱30.01 PHP
+    (3001 minor units)")."""
+    return f"{money(amount, currency_get(currency))} ({amount} minor units)"
+
+
 def balance_adjust_in_transaction(*, merchant_no: str, currency: str, amount: int, reason: str, actor=None) -> dict:
     """The adjustment inside the caller's transaction (an approved staff request, apps.common.staff_requests)."""
     if not reason.strip():
@@ -240,12 +248,14 @@ def balance_adjust_in_transaction(*, merchant_no: str, currency: str, amount: in
         post(kind="adjustment", cause=reference, currency=currency, merchant_id=merchant.pk, memo=reason.strip(),
              legs=[Leg(AccountKind.ADJUSTMENTS, -amount), Leg(AccountKind.AVAILABLE, amount, merchant.pk)])
     except InsufficientFunds:
-        raise ValueError(f"debit of {-amount} would make available {currency} negative") from None
+        raise ValueError(f"debit of {_amount_text(-amount, currency)} would make available {currency} "
+                         f"negative") from None
     audit.record(actor=actor, actor_label=None if actor else "cli", action="balance.adjust", obj=merchant,
                  new={"currency": currency, "amount": amount, "reference": reference}, reason=reason.strip())
     balances = merchant_balances(merchant_id=merchant.pk, currency=currency)
     if balances["available"] > MAX_AMOUNT:  # raised inside the caller's transaction: the posting is rolled back
-        raise AmountOutOfBounds(f"a credit of {amount} would take available {currency} above {MAX_AMOUNT}")
+        raise AmountOutOfBounds(f"a credit of {_amount_text(amount, currency)} would take available {currency} "
+                                f"above {MAX_AMOUNT} minor units")
     return {"merchant_no": merchant_no, "currency": currency, "available": balances["available"],
             "settling": balances["settling"], "reference": reference}
 

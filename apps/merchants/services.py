@@ -21,7 +21,10 @@ DEFAULT_PAYOUT_MIN_MAJOR = 1
 DEFAULT_PAYOUT_MAX_MAJOR = 500_000
 DEFAULT_PAYOUT_FEE_FIXED_MAJOR = 10
 DEFAULT_REVIEW_THRESHOLD_MAJOR = 50_000
-DEFAULT_DUAL_APPROVAL_THRESHOLD_MAJOR = 500_000  # four eyes: two reviewers at or above this
+# Four eyes: two reviewers at or above this. Well below the payout product's maximum (DEFAULT_PAYOUT_MAX_MAJOR): at
+# the maximum itself only a payout of exactly the largest size would ever need a second reviewer
+# (docs/back-office.md, "Two-approval threshold").
+DEFAULT_DUAL_APPROVAL_THRESHOLD_MAJOR = 200_000
 
 
 class MerchantInputError(ValueError):

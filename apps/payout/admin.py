@@ -73,15 +73,29 @@ def payout_status_label(payout: Payout) -> str:
     return label
 
 
-def payout_reviewed_by_label(payout: Payout) -> str:
-    """Who decided: the reviewer's name, or for a decision made from the CLI (no staff user, docs/api.md, "Operations
-    CLI") the operator's label its decision row carries ("cli:rosa"), never "-" for a decided payout."""
-    if payout.reviewed_by_id:
-        return payout.reviewed_by.get_username()
+def payout_deciders(payout: Payout) -> list[PayoutApproval]:
+    """The decision rows that decided a payout out of review: every approval of an approved one (two when it needed
+    two), or the rejection; none while it is in review."""
     if payout.reviewed_at is None:
-        return "-"
-    last = payout.approvals.order_by("-created_at", "-id").values_list("actor_label", flat=True).first()
-    return last or "-"
+        return []
+    rows = list(payout.approvals.select_related("reviewer").order_by("created_at", "id"))
+    rejected = [row for row in rows if row.decision == PayoutApproval.Decision.REJECT]
+    return rejected[-1:] if rejected else [row for row in rows if row.decision == PayoutApproval.Decision.APPROVE]
+
+
+def decider_name(row: PayoutApproval) -> str:
+    """A staff member's username, or for a decision made from the CLI (no staff user) the operator's label its
+    row carries ("cli:rosa")."""
+    return row.reviewer.get_username() if row.reviewer_id else row.actor_label
+
+
+def payout_reviewed_by_label(payout: Payout) -> str:
+    """Who decided: every approver of an approved payout ("rita and rolf" when it needed two), or who rejected it;
+    never "-" for a decided payout."""
+    names = [decider_name(row) for row in payout_deciders(payout)]
+    if not names and payout.reviewed_by_id:
+        names = [payout.reviewed_by.get_username()]
+    return " and ".join(names) or "-"
 
 
 def next_in_queue(payout: Payout, reviewer) -> Payout | None:
@@ -320,8 +334,11 @@ class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
         return obj.bank_code
 
     def changelist_view(self, request, extra_context=None):
-        # The page needs the whole width at 1280 px: no navigation sidebar here (the breadcrumbs lead back).
-        return super().changelist_view(request, {**(extra_context or {}), "is_nav_sidebar_enabled": False})
+        # The page needs the whole width at 1280 px: no navigation sidebar here (the breadcrumbs lead back). The
+        # title says what the list is, not Django's "Select payout in review to view"; its count line is
+        # templates/admin/payout/payoutreviewqueue/pagination.html.
+        return super().changelist_view(request, {**(extra_context or {}), "is_nav_sidebar_enabled": False,
+                                                 "title": "Payouts waiting for a decision"})
 
     def get_urls(self):
         info = self.model._meta.app_label, self.model._meta.model_name
@@ -349,6 +366,7 @@ class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
         balance = merchant_balances(merchant_id=payout.merchant_id, currency=payout.currency_id)
         approvals = list(payout.approvals.select_related("reviewer"))
         mine = next((a for a in approvals if a.reviewer_id == request.user.pk), None)
+        approved_by = [a for a in approvals if a.decision == PayoutApproval.Decision.APPROVE]
         following = next_in_queue(payout, request.user)
         context = {
             **self.admin_site.each_context(request),
@@ -371,6 +389,11 @@ class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
             "form": form,
             "status": payout_status_label(payout),
             "reviewed_by": payout_reviewed_by_label(payout),
+            # Who decided and when, above everything else once the payout has left review; while it waits for a
+            # second approval, who gave the first.
+            "deciders": [{"name": decider_name(a), "decision": a.get_decision_display().lower(),
+                          "when": utc(a.created_at)} for a in (payout_deciders(payout) or approved_by)],
+            "approvals_given": len(approved_by),
             # A reviewer who decided has nothing left to press (the service would refuse a second decision).
             "can_decide": payout.status == Payout.Status.FROZEN and mine is None,
             "my_decision": mine,

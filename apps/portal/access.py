@@ -9,10 +9,12 @@ lacks the permission (403), then sets `request.merchant_user` and `request.merch
 from functools import wraps
 
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.cache import never_cache
 
+from apps.ledger.statements import settlement_zone
 from apps.portal.models import MerchantUser, Role
 
 OWNER, FINANCE, DEVELOPER, VIEWER = Role.OWNER, Role.FINANCE, Role.DEVELOPER, Role.VIEWER
@@ -55,6 +57,17 @@ def secure(response):
     return response
 
 
+def merchant_time(view):
+    """Every time the view renders is Manila time (SETTLEMENT_TIME_ZONE), the day merchants, settlement and statements
+    count in; the footer says so once (docs/portal.md, "Pages"). CSV exports keep ISO 8601 UTC with its offset."""
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        with timezone.override(settlement_zone()):
+            return view(request, *args, **kwargs)
+
+    return wrapped
+
+
 def merchant_user_of(user) -> MerchantUser | None:
     """The active merchant user behind a Django user, or None (staff, or anyone without one, or deactivated)."""
     if not user.is_authenticated or not user.is_active or user.is_staff or user.is_superuser:
@@ -76,6 +89,7 @@ def portal_view(permission: str):
     def decorator(view):
         @wraps(view)
         @never_cache
+        @merchant_time
         def wrapped(request, *args, **kwargs):
             merchant_user = merchant_user_of(request.user)
             if merchant_user is None or not request.user.is_verified():
@@ -113,5 +127,5 @@ def can(merchant_user: MerchantUser | None, *permissions: str) -> bool:
     return all(has_permission(merchant_user, permission) for permission in permissions)
 
 
-__all__ = ["PERMISSIONS", "PortalView", "can", "has_permission", "merchant_user_of", "method_decorator",
-           "portal_view", "secure"]
+__all__ = ["PERMISSIONS", "PortalView", "can", "has_permission", "merchant_time", "merchant_user_of",
+           "method_decorator", "portal_view", "secure"]

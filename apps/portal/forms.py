@@ -25,7 +25,8 @@ class StatementForm(forms.Form):
 
 class InviteForm(forms.Form):
     username = forms.CharField(label="Sign-in name (their e-mail)", max_length=150)
-    role = forms.ChoiceField(choices=Role.choices)
+    # The least access is the default: an owner gives more by choosing it, never by missing the field.
+    role = forms.ChoiceField(choices=Role.choices, initial=Role.VIEWER)
 
 
 class MemberForm(forms.Form):

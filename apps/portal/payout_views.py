@@ -19,6 +19,7 @@ from apps.merchant_payouts import services
 from apps.merchant_payouts.models import PayoutBatch
 from apps.merchant_payouts.services import BatchInvalid, BatchNotFound, BatchRefused
 from apps.merchants.models import MerchantProduct, Product
+from apps.payout.models import Payout
 from apps.portal import selectors as portal_selectors
 from apps.portal.access import has_permission, portal_view
 from apps.portal.developer_views import CODE_WIDGET
@@ -76,6 +77,10 @@ class SinglePayoutForm(forms.Form):
 class BatchUploadForm(forms.Form):
     file = forms.FileField(label="CSV file")
     note = forms.CharField(max_length=255, required=False, label="Note for the approver")
+
+    def __init__(self, *args, **kwargs):
+        # Shown on one page with SinglePayoutForm, which has a `note` too: ids of its own (the names stay).
+        super().__init__(*args, auto_id="id_upload_%s", **kwargs)
 
 
 @dataclass
@@ -181,6 +186,9 @@ def _batch(request, batch_id: int) -> PayoutBatch:
     return batch
 
 
+BATCH_FOLLOW_SECONDS = 10  # the batch page reloads itself this often while its payouts are being created or sent
+
+
 @portal_view("create_payouts")
 def batch_detail(request, batch_id: int):
     batch = _batch(request, batch_id)
@@ -196,7 +204,14 @@ def batch_detail(request, batch_id: int):
     pending = batch.status == PayoutBatch.Status.PENDING
     may_decide = pending and has_permission(request.merchant_user, "approve_payouts")
     is_maker = batch.created_by_id == request.user.pk
+    # A batch is done when its payouts exist; they then go on to the bank on their own. While one is on its way the
+    # page says so and refreshes itself, so "done" never sits beside an approved payout shown as of its approval.
+    on_their_way = sum(row.payout is not None and row.payout.status not in Payout.TERMINAL for row in rows)
+    sending = any(row.payout is not None and row.payout.status in (Payout.Status.APPROVED, Payout.Status.PROCESSING)
+                  for row in rows)
     return render(request, "portal/payout_batch.html", {
+        "on_their_way": on_their_way, "follow_seconds": BATCH_FOLLOW_SECONDS
+        if batch.status == PayoutBatch.Status.APPROVED or sending else 0,
         "title": f"Payout batch #{batch.pk}", "batch": batch, "rows": rows, "totals": _totals(request.merchant, rows),
         "may_decide": may_decide, "is_maker": is_maker,
         "checker_problem": services.batch_checker_problem(actor=request.merchant_user, batch=batch)

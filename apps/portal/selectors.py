@@ -11,7 +11,8 @@ from apps.callbacks.models import CallbackEvent
 from apps.common.independence import independence_conflict
 from apps.collection.models import CollectionOrder
 from apps.ledger.selectors import merchant_balances
-from apps.ledger.statements import day_bounds, statement_today
+from apps.currencies.formatting import format_minor
+from apps.ledger.statements import day_bounds, settlement_zone, statement_today
 from apps.merchants.models import MerchantCurrency
 from apps.payout.models import Payout
 from apps.portal.models import MerchantUser, Role
@@ -213,8 +214,10 @@ def order_callbacks(*, merchant_id: int, platform_order_no: str) -> list[Callbac
 
 
 def payin_history(order: CollectionOrder) -> list[tuple[datetime, str, str]]:
-    """(when, state, note) of a pay-in, oldest first, from its timestamps."""
-    steps = [(order.created_at, "CREATED", f"pay page open until {order.expire_at:%Y-%m-%d %H:%M} UTC")]
+    """(when, state, note) of a pay-in, oldest first, from its timestamps; a time in a note is Manila time, as every
+    time the portal shows."""
+    open_until = order.expire_at.astimezone(settlement_zone())
+    steps = [(order.created_at, "CREATED", f"pay page open until {open_until:%Y-%m-%d %H:%M}")]
     if order.paid_at:
         steps.append((order.paid_at, "SUCCESS", "paid by the payer"))
     if order.settled_at:
@@ -239,5 +242,5 @@ def payout_history(payout: Payout) -> list[tuple[datetime, str, str]]:
         note = payout.fail_reason if payout.status in (Payout.Status.FAILED, Payout.Status.REJECTED) else ""
         steps.append((payout.finished_at, payout.status, note))
     if payout.reversed_at:
-        steps.append((payout.reversed_at, "REVERSED", f"{payout.reversal_amount} returned by the bank"))
+        steps.append((payout.reversed_at, "REVERSED", f"{format_minor(payout.reversal_amount, payout.currency)} returned by the bank"))
     return sorted(steps, key=lambda step: step[0])

@@ -21,7 +21,7 @@ from apps.ledger.services import statement_get
 from apps.ledger.statements import statement_data, statement_today
 from apps.payout.models import Payout, mask_account
 from apps.portal import selectors, services
-from apps.portal.access import has_permission, portal_view, secure
+from apps.portal.access import has_permission, merchant_time, portal_view, secure
 from apps.portal.developer_views import CODE_WIDGET
 from apps.callbacks.resend import callback_resend_by_merchant
 from apps.portal.forms import InviteAcceptForm, InviteForm, MemberForm, StatementForm
@@ -294,6 +294,7 @@ def team(request):
 @sensitive_post_parameters()
 @csrf_protect
 @never_cache
+@merchant_time
 def invite_accept(request, token: str):
     """The one-time link: the person chooses a password; the next step is signing in (and adding an authenticator)."""
     invite = services.invite_of_link(token)

@@ -85,3 +85,69 @@ def test_a_payout_approved_from_the_cli_names_its_operator(client, funded, adapt
     assert "cli:rosa" in reviewed_by, reviewed_by
     admin_login(client, staff_user("rita", "Risk reviewer"))
     assert "cli:rosa" in client.get(decide_url(payout)).content.decode().split('id="decide-reviewed-by"')[1][:40]
+
+
+def two_approval_payout(funded) -> Payout:
+    from apps.merchants.models import MerchantCurrency
+
+    MerchantCurrency.objects.filter(merchant=funded.merchant, currency_id="PHP").update(
+        payout_dual_approval_threshold=PHP_THRESHOLD)
+    payout = new_payout(funded, amount=PHP_THRESHOLD)
+    assert payout.approvals_required == 2
+    return payout
+
+
+def notice(html: str) -> str:
+    return html.split('id="decide-decided"')[1].split("</div>")[0]
+
+
+def test_a_payout_approved_by_two_reviewers_names_both_and_when_in_a_notice_above_the_page(client, funded):
+    payout = two_approval_payout(funded)
+    rita, rolf = staff_user("rita", "Risk reviewer"), staff_user("rolf", "Risk reviewer")
+    payout_approve(payout_id=payout.pk, reviewer=rita, reason="invoice matches")
+    payout_approve(payout_id=payout.pk, reviewer=rolf, reason="called the payee")
+    first, second = Payout.objects.get(pk=payout.pk).approvals.order_by("created_at", "id")
+    admin_login(client, staff_user("rosa", "Risk reviewer"))
+    html = client.get(decide_url(payout)).content.decode()
+    said = notice(html)
+    assert "Approved" in said and "rita" in said and "rolf" in said
+    assert f"{first.created_at:%Y-%m-%d %H:%M:%S} UTC" in said and f"{second.created_at:%Y-%m-%d %H:%M:%S} UTC" in said
+    assert html.index('id="decide-decided"') < html.index("decide-grid")  # above the facts
+    reviewed_by = html.split('id="decide-reviewed-by">')[1].split("<")[0]
+    assert reviewed_by == "rita and rolf"
+    assert 'id="approve-button"' not in html
+
+
+def test_the_second_approver_is_told_theirs_is_the_second_approval_not_one_of_two(client, funded):
+    payout = two_approval_payout(funded)
+    rita = staff_user("rita", "Risk reviewer")
+    admin_login(client, staff_user("rolf", "Risk reviewer"))
+    first_look = client.get(decide_url(payout)).content.decode()
+    assert "yours counts as one" in first_look and 'id="decide-decided"' not in first_look
+    payout_approve(payout_id=payout.pk, reviewer=rita, reason="invoice matches")
+    html = client.get(decide_url(payout)).content.decode()
+    confirm = html.split('id="approve-button"')[1].split('data-confirm="')[1].split('"')[0]
+    assert "yours counts as one" not in confirm
+    assert "second of two approvals" in confirm and "rita approved" in confirm
+    assert "Approved by <strong>rita</strong>" in notice(html) and "waits for a second reviewer" in notice(html)
+
+
+def test_a_rejected_payout_names_who_rejected_it_and_when_in_the_notice(client, funded):
+    from apps.payout.services import payout_reject
+
+    payout = new_payout(funded, amount=PHP_THRESHOLD)
+    rita = staff_user("rita", "Risk reviewer")
+    payout_reject(payout_id=payout.pk, reviewer=rita, reason="payee name mismatch")
+    admin_login(client, staff_user("rolf", "Risk reviewer"))
+    said = notice(client.get(decide_url(payout)).content.decode())
+    assert "Rejected" in said and "rita" in said and "UTC" in said
+
+
+def test_the_review_queue_says_what_it_lists_in_its_title_and_count(client, funded):
+    new_payout(funded, amount=PHP_THRESHOLD)
+    admin_login(client, staff_user("rita", "Risk reviewer"))
+    html = client.get("/admin/payout/payoutreviewqueue/").content.decode()
+    assert "Select payout in review" not in html and "Payout review queue</p>" not in html
+    assert "<title>Payouts waiting for a decision" in html and "<h1>Payouts waiting for a decision</h1>" in html
+    count = html.split('id="queue-count">')[1].split("</p>")[0]
+    assert "1 payout waiting for a decision" in count

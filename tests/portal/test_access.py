@@ -3,6 +3,7 @@
 import io
 import json
 import threading
+from urllib.parse import urlsplit
 
 import pytest
 from django.contrib.auth.models import User
@@ -76,10 +77,19 @@ def test_a_switched_off_member_is_out_at_once(client, merchant):
 # --- invites -------------------------------------------------------------------------------------------------------
 
 def invite_by_command(merchant_no: str, username: str, role: str) -> dict:
+    """The command's output, with the link's path (what a test client opens) as "path"."""
     out = io.StringIO()
     call_command("portal_invite", merchant_no, "--username", username, "--role", role, "--operator", "sam",
                  stdout=out)
-    return json.loads(out.getvalue())
+    made = json.loads(out.getvalue())
+    return {**made, "path": urlsplit(made["invite_url"]).path}
+
+
+def test_staff_invite_link_is_absolute_as_create_staffs_admin_url(merchant, settings):
+    settings.API_ROOT = "https://pay.example.com"
+    made = invite_by_command(merchant.merchant_no, "abs@acme.example", "viewer")
+    assert made["invite_url"] == f"https://pay.example.com{made['path']}"
+    assert made["path"].startswith("/portal/invite/")
 
 
 NEW_PASSWORD = "a-long-new-password-17"
@@ -87,7 +97,7 @@ NEW_PASSWORD = "a-long-new-password-17"
 
 def test_staff_invite_link_makes_a_non_staff_user_once(client, merchant):
     made = invite_by_command(merchant.merchant_no, "olivia@acme.example", "owner")
-    path = made["invite_url"]
+    path = made["path"]
     assert path.startswith("/portal/invite/") and made["role"] == "owner"
     assert "olivia@acme.example" in client.get(path).content.decode()
     response = client.post(path, {"password1": NEW_PASSWORD, "password2": NEW_PASSWORD})
@@ -114,7 +124,7 @@ def test_staff_invite_link_makes_a_non_staff_user_once(client, merchant):
 def test_an_expired_or_withdrawn_invite_does_nothing(client, merchant, time_machine):
     made = invite_by_command(merchant.merchant_no, "late@acme.example", "viewer")
     time_machine.move_to(Invite.objects.get().expires_at)
-    response = client.post(made["invite_url"], {"password1": NEW_PASSWORD, "password2": NEW_PASSWORD})
+    response = client.post(made["path"], {"password1": NEW_PASSWORD, "password2": NEW_PASSWORD})
     assert response.status_code == 404
     assert not User.objects.filter(username="late@acme.example").exists()
 
@@ -191,7 +201,7 @@ def test_first_sign_in_after_an_invite_enrols_an_authenticator(client, merchant)
     from tests.common.test_staff_signin_browser import code_from_secret
 
     made = invite_by_command(merchant.merchant_no, "new@acme.example", "viewer")
-    client.post(made["invite_url"], {"password1": NEW_PASSWORD, "password2": NEW_PASSWORD})
+    client.post(made["path"], {"password1": NEW_PASSWORD, "password2": NEW_PASSWORD})
     response = client.post("/portal/signin/", {"username": "new@acme.example", "password": NEW_PASSWORD})
     assert response["Location"] == "/portal/signin/enrol/"
     page = client.get("/portal/signin/enrol/").content.decode()
@@ -252,8 +262,8 @@ def test_next_goes_only_to_a_portal_page(client, merchant):
 
 def test_a_weak_password_on_the_invite_page_is_refused_and_the_link_stays_usable(client, merchant):
     made = invite_by_command(merchant.merchant_no, "weak@acme.example", "viewer")
-    response = client.post(made["invite_url"], {"password1": "123", "password2": "123"})
+    response = client.post(made["path"], {"password1": "123", "password2": "123"})
     assert response.status_code == 200 and "invite-error" in response.content.decode()
     assert not User.objects.filter(username="weak@acme.example").exists()
-    assert client.post(made["invite_url"], {"password1": NEW_PASSWORD,
+    assert client.post(made["path"], {"password1": NEW_PASSWORD,
                                             "password2": NEW_PASSWORD}).status_code == 302

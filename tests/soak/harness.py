@@ -58,7 +58,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HARNESS_APP = "soak-harness"  # application_name of this process's own database sessions (never terminated)
 
 REVIEW_MIN = 5_000_000  # PHP minor units: the default review threshold (50,000 PHP)
-DUAL_AMOUNT = 50_000_000  # the default two-approval threshold (500,000 PHP), also the payout product's maximum
+DUAL_AMOUNT = 20_000_000  # the default two-approval threshold (200,000 PHP; the payout product's maximum is 500,000)
 TOP_UP = 10 ** 12
 PASSWORD = "Lantern-Quartz-917"
 TERMINAL_PAYOUT = ("SUCCESS", "FAILED", "REJECTED")

@@ -17,8 +17,9 @@ class Command(JsonCommand):
         parser.add_argument("merchant_no")
         parser.add_argument("--username", required=True, help="the person's sign-in name (their e-mail)")
         parser.add_argument("--role", required=True, choices=Role.values)
-        parser.add_argument("--base-url", default=getattr(settings, "PORTAL_BASE_URL", "") or "",
-                            help="where the portal is served, e.g. https://pay.example.com (default: a path only)")
+        parser.add_argument("--base-url", default=settings.API_ROOT,
+                            help="where the portal is served, e.g. https://pay.example.com (default: API_ROOT, "
+                                 "as create_staff's admin_url)")
 
     def run(self, *, merchant_no, username, role, base_url, **options) -> dict:
         merchant = Merchant.objects.filter(merchant_no=merchant_no).first()
