@@ -151,4 +151,5 @@ def second_factor_trail_acts(subject_ids: set[int]) -> Iterable[Act]:
     for events in (AuthenticatorEvent, RecoveryCodesEvent):
         for actor_id, subject_id, label in events.objects.filter(user_id__in=subject_ids).exclude(
                 **{f"{actor}__isnull": True}).values_list(actor, "user_id", "pgh_label").distinct():
-            yield Act(_as_user_id(actor_id), subject_id, SECOND_FACTOR_WHAT.get(label, "changed a second factor of"))
+            if actor_id := _as_user_id(actor_id):  # a request before sign-in names no user
+                yield Act(actor_id, subject_id, SECOND_FACTOR_WHAT.get(label, "changed a second factor of"))
