@@ -291,7 +291,7 @@ register_settings_history()
 # seat in the portal, its keys, callback URLs and payouts. A merchant user is recognised as a user who is not staff,
 # so apps.common needs no knowledge of apps.portal.
 
-NOT_A_STAFF_ACCOUNT = ("{what} belongs to a merchant's portal user, not a staff account: staff do not see, change, "
+NOT_A_STAFF_ACCOUNT = ("{what} a merchant's portal user, not a staff account: staff do not see, change, "
                        "reset, delete or sign in as a merchant user in the admin, nor touch their second factors. "
                        "A merchant user who lost their authenticator is recovered as docs/staff-access.md, "
                        "\"Independence\", describes. Nothing was changed.")
@@ -317,8 +317,8 @@ class StaffAccountsOnlyMixin:
             return None
         if not model._default_manager.filter(pk=pk).exclude(**{self.staff_filter: True}).exists():
             return None
-        self.message_user(request, NOT_A_STAFF_ACCOUNT.format(what=f"{model._meta.verbose_name.capitalize()} #{pk}"),
-                          messages.ERROR)
+        what = f"{model._meta.verbose_name.capitalize()} #{pk} {'is' if model is User else 'belongs to'}"
+        self.message_user(request, NOT_A_STAFF_ACCOUNT.format(what=what), messages.ERROR)
         return redirect(reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist"))
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
@@ -337,6 +337,9 @@ class StaffAccountAdmin(StaffAccountsOnlyMixin, UserAdmin):
     reachable, and an account added here is a staff account (it signs in to the admin, never to the portal)."""
 
     staff_filter = "is_staff"
+    # Every account listed is staff: the columns and filters say what differs among them.
+    list_display = ["username", "email", "first_name", "last_name", "is_superuser", "is_active"]
+    list_filter = ["is_superuser", "is_active", "groups"]
 
     def user_change_password(self, request, id, form_url=""):
         return self._merchant_user_row(request, id) or super().user_change_password(request, id, form_url)

@@ -113,7 +113,7 @@ def test_a_superuser_cannot_set_a_merchant_owners_password_nor_delete_their_auth
 
     said = admin_post(client, f"/admin/auth/user/{owner.pk}/password/",
                       {"password1": NEW_PASSWORD, "password2": NEW_PASSWORD, "usable_password": "true"})
-    assert "belongs to a merchant's portal user, not a staff account" in said
+    assert "is a merchant's portal user, not a staff account" in said
     assert "docs/staff-access.md" in said and "Nothing was changed" in said
     said = admin_post(client, f"/admin/otp_totp/totpdevice/{authenticator.pk}/delete/", {"post": "yes"})
     assert "belongs to a merchant's portal user" in said
@@ -309,3 +309,24 @@ def test_a_shell_removing_a_device_names_nobody_and_the_trail_never_keeps_a_key(
     assert not kept & {"key", "last_t", "throttling_failure_count"}
     assert re.fullmatch(r"[0-9a-f]+", device.key) and device.key not in str(
         list(AuthenticatorEvent.objects.values()))
+
+
+def test_a_bulk_delete_of_a_colleagues_authenticator_in_the_admin_is_an_act_on_them(client):
+    root, colleague = staff_account("root"), staff_account("colleague")
+    device = add_authenticator(colleague)
+    admin_login(client, root)
+    client.post("/admin/otp_totp/totpdevice/", {"action": "delete_selected", "_selected_action": [device.pk],
+                                                "post": "yes"})
+    assert not TOTPDevice.objects.filter(pk=device.pk).exists()
+    assert "root removed the second factor of colleague" in independence_conflict(colleague, root)
+
+
+def test_a_merchants_administrators_are_chosen_among_staff_accounts_only(client, shop):
+    owner = portal_user(shop, "owner")
+    admin_login(client, staff_account("root"))
+    page = client.get(f"/admin/merchants/merchant/{shop.merchant.pk}/change/").content.decode()
+    assert 'name="administrators"' in page and ">root<" in page and owner.username not in page
+    data = merchant_form(shop, administrators=[owner.pk])
+    response = client.post(f"/admin/merchants/merchant/{shop.merchant.pk}/change/", data)
+    assert response.status_code == 200 and "administrators" in response.context["adminform"].form.errors
+    assert not shop.merchant.administrators.exists()
