@@ -341,6 +341,12 @@ class StaffAccountAdmin(StaffAccountsOnlyMixin, UserAdmin):
     list_display = ["username", "email", "first_name", "last_name", "is_superuser", "is_active"]
     list_filter = ["is_superuser", "is_active", "groups"]
 
+    def get_readonly_fields(self, request, obj=None):
+        # A staff account stays one: switched off with "Active", never turned into a user that looks like a
+        # merchant's (and would leave this list).
+        readonly = list(super().get_readonly_fields(request, obj))
+        return [*readonly, "is_staff"] if obj is not None else readonly
+
     def user_change_password(self, request, id, form_url=""):
         return self._merchant_user_row(request, id) or super().user_change_password(request, id, form_url)
 

@@ -330,3 +330,16 @@ def test_a_merchants_administrators_are_chosen_among_staff_accounts_only(client,
     response = client.post(f"/admin/merchants/merchant/{shop.merchant.pk}/change/", data)
     assert response.status_code == 200 and "administrators" in response.context["adminform"].form.errors
     assert not shop.merchant.administrators.exists()
+
+
+def test_a_staff_account_stays_staff_in_the_admin(client):
+    root, colleague = staff_account("root"), staff_account("colleague", superuser=False)
+    admin_login(client, root)
+    data = user_change_form(colleague)
+    data.pop("is_staff")
+    data["is_active"] = ""
+    response = client.post(f"/admin/auth/user/{colleague.pk}/change/", data)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    colleague.refresh_from_db()
+    assert colleague.is_staff and not colleague.is_active  # switched off, still a staff account in the list
+    assert "colleague" in client.get("/admin/auth/user/").content.decode()
