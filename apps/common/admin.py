@@ -257,6 +257,21 @@ class StaffGrantHistoryAdmin(SettingsHistoryAdmin):
         return ["pgh_created_at_display", "change_kind", "granted", "who"]
 
 
+class SecondFactorHistoryAdmin(SettingsHistoryAdmin):
+    """Authenticators and recovery codes (apps.common.models.AuthenticatorEvent, RecoveryCodesEvent): who added,
+    confirmed or deleted whose second factor. Never a key: the event table has none."""
+
+    list_select_related = ["pgh_context", "user"]
+
+    @admin.display(description="object")
+    def changed_object(self, event):
+        try:
+            owner = event.user.get_username()
+        except User.DoesNotExist:  # the account was deleted since
+            owner = f"user #{event.user_id}"
+        return f"{self.model.pgh_tracked_model._meta.verbose_name} #{event.pgh_obj_id} of {owner}"
+
+
 MASKED_FIELDS = {"payee_account"}  # shown as on every other admin page: the last four digits
 
 
@@ -278,6 +293,8 @@ def register_settings_history() -> None:
             admin.site.register(event_model, StaffGrantHistoryAdmin)
         elif tracked_model._meta.label == "auth.User":
             admin.site.register(event_model, StaffUserHistoryAdmin)
+        elif tracked_model in (TOTPDevice, StaticDevice):
+            admin.site.register(event_model, SecondFactorHistoryAdmin)
         else:
             admin.site.register(event_model, SettingsHistoryAdmin)
 

@@ -189,12 +189,14 @@ class StaffAuthenticator(TOTPDevice):
     class Meta:
         proxy = True
         app_label = "common"
+        verbose_name = "authenticator"
 
 
 class StaffRecoveryCodes(StaticDevice):
     class Meta:
         proxy = True
         app_label = "common"
+        verbose_name = "recovery codes"
 
 
 SECOND_FACTOR_FIELDS = ["user", "name", "confirmed"]

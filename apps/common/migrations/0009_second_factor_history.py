@@ -30,6 +30,7 @@ class Migration(migrations.Migration):
             fields=[
             ],
             options={
+                'verbose_name': 'recovery codes',
                 'proxy': True,
                 'indexes': [],
                 'constraints': [],
@@ -41,6 +42,7 @@ class Migration(migrations.Migration):
             fields=[
             ],
             options={
+                'verbose_name': 'authenticator',
                 'proxy': True,
                 'indexes': [],
                 'constraints': [],
