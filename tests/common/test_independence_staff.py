@@ -319,6 +319,8 @@ def test_a_bulk_delete_of_a_colleagues_authenticator_in_the_admin_is_an_act_on_t
                                                 "post": "yes"})
     assert not TOTPDevice.objects.filter(pk=device.pk).exists()
     assert "root removed the second factor of colleague" in independence_conflict(colleague, root)
+    history = client.get("/admin/common/authenticatorevent/").content.decode()
+    assert f"authenticator #{device.pk} of colleague" in history and "deleted" in history
 
 
 def test_a_merchants_administrators_are_chosen_among_staff_accounts_only(client, shop):
