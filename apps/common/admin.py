@@ -324,8 +324,9 @@ class StaffAccountsOnlyMixin:
         return super().get_queryset(request).filter(**{self.staff_filter: True})
 
     def _merchant_user_row(self, request, object_id):
-        """The redirect that refuses a page of a merchant user's row, else None."""
-        if object_id is None:
+        """The redirect that refuses a page of a merchant user's row, else None (also for a staff member without
+        this page's view permission: Django's own answer, which says nothing about the row)."""
+        if object_id is None or not self.has_view_or_change_permission(request):
             return None
         model = self.model
         try:

@@ -345,3 +345,12 @@ def test_a_staff_account_stays_staff_in_the_admin(client):
     colleague.refresh_from_db()
     assert colleague.is_staff and not colleague.is_active  # switched off, still a staff account in the list
     assert "colleague" in client.get("/admin/auth/user/").content.decode()
+
+
+def test_a_staff_member_without_the_user_admin_learns_nothing_about_a_merchant_users_id(client, shop):
+    owner = portal_user(shop, "owner")
+    admin_login(client, staff_user("rita", "Risk reviewer"))
+    for url in (f"/admin/auth/user/{owner.pk}/change/", f"/admin/auth/user/{owner.pk}/password/"):
+        response = client.get(url)
+        assert response.status_code == 403 and "merchant" not in response.content.decode(), url
+    assert not list(client.get("/admin/").context["messages"])
