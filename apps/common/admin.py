@@ -5,7 +5,10 @@ from datetime import timezone as dt_timezone
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.core.exceptions import PermissionDenied
+from django.contrib.admin.utils import unquote
+from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Q
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -254,6 +257,21 @@ class StaffGrantHistoryAdmin(SettingsHistoryAdmin):
         return ["pgh_created_at_display", "change_kind", "granted", "who"]
 
 
+class SecondFactorHistoryAdmin(SettingsHistoryAdmin):
+    """Authenticators and recovery codes (apps.common.models.AuthenticatorEvent, RecoveryCodesEvent): who added,
+    confirmed or deleted whose second factor. Never a key: the event table has none."""
+
+    list_select_related = ["pgh_context", "user"]
+
+    @admin.display(description="object")
+    def changed_object(self, event):
+        try:
+            owner = event.user.get_username()
+        except User.DoesNotExist:  # the account was deleted since
+            owner = f"user #{event.user_id}"
+        return f"{self.model.pgh_tracked_model._meta.verbose_name} #{event.pgh_obj_id} of {owner}"
+
+
 MASKED_FIELDS = {"payee_account"}  # shown as on every other admin page: the last four digits
 
 
@@ -275,6 +293,8 @@ def register_settings_history() -> None:
             admin.site.register(event_model, StaffGrantHistoryAdmin)
         elif tracked_model._meta.label == "auth.User":
             admin.site.register(event_model, StaffUserHistoryAdmin)
+        elif tracked_model in (TOTPDevice, StaticDevice):
+            admin.site.register(event_model, SecondFactorHistoryAdmin)
         else:
             admin.site.register(event_model, SettingsHistoryAdmin)
 
@@ -282,11 +302,91 @@ def register_settings_history() -> None:
 register_settings_history()
 
 
-class StaffSecondFactorAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """Staff members' second factors (apps.common.staff_signin): who has one, since when it was last used. Never the
-    secret (django-otp's own admin shows a device's QR code to any superuser). A lost phone: delete the member's
-    authenticator (delete permission); they enrol a new one at their next sign-in, with their password."""
+# --- Staff accounts only (docs/staff-access.md, "Independence") ----------------------------------------------------
+# The admin manages staff accounts and their second factors, never a merchant's portal users (Django users that are
+# never staff, docs/portal.md): whoever sets a merchant user's password or removes their authenticator takes their
+# seat in the portal, its keys, callback URLs and payouts. A merchant user is recognised as a user who is not staff,
+# so apps.common needs no knowledge of apps.portal.
 
+NOT_A_STAFF_ACCOUNT = ("{what} a merchant's portal user, not a staff account: staff do not see, change, "
+                       "reset, delete or sign in as a merchant user in the admin, nor touch their second factors. "
+                       "A merchant user who lost their authenticator is recovered as docs/staff-access.md, "
+                       "\"Independence\", describes. Nothing was changed.")
+
+
+class StaffAccountsOnlyMixin:
+    """A staff-only admin: its list and every page of one object know only rows of staff accounts (`staff_filter`);
+    the URL of another row answers with the reason and the list, and changes nothing."""
+
+    staff_filter: str
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(**{self.staff_filter: True})
+
+    def _merchant_user_row(self, request, object_id):
+        """The redirect that refuses a page of a merchant user's row, else None (also for a staff member without
+        this page's view permission: Django's own answer, which says nothing about the row)."""
+        if object_id is None or not self.has_view_or_change_permission(request):
+            return None
+        model = self.model
+        try:
+            pk = model._meta.pk.to_python(unquote(str(object_id)))
+        except (ValidationError, ValueError):
+            return None
+        if not model._default_manager.filter(pk=pk).exclude(**{self.staff_filter: True}).exists():
+            return None
+        what = f"{model._meta.verbose_name.capitalize()} #{pk} {'is' if model is User else 'belongs to'}"
+        self.message_user(request, NOT_A_STAFF_ACCOUNT.format(what=what), messages.ERROR)
+        return redirect(reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist"))
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        return (self._merchant_user_row(request, object_id)
+                or super().changeform_view(request, object_id, form_url, extra_context))
+
+    def delete_view(self, request, object_id, extra_context=None):
+        return self._merchant_user_row(request, object_id) or super().delete_view(request, object_id, extra_context)
+
+    def history_view(self, request, object_id, extra_context=None):
+        return self._merchant_user_row(request, object_id) or super().history_view(request, object_id, extra_context)
+
+
+class StaffAccountAdmin(StaffAccountsOnlyMixin, UserAdmin):
+    """Django's user admin for staff accounts only: a merchant user's account, password and history are not
+    reachable, and an account added here is a staff account (it signs in to the admin, never to the portal)."""
+
+    staff_filter = "is_staff"
+    # Every account listed is staff: the columns and filters say what differs among them.
+    list_display = ["username", "email", "first_name", "last_name", "is_superuser", "is_active"]
+    list_filter = ["is_superuser", "is_active", "groups"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # A staff account stays one: switched off with "Active", never turned into a user that looks like a
+        # merchant's (and would leave this list).
+        readonly = list(super().get_readonly_fields(request, obj))
+        return [*readonly, "is_staff"] if obj is not None else readonly
+
+    def user_change_password(self, request, id, form_url=""):
+        return self._merchant_user_row(request, id) or super().user_change_password(request, id, form_url)
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            obj.is_staff = True
+        super().save_model(request, obj, form, change)
+
+
+if admin.site.is_registered(User):
+    admin.site.unregister(User)
+admin.site.register(User, StaffAccountAdmin)
+
+
+class StaffSecondFactorAdmin(StaffAccountsOnlyMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Staff members' second factors (apps.common.staff_signin): who has one, since when it was last used. Never the
+    secret (django-otp's own admin shows a device's QR code to any superuser; this one takes its place). A lost
+    phone: delete the member's authenticator (delete permission); they enrol a new one at their next sign-in, with
+    their password, and whoever deleted it can no longer approve that member's requests, nor the member theirs
+    (docs/staff-access.md, "Independence"). Only staff members' devices: never a merchant user's."""
+
+    staff_filter = "user__is_staff"
     list_display = ["user", "name", "confirmed", "last_used_at"]
     list_filter = ["confirmed"]
     search_fields = ["user__username"]
@@ -295,6 +395,8 @@ class StaffSecondFactorAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_select_related = ["user"]
 
     def has_delete_permission(self, request, obj=None):
+        if obj is not None and not obj.user.is_staff:
+            return False
         return admin.ModelAdmin.has_delete_permission(self, request, obj)
 
 

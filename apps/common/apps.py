@@ -12,12 +12,15 @@ class CommonConfig(AppConfig):
         from django.db.backends.signals import connection_created
 
         from apps.common.history import use_history_aware_cursor
-        from apps.common.independence import account_act_source_register, staff_trail_acts
+        from apps.common.independence import (account_act_source_register, second_factor_trail_acts,
+                                              staff_trail_acts)
 
         # Server-side binding, except inside pghistory contexts (docs/performance.md, "Prepared statements").
         connection_created.connect(use_history_aware_cursor, dispatch_uid="common.history_aware_cursor")
-        # The independence rule reads who made, changed or granted roles to an account from the users' trail.
+        # The independence rule reads who made, changed or granted roles to an account from the users' trail, and who
+        # added or removed its second factor from the devices' trail.
         account_act_source_register(staff_trail_acts)
+        account_act_source_register(second_factor_trail_acts)
 
         # The admin names the platform, not Django.
         admin.site.site_header = "Payments back office"

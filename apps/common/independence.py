@@ -8,7 +8,8 @@ the other, and no third account controls them both (one superuser's two accompli
 from a shell on the server name no person and never count.
 
 The acts come from sources: the explicit AccountAct rows, and each source an app registers for acts its own trail
-already holds (account_act_source_register). A source answers, for a set of subject user ids, who acted on them."""
+already holds (account_act_source_register): apps.common registers the settings trail of users and roles
+(staff_trail_acts) and of second factors (second_factor_trail_acts). A source answers, for a set of subject user ids, who acted on them."""
 
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -133,3 +134,22 @@ def staff_trail_acts(subject_ids: set[int]) -> Iterable[Act]:
                 **{f"{actor}__isnull": True}).values_list(actor, "group_id").distinct():
             for subject_id in by_group[group_id]:
                 yield Act(_as_user_id(actor_id), subject_id, "gave a permission to a role of")
+
+
+SECOND_FACTOR_WHAT = {"insert": "added a second factor to", "update": "confirmed a second factor of",
+                      "delete": "removed the second factor of"}
+
+
+def second_factor_trail_acts(subject_ids: set[int]) -> Iterable[Act]:
+    """The acts the settings trail of second factors holds (apps.common.models): who added, confirmed or removed an
+    authenticator or recovery codes of whose account, by whatever path ran in a context naming a user (the admin,
+    a service called from a request). Enrolling one's own authenticator is no act on another (the rule drops acts
+    on oneself); a shell names none."""
+    from apps.common.models import AuthenticatorEvent, RecoveryCodesEvent
+
+    actor = "pgh_context__metadata__user"
+    for events in (AuthenticatorEvent, RecoveryCodesEvent):
+        for actor_id, subject_id, label in events.objects.filter(user_id__in=subject_ids).exclude(
+                **{f"{actor}__isnull": True}).values_list(actor, "user_id", "pgh_label").distinct():
+            if actor_id := _as_user_id(actor_id):  # a request before sign-in names no user
+                yield Act(actor_id, subject_id, SECOND_FACTOR_WHAT.get(label, "changed a second factor of"))

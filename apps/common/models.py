@@ -177,6 +177,39 @@ GroupPermissionEvent = tracked_elsewhere(GroupPermission, *GRANTS, model_name="G
                                          verbose_name="role (group) permission")
 
 
+# Second factors in the same trail: removing someone's authenticator, or adding one to their account, is taking their
+# seat (docs/staff-access.md, "Independence"). django-otp's device models, like auth's, are tracked through proxies
+# here; never a device's key nor its counters (`last_t`, throttling: they change at every sign-in), only whose device
+# it is, its name and whether it is confirmed (an enrolment confirms the device it created).
+from django_otp.plugins.otp_static.models import StaticDevice  # noqa: E402
+from django_otp.plugins.otp_totp.models import TOTPDevice  # noqa: E402
+
+
+class StaffAuthenticator(TOTPDevice):
+    class Meta:
+        proxy = True
+        app_label = "common"
+        verbose_name = "authenticator"
+
+
+class StaffRecoveryCodes(StaticDevice):
+    class Meta:
+        proxy = True
+        app_label = "common"
+        verbose_name = "recovery codes"
+
+
+SECOND_FACTOR_FIELDS = ["user", "name", "confirmed"]
+SECOND_FACTOR_EVENTS = (pghistory.InsertEvent(), pghistory.DeleteEvent(),
+                        pghistory.UpdateEvent(condition=pghistory.AnyChange("user", "confirmed")))
+AuthenticatorEvent = tracked_elsewhere(StaffAuthenticator, *SECOND_FACTOR_EVENTS, model_name="AuthenticatorEvent",
+                                       fields=SECOND_FACTOR_FIELDS, verbose_name="authenticator (second factor)",
+                                       obj_field=pghistory.ObjForeignKey(related_name="events"))
+RecoveryCodesEvent = tracked_elsewhere(StaffRecoveryCodes, *SECOND_FACTOR_EVENTS, model_name="RecoveryCodesEvent",
+                                       fields=SECOND_FACTOR_FIELDS, verbose_name="recovery codes (second factor)",
+                                       obj_field=pghistory.ObjForeignKey(related_name="events"))
+
+
 class AccountAct(models.Model):
     """One person's act on another person's account that the settings trail does not already hold: an invite they
     made and the invitee accepted, a portal role they granted, an access recovery they asked for or approved. The

@@ -7,8 +7,8 @@ This module is the mechanism only; it knows no domain. Each domain registers its
 merchants the key upload; and the money settings each domain owns (channels, bank codes, currencies, products,
 merchants, the deny list) through apps.common.setting_changes.
 
-Four eyes means two independent people: an approver whose account or roles the requester made or changed in the
-admin is refused (staff_vouched_by, docs/staff-access.md).
+Four eyes means two independent people: an approver whom the requester controls, who controls the requester, or who
+shares a controller with them is refused (apps.common.independence, docs/staff-access.md, "Independence").
 
 The CLI (docs/api.md, "Operations CLI") calls the services directly: a shell on the server is the highest authority,
 and its operator is recorded (`--operator`).
@@ -23,6 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.common import audit
+from apps.common.independence import independence_conflict
 from apps.common.models import StaffRequest
 from apps.common.retry import retry_conflicts
 
@@ -81,24 +82,6 @@ def staff_request_create(*, kind: str, payload: dict, requested_by, reason: str)
     return request
 
 
-def staff_vouched_by(*, user, requester) -> str:
-    """Why `user` is not independent of `requester` ("" when nothing stands in the way): the requester created `user`'s account, set its password, changed its staff, superuser or active flag, granted it a
-    role or a direct permission, or gave one of its roles a permission, in the admin (the settings trail,
-    apps.common.models). Otherwise one superuser makes an accomplice account and approves their own requests
-    (docs/staff-access.md, "Four eyes and staff accounts"). Changes made by create_staff on the server (a shell,
-    the highest authority) name no user and never count."""
-    from apps.common.models import GroupPermissionEvent, UserEvent, UserGroupEvent, UserPermissionEvent
-
-    by_requester = {"pgh_context__metadata__user": requester.pk}
-    if UserEvent.objects.filter(pgh_obj_id=user.pk, **by_requester).exists():
-        return f"{requester.get_username()} created or changed {user.get_username()}'s account"
-    if (UserGroupEvent.objects.filter(user_id=user.pk, **by_requester).exists()
-            or UserPermissionEvent.objects.filter(user_id=user.pk, **by_requester).exists()
-            or GroupPermissionEvent.objects.filter(group_id__in=user.groups.values("pk"), **by_requester).exists()):
-        return f"{requester.get_username()} granted {user.get_username()} a role or permission"
-    return ""
-
-
 def _lock_pending(request_id: int, approver) -> StaffRequest:
     request = StaffRequest.objects.select_for_update().filter(pk=request_id).first()
     if request is None:
@@ -108,11 +91,11 @@ def _lock_pending(request_id: int, approver) -> StaffRequest:
     if request.requested_by_id == getattr(approver, "pk", None):
         raise StaffRequestRefused(f"{approver.get_username()} asked for request #{request.pk}: a second person "
                                   f"must decide it.")
-    # Both ways: the requester's accomplice approving, or an account the approver made asking.
-    vouched = (staff_vouched_by(user=approver, requester=request.requested_by)
-               or staff_vouched_by(user=request.requested_by, requester=approver))
-    if vouched:
-        raise StaffRequestRefused(f"{vouched}: request #{request.pk} needs two independent people.")
+    # Two people, not two accounts: neither controls the other, nor does a third account control both
+    # (docs/staff-access.md, "Independence").
+    conflict = independence_conflict(request.requested_by, approver)
+    if conflict:
+        raise StaffRequestRefused(f"{conflict}. Request #{request.pk} needs two independent people.")
     return request
 
 

@@ -127,6 +127,13 @@ class MerchantAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
         return render_action_form(self, request, form=form, title="Create a merchant", submit_label="Create merchant",
                                   intro="One app, key version 1 and the default products of each currency are created.")
 
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        if db_field.name == "administrators":
+            # Staff accounts only: the admin never lists or relates a merchant's portal users
+            # (docs/staff-access.md, "Independence").
+            kwargs["queryset"] = db_field.remote_field.model._default_manager.filter(is_staff=True)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
     def get_readonly_fields(self, request, obj=None):
         # Who administers a merchant decides who may not review its payouts: only a superuser changes it.
         readonly = list(super().get_readonly_fields(request, obj))

@@ -17,6 +17,7 @@ from apps.callbacks.models import CallbackEvent
 from apps.callbacks.enqueue import callback_enqueue, payout_reversed_payload, payout_terminal_payload
 from apps.channels.routing import Route, order_route
 from apps.common import audit
+from apps.common.independence import independence_conflict
 from apps.common.models import mark_saved
 from apps.common.orders import order_create_or_replay, replay_or_conflict
 from apps.common.retry import retry_conflicts
@@ -187,8 +188,9 @@ def _payout_insert(*, merchant: Merchant, route: Route, mch_order_no: str, amoun
 
 
 def _check_reviewer(payout: Payout, reviewer) -> None:
-    """Who may decide this payout at all: a risk reviewer who neither administers its merchant nor asked for it.
-    The CLI (no user: a shell on the server is the highest authority, docs/api.md, "Operations CLI") is not checked."""
+    """Who may decide this payout at all: a risk reviewer who neither administers its merchant nor asked for it, nor
+    is one person with whoever asked for it (docs/staff-access.md, "Independence"). The CLI (no user: a shell on the
+    server is the highest authority, docs/api.md, "Operations CLI") is not checked."""
     if not getattr(reviewer, "pk", None):
         return
     if not reviewer.has_perm(REVIEW_PERMISSION):
@@ -198,6 +200,9 @@ def _check_reviewer(payout: Payout, reviewer) -> None:
                                   f"and may not review its payouts.")
     if payout.requested_by_id == reviewer.pk:
         raise PayoutActionRefused(f"{reviewer.get_username()} asked for payout {payout} and may not decide it.")
+    if payout.requested_by_id and (conflict := independence_conflict(payout.requested_by, reviewer)):
+        raise PayoutActionRefused(f"{conflict}. {reviewer.get_username()} may not decide payout {payout}, which "
+                                  f"{payout.requested_by.get_username()} asked for.")
 
 
 def _refuse_unless_frozen(payout: Payout) -> None:
@@ -209,7 +214,10 @@ def _refuse_unless_frozen(payout: Payout) -> None:
 
 def _decision_row(payout: Payout, reviewer, *, decision: str, reason: str, label: str) -> PayoutApproval:
     """The reviewer's one decision on this payout; a second decision by the same reviewer is refused (the
-    unique (payout, reviewer) constraint backs this check, which runs under the payout's row lock)."""
+    unique (payout, reviewer) constraint backs this check, which runs under the payout's row lock). An approval
+    counts towards the two a large payout needs only from a second person: a reviewer who is one person with an
+    earlier approver (one made, reset or vouched for the other, or a third account controls both) is refused
+    (docs/staff-access.md, "Independence")."""
     user = reviewer if getattr(reviewer, "pk", None) else None
     if user is not None:
         earlier = payout.approvals.filter(reviewer=user).first()
@@ -217,6 +225,13 @@ def _decision_row(payout: Payout, reviewer, *, decision: str, reason: str, label
             raise PayoutActionRefused(
                 f"{user.get_username()} already decided payout {payout} ({earlier.get_decision_display().lower()}); "
                 f"a different reviewer must give the next decision.")
+        if decision == PayoutApproval.Decision.APPROVE:
+            for approval in payout.approvals.filter(decision=decision, reviewer__isnull=False).select_related(
+                    "reviewer"):
+                if conflict := independence_conflict(approval.reviewer, user):
+                    raise PayoutActionRefused(
+                        f"{conflict}. Payout {payout} needs two independent people's approvals; "
+                        f"{user.get_username()} cannot give the second one after {approval.reviewer.get_username()}.")
     return PayoutApproval.objects.create(payout=payout, reviewer=user, actor_label=label, decision=decision,
                                          reason=reason)
 
