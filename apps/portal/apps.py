@@ -7,3 +7,6 @@ class PortalConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "apps.portal"
     verbose_name = "Merchant portal"
+
+    def ready(self):
+        from apps.portal import staff_requests  # noqa: F401 - registers the access recovery (four eyes)

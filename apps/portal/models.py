@@ -86,8 +86,6 @@ class AccessRecovery(models.Model):
     person is in the cooling-off (apps.portal.recovery)."""
 
     merchant_user = models.ForeignKey(MerchantUser, on_delete=models.PROTECT, related_name="recoveries")
-    staff_request = models.OneToOneField("common.StaffRequest", null=True, blank=True, on_delete=models.PROTECT,
-                                         related_name="+")
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     approved_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     email = models.EmailField(help_text="Where the link was sent: the person's address on record.")
