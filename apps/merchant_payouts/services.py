@@ -32,6 +32,7 @@ from apps.merchants.models import Merchant, MerchantProduct, Product
 from apps.payout.api.serializers import PayoutCreateRequestSerializer
 from apps.payout.selectors import payout_for_merchant
 from apps.payout.services import payout_create
+from apps.portal.recovery import recovery_cooling_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -330,6 +331,14 @@ def _decidable(*, actor, batch_id: int) -> PayoutBatch:
     return batch
 
 
+def _require_not_cooling_off(actor) -> None:
+    """A person whose access was recovered approves no payout for PORTAL_RECOVERY_COOLING_HOURS after (docs/portal.md,
+    "Cooling-off"): whoever took the account over would send the merchant's money at once."""
+    refusal = recovery_cooling_refusal(user_id=actor.user.pk, doing="approve payouts")
+    if refusal:
+        raise BatchRefused(refusal)
+
+
 def _check_decision(actor, batch: PayoutBatch) -> None:
     if batch.status != PayoutBatch.Status.PENDING:
         raise BatchRefused(f"Batch #{batch.pk} is {batch.get_status_display().lower()} already"
@@ -379,6 +388,7 @@ def payout_batch_approve(*, actor, batch_id: int, otp_code: str) -> PayoutBatch:
     under the batch's row lock: of two approvals at once, one approves and the other is told it was approved already.
     The payouts are then created by payout_batch_process (the caller runs it, after this commits)."""
     _require(actor, CHECKER_ROLES, "approve payouts")
+    _require_not_cooling_off(actor)
     _decidable(actor=actor, batch_id=batch_id)
     second_factor_confirm(user=actor.user, code=otp_code)  # committed on its own: a wrong code is counted
     return _approve(actor=actor, batch_id=batch_id)
