@@ -104,7 +104,7 @@ def recovery_conflict(payload: dict, user) -> str:
         conflict = independence_conflict(requester, user)
         if conflict:
             return f"is not independent of {requester.get_username()}, who asked ({conflict})"
-    person = User.objects.filter(pk=MerchantUser.objects.filter(pk=payload.get("merchant_user_id"))
+    person = User.objects.filter(pk__in=MerchantUser.objects.filter(pk=payload.get("merchant_user_id"))
                                  .values("user_id")).first()
     if person is not None:
         conflict = independence_conflict(user, person)
