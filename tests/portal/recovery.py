@@ -41,9 +41,11 @@ def recovery_approved(person, capture, *, requester=None, approver=None) -> str:
 
 
 def recovered(person, capture, *, hours_ago: float = 0) -> None:
-    """`person` recovered, the link used `hours_ago` (0: now)."""
+    """`person` recovered, the link used `hours_ago` (0: now). The person then has no authenticator: a test signs
+    them in with portal_login, which gives them one, as their enrolment would."""
     token = recovery_approved(person, capture)
     recovery.recovery_complete(token=token, password=NEW_PASSWORD)
+    person.user.refresh_from_db()  # the new password's hash: a session made from the old one is over
     if hours_ago:
         AccessRecovery.objects.filter(merchant_user=person).update(used_at=recovery.timezone.now()
                                                                    - timedelta(hours=hours_ago))
