@@ -6,6 +6,7 @@ from django import forms
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
@@ -15,6 +16,7 @@ from apps.common.models import AuditLog
 from apps.common.step_up import SecondFactorRefused
 from apps.merchants.models import Merchant
 from apps.portal import developers
+from apps.portal import selectors as portal_selectors
 from apps.portal.access import has_permission, portal_view
 from apps.portal.developers import PortalNotFound, PortalRefused
 from apps.portal.models import KeyUpload
@@ -179,3 +181,18 @@ def platform_key_pem(request, version: int):
     response = HttpResponse(key.public_key_pem, content_type="application/x-pem-file")
     response["Content-Disposition"] = f'attachment; filename="platform_key_v{version}.pem"'
     return response
+
+
+def waiting_key(merchant_user) -> dict | None:
+    """Home page, "Waiting for you": a key version another owner uploaded, for this owner to confirm."""
+    if not has_permission(merchant_user, "manage_keys"):
+        return None
+    key = developers.key_waiting(merchant=merchant_user.merchant)
+    if key is None or KeyUpload.objects.filter(key=key, uploaded_by=merchant_user.user_id).exists():
+        return None
+    return {"label": f"API key version {key.version} waiting for a second owner's confirmation", "count": 1,
+            "url": reverse("portal:developers") + "#keys"}
+
+
+if waiting_key not in portal_selectors.WAITING_SECTIONS:
+    portal_selectors.WAITING_SECTIONS.append(waiting_key)

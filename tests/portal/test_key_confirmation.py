@@ -61,7 +61,8 @@ def test_a_key_uploaded_in_the_portal_verifies_only_after_a_second_owner_confirm
 
     confirmer = portal_login(Client(), second.user)
     home = confirmer.get("/portal/").content.decode()
-    assert "waits to go live" in home
+    assert "waits to go live" in home and "waiting for a second owner&#x27;s confirmation" in home
+    assert "waiting for a second owner" not in uploader.get("/portal/").content.decode()
     page = _confirm(confirmer, second)
     assert "Key version 2 is live" in page
     assert_ok(_balance(new_key))
