@@ -13,6 +13,7 @@ import io
 import logging
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 from datetime import timedelta
 
 from django.core.exceptions import ObjectDoesNotExist
@@ -32,7 +33,6 @@ from apps.merchants.models import Merchant, MerchantProduct, Product
 from apps.payout.api.serializers import PayoutCreateRequestSerializer
 from apps.payout.selectors import payout_for_merchant
 from apps.payout.services import payout_create
-from apps.portal.recovery import recovery_cooling_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -331,12 +331,23 @@ def _decidable(*, actor, batch_id: int) -> PayoutBatch:
     return batch
 
 
+# Why a person may not approve payouts now (user id -> the words, "" when they may), registered from above: the
+# portal's cooling-off after a person's access was recovered (docs/portal.md, "Cooling-off"), since whoever took an
+# account over would send the merchant's money at once.
+APPROVER_HOLDS: list[Callable[[int], str]] = []
+
+
+def payout_approver_hold_register(hold: Callable[[int], str]) -> None:
+    """Called once from an AppConfig.ready()."""
+    if hold not in APPROVER_HOLDS:
+        APPROVER_HOLDS.append(hold)
+
+
 def _require_not_cooling_off(actor) -> None:
-    """A person whose access was recovered approves no payout for PORTAL_RECOVERY_COOLING_HOURS after (docs/portal.md,
-    "Cooling-off"): whoever took the account over would send the merchant's money at once."""
-    refusal = recovery_cooling_refusal(user_id=actor.user.pk, doing="approve payouts")
-    if refusal:
-        raise BatchRefused(refusal)
+    for hold in APPROVER_HOLDS:
+        refusal = hold(actor.user.pk)
+        if refusal:
+            raise BatchRefused(refusal)
 
 
 def _check_decision(actor, batch: PayoutBatch) -> None:

@@ -222,3 +222,8 @@ def recovery_cooling_refusal(*, user_id: int, doing: str) -> str:
     recovered, until = cooling
     return (f"Your access was recovered on {utc(recovered)}: for your merchant's safety you cannot {doing} until "
             f"{utc(until)}. Another owner can.")
+
+
+def payout_approval_hold(user_id: int) -> str:
+    """The cooling-off as payouts by hand asks for it (apps.merchant_payouts.services.APPROVER_HOLDS)."""
+    return recovery_cooling_refusal(user_id=user_id, doing="approve payouts")
