@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('merchants', '0006_merchantkey_live_from'),
-        ('portal', '0001_merchant_users'),
+        ('portal', '0002_owner_approvals'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
