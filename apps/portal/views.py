@@ -309,10 +309,12 @@ def team(request):
 
 
 def _team_change_allowed(request, action: str) -> None:
-    """No one new, and no new role, for a switched-off merchant, or from a person in the cooling-off after their access
-    was recovered (an accomplice invited as owner would change the callback URLs at once). Switching someone off and
-    withdrawing an invite stay open: they only take access away."""
-    adds = action == "invite" or (action == "member" and request.POST.get("role"))
+    """No one new, no new role and no one switched back on (nor approving another owner's such change) for a
+    switched-off merchant, or from a person in the cooling-off after their access was recovered (an accomplice made
+    an owner would change the callback URLs at once). Switching someone off and withdrawing an invite stay open: they
+    only take access away."""
+    adds = (action in ("invite", "approve-invite", "approve-owner")
+            or (action == "member" and (request.POST.get("role") or request.POST.get("active") == "1")))
     if not adds:
         return
     if not request.merchant.is_active:

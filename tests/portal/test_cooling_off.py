@@ -105,13 +105,30 @@ def test_a_recovered_owner_cannot_invite_people_or_grant_roles_during_the_coolin
     page = client.post("/portal/team/", {"action": "invite", "username": "accomplice@evil.example",
                                          "role": "owner"}).content.decode()
     assert "you cannot invite people or change roles until" in page
-    assert not Invite.objects.exists()
+    assert not Invite.objects.filter(username="accomplice@evil.example").exists()
     page = client.post("/portal/team/", {"action": "member", "member": team["finance"].pk, "role": "owner"},
                        follow=True).content.decode()
     assert "you cannot invite people or change roles until" in page
     team["finance"].refresh_from_db()
     assert team["finance"].role == "finance"
+    # Nor approving another owner's owner invite.
+    from apps.portal.services import invite_create
+
+    waiting = invite_create(merchant=merchant.merchant, username="new-owner@shop.example", role="owner",
+                            actor=team["owner2"].user).invite
+    assert waiting.needs_approval
+    page = client.post("/portal/team/", {"action": "approve-invite", "invite": waiting.pk,
+                                         "code": step_up_code(person.user)}).content.decode()
+    assert "you cannot invite people or change roles until" in page
+    waiting.refresh_from_db()
+    assert waiting.approved_at is None
     # Taking access away stays open.
     client.post("/portal/team/", {"action": "member", "member": team["viewer"].pk, "active": "0"})
+    team["viewer"].refresh_from_db()
+    assert not team["viewer"].is_active
+    # Switching them back on gives access: refused.
+    page = client.post("/portal/team/", {"action": "member", "member": team["viewer"].pk, "active": "1"},
+                       follow=True).content.decode()
+    assert "you cannot invite people or change roles until" in page
     team["viewer"].refresh_from_db()
     assert not team["viewer"].is_active
