@@ -405,9 +405,9 @@ PORTAL_RECOVERY_LINK_HOURS = env.float("PORTAL_RECOVERY_LINK_HOURS", default=24)
 PORTAL_RECOVERY_COOLING_HOURS = env.float("PORTAL_RECOVERY_COOLING_HOURS", default=24)
 PORTAL_KEY_WAIT_HOURS = env.float("PORTAL_KEY_WAIT_HOURS", default=48)
 
-# E-mail to merchant users (a recovery link, notices to a merchant's owners). The console backend prints them where
-# nothing is configured; production sets EMAIL_BACKEND to django.core.mail.backends.smtp.EmailBackend and EMAIL_HOST.
-EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+# E-mail to merchant users (a recovery link, notices to a merchant's owners), through SMTP at EMAIL_HOST. Never the
+# console backend outside development: it would print a recovery link into the logs.
+EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.smtp.EmailBackend")
 EMAIL_HOST = env("EMAIL_HOST", default="localhost")
 EMAIL_PORT = env.int("EMAIL_PORT", default=25)
 EMAIL_HOST_USER = env("EMAIL_HOST_USER", default="")
