@@ -209,3 +209,14 @@ def test_staff_without_the_recovery_permission_cannot_ask(merchant, team):
         "action": "ask_recovery", "_selected_action": [team["owner"].pk], "apply": "1", "reason": "x"})
     assert page.status_code == 403
     assert not StaffRequest.objects.exists()
+
+
+def test_a_lockout_of_the_persons_name_is_lifted_by_the_recovery(merchant, team, django_capture_on_commit_callbacks):
+    from axes.models import AccessAttempt
+
+    person = team["owner"]
+    AccessAttempt.objects.create(username=person.user.username, ip_address="203.0.113.9", user_agent="x",
+                                 path_info="/portal/signin/", get_data="", post_data="", http_accept="*/*",
+                                 failures_since_start=5)
+    recovery_approved(person, django_capture_on_commit_callbacks)
+    assert not AccessAttempt.objects.filter(username=person.user.username).exists()
