@@ -13,8 +13,8 @@ import io
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Callable
 from datetime import timedelta
+from typing import Callable
 
 from django.core.exceptions import ObjectDoesNotExist
 from django.db import IntegrityError, transaction
@@ -344,6 +344,7 @@ def payout_approver_hold_register(hold: Callable[[int], str]) -> None:
 
 
 def _require_not_cooling_off(actor) -> None:
+    """Before anything else of an approval: the holds registered above (the portal's cooling-off)."""
     for hold in APPROVER_HOLDS:
         refusal = hold(actor.user.pk)
         if refusal:

@@ -62,6 +62,10 @@ def merchant_off_refusal(merchant_id: int, doing: str) -> str:
     get 1105."""
     if Merchant.objects.filter(pk=merchant_id, is_active=True).exists():
         return ""
+    return _switched_off(doing)
+
+
+def _switched_off(doing: str) -> str:
     return f"Your merchant account is switched off: you cannot {doing}. Contact our support."
 
 
@@ -79,7 +83,7 @@ def _lock_active_merchant(actor, doing: str) -> Merchant:
     # NO KEY UPDATE: the merchant's orders (rows referring to it) are created meanwhile.
     merchant = Merchant.objects.select_for_update(no_key=True).get(pk=actor.merchant.pk)
     if not merchant.is_active:
-        raise PortalRefused(f"Your merchant account is switched off: you cannot {doing}. Contact our support.")
+        raise PortalRefused(_switched_off(doing))
     return merchant
 
 
@@ -225,9 +229,9 @@ def _key_confirm(*, actor, key_version: int) -> MerchantKey:
 
 
 def portal_key_revoke(*, actor, key_version: int, otp_code: str) -> MerchantKey:
-    """Revoke one of the merchant's key versions: signed requests naming it get 1104 from now on. The last active
-    version cannot be revoked (the merchant would lock itself out of the API). Checked before the code is spent, and
-    again under the locks."""
+    """Revoke one of the merchant's key versions: signed requests naming it get 1104 from now on. The last live
+    version cannot be revoked (the merchant would lock itself out of the API); a waiting one always can. Checked
+    before the code is spent, and again under the locks."""
     _require_change(actor, "revoke keys")
     _revocable(actor=actor, key_version=key_version)
     # Its own committed transaction: a wrong code is counted (throttle, lockout) even though nothing changes.
