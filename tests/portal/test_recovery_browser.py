@@ -51,6 +51,8 @@ def test_a_lost_authenticator_is_recovered_by_two_staff_in_a_browser(live_server
     with chromium() as browser:
         # --- staff: one asks, another approves ---------------------------------------------------------------------
         asker = _staff_page(browser, live_server, "desk-ana", "/admin/portal/merchantuser/")
+        asker.wait_for_selector("#result_list")
+        _fits(asker, "admin-merchant-users-1280")
         asker.check(f"input[name=_selected_action][value='{person.pk}']")
         asker.select_option("select[name=action]", "ask_recovery")
         asker.click("button[name=index]")
