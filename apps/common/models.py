@@ -75,6 +75,8 @@ class StaffRequest(models.Model):
         PRODUCT_SETTING = "product_setting", "Product change (fees, limits)"
         MERCHANT_SETTING = "merchant_setting", "Merchant change (callbacks, currencies, products)"
         DENY_LIST_SETTING = "deny_list_setting", "Deny-list change"
+        # A merchant user who lost their authenticator or password (apps.portal.staff_requests).
+        ACCESS_RECOVERY = "access_recovery", "Merchant user access recovery"
 
     class Status(models.TextChoices):
         PENDING = "PENDING", "Pending approval"

@@ -14,6 +14,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Callable
 
 from django.core.exceptions import ObjectDoesNotExist
 from django.db import IntegrityError, transaction
@@ -330,6 +331,26 @@ def _decidable(*, actor, batch_id: int) -> PayoutBatch:
     return batch
 
 
+# Why a person may not approve payouts now (user id -> the words, "" when they may), registered from above: the
+# portal's cooling-off after a person's access was recovered (docs/portal.md, "Cooling-off"), since whoever took an
+# account over would send the merchant's money at once.
+APPROVER_HOLDS: list[Callable[[int], str]] = []
+
+
+def payout_approver_hold_register(hold: Callable[[int], str]) -> None:
+    """Called once from an AppConfig.ready()."""
+    if hold not in APPROVER_HOLDS:
+        APPROVER_HOLDS.append(hold)
+
+
+def _require_not_cooling_off(actor) -> None:
+    """Before anything else of an approval: the holds registered above (the portal's cooling-off)."""
+    for hold in APPROVER_HOLDS:
+        refusal = hold(actor.user.pk)
+        if refusal:
+            raise BatchRefused(refusal)
+
+
 def _check_decision(actor, batch: PayoutBatch) -> None:
     if batch.status != PayoutBatch.Status.PENDING:
         raise BatchRefused(f"Batch #{batch.pk} is {batch.get_status_display().lower()} already"
@@ -379,6 +400,7 @@ def payout_batch_approve(*, actor, batch_id: int, otp_code: str) -> PayoutBatch:
     under the batch's row lock: of two approvals at once, one approves and the other is told it was approved already.
     The payouts are then created by payout_batch_process (the caller runs it, after this commits)."""
     _require(actor, CHECKER_ROLES, "approve payouts")
+    _require_not_cooling_off(actor)
     _decidable(actor=actor, batch_id=batch_id)
     second_factor_confirm(user=actor.user, code=otp_code)  # committed on its own: a wrong code is counted
     return _approve(actor=actor, batch_id=batch_id)

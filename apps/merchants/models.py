@@ -50,6 +50,9 @@ class MerchantKey(models.Model):
     fingerprint = models.CharField(max_length=64)
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # A version uploaded in the portal verifies only from this moment (docs/portal.md, "Key confirmation"); empty: from
+    # its creation.
+    live_from = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["merchant", "version"]
@@ -58,6 +61,10 @@ class MerchantKey(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+    def is_live(self, now) -> bool:
+        """Verifies signed requests at `now`: not revoked, and live (confirmed, or its waiting time over)."""
+        return self.revoked_at is None and (self.live_from is None or self.live_from <= now)
 
     def __str__(self) -> str:
         return f"{self.merchant.merchant_no} v{self.version}"

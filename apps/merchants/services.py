@@ -137,17 +137,20 @@ def merchant_key_add(*, merchant_no: str, public_key_pem: str, actor=None) -> Me
     return merchant_key_add_in_transaction(merchant_no=merchant_no, public_key_pem=public_key_pem, actor=actor)
 
 
-def merchant_key_add_in_transaction(*, merchant_no: str, public_key_pem: str, actor=None) -> MerchantKey:
-    """The key upload inside the caller's transaction (an approved staff request, apps.common.staff_requests)."""
+def merchant_key_add_in_transaction(*, merchant_no: str, public_key_pem: str, actor=None,
+                                    live_from=None) -> MerchantKey:
+    """The key upload inside the caller's transaction (an approved staff request, apps.common.staff_requests).
+    `live_from`: the version verifies only from then (a portal upload waiting for a second owner); None: at once."""
     merchant = Merchant.objects.select_for_update().filter(merchant_no=merchant_no).first()
     if merchant is None:
         raise MerchantInputError(f"unknown merchant {merchant_no}")
     fingerprint = public_key_check(public_key_pem)
     last = merchant.keys.order_by("-version").values_list("version", flat=True).first() or 0
     key = MerchantKey.objects.create(merchant=merchant, version=last + 1, public_key_pem=public_key_pem.strip() + "\n",
-                                     fingerprint=fingerprint)
+                                     fingerprint=fingerprint, live_from=live_from)
     audit.record(actor=actor, actor_label=None if actor else "cli", action="merchant_key.add", obj=key,
-                 new={"version": key.version, "fingerprint": fingerprint})
+                 new={"version": key.version, "fingerprint": fingerprint,
+                      **({"live_from": live_from.isoformat()} if live_from else {})})
     return key
 
 

@@ -7,3 +7,10 @@ class PortalConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "apps.portal"
     verbose_name = "Merchant portal"
+
+    def ready(self):
+        from apps.merchant_payouts.services import payout_approver_hold_register
+        from apps.portal import staff_requests  # noqa: F401 - registers the access recovery (four eyes)
+        from apps.portal.recovery import payout_approval_hold
+
+        payout_approver_hold_register(payout_approval_hold)

@@ -6,15 +6,21 @@ from django import forms
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
+from apps.common.formatting import utc
 from apps.common.models import AuditLog
 from apps.common.step_up import SecondFactorRefused
 from apps.merchants.models import Merchant
 from apps.portal import developers
+from apps.portal import selectors as portal_selectors
 from apps.portal.access import has_permission, portal_view
 from apps.portal.developers import PortalNotFound, PortalRefused
+from apps.portal.models import KeyUpload
+from apps.portal.recovery import recovery_cooling_refusal
 
 CODE_WIDGET = forms.TextInput(attrs={"autocomplete": "one-time-code", "inputmode": "numeric", "pattern": "[0-9 ]*",
                                      "maxlength": 7, "size": 8})
@@ -42,12 +48,24 @@ def _page(request, *, status: int = 200, **extra):
     urls = {"collection_callback_url": merchant.collection_callback_url,
             "payout_callback_url": merchant.payout_callback_url}
     keys = developers.merchant_keys(merchant=merchant)
-    active = sum(key.is_active for key in keys)
+    now = timezone.now()
+    uploaders = dict(KeyUpload.objects.filter(merchant=merchant).values_list("key_id", "uploaded_by_id"))
+    for key in keys:
+        key.live = key.is_live(now)
+        key.waiting = key.is_active and not key.live
+        key.mine = uploaders.get(key.pk) == request.user.pk
+    live = sum(key.live for key in keys)
+    # Why this person may not change keys or callback URLs now, said once at the top (each refusal says it too).
+    blocked = ""
+    if has_permission(request.merchant_user, "manage_keys"):
+        blocked = (developers.merchant_off_refusal(merchant.pk, "change API keys or callback URLs")
+                   or recovery_cooling_refusal(user_id=request.user.pk, doing="change API keys or callback URLs"))
     tests = (AuditLog.objects.filter(action="callback.test", object_type="merchants.merchant",
                                      object_id=str(merchant.pk)).order_by("-id")[:5]
              if has_permission(request.merchant_user, "send_test_callback") else [])
     context = {
-        "title": "Developers", "keys": keys, "active_keys": active,
+        "title": "Developers", "keys": keys, "live_keys": live, "blocked": blocked,
+        "key_wait_hours": developers.key_wait_hours(),
         "platform_keys": developers.platform_keys_published(), "urls": urls,
         "upload_form": KeyUploadForm(), "recent_tests": tests,
         "urls_form": CallbackUrlsForm(initial={**urls, **{f"was_{name}": value for name, value in urls.items()}}),
@@ -77,9 +95,25 @@ def key_upload(request):
     except (PortalRefused, SecondFactorRefused) as exc:
         form.add_error(None, str(exc))
         return _page(request, upload_form=form, status=400)
-    messages.success(request, f"Key version {key.version} added (fingerprint {key.fingerprint[:16]}…). Sign your "
-                              f"requests with key_version {key.version}; the older versions keep working until you "
-                              "revoke them.")
+    messages.success(request, f"Key version {key.version} added (fingerprint {key.fingerprint[:16]}…). It signs "
+                              f"requests once another owner confirms it, or from {utc(key.live_from)}; your other "
+                              "owners are told. Until then keep signing with your current version.")
+    return redirect("portal:developers")
+
+
+@sensitive_post_parameters("code")
+@require_POST
+@portal_view("manage_keys")
+def key_confirm(request, version: int):
+    try:
+        developers.portal_key_confirm(actor=request.merchant_user, key_version=version,
+                                      otp_code=request.POST.get("code", ""))
+    except PortalNotFound:
+        raise Http404 from None
+    except (PortalRefused, SecondFactorRefused) as exc:
+        messages.error(request, str(exc))
+        return redirect("portal:developers")
+    messages.success(request, f"Key version {version} is live: requests signed with it verify from now on.")
     return redirect("portal:developers")
 
 
@@ -147,3 +181,18 @@ def platform_key_pem(request, version: int):
     response = HttpResponse(key.public_key_pem, content_type="application/x-pem-file")
     response["Content-Disposition"] = f'attachment; filename="platform_key_v{version}.pem"'
     return response
+
+
+def waiting_key(merchant_user) -> dict | None:
+    """Home page, "Waiting for you": a key version another owner uploaded, for this owner to confirm."""
+    if not has_permission(merchant_user, "manage_keys"):
+        return None
+    key = developers.key_waiting(merchant=merchant_user.merchant)
+    if key is None or KeyUpload.objects.filter(key=key, uploaded_by=merchant_user.user_id).exists():
+        return None
+    return {"label": f"API key version {key.version} waiting for a second owner's confirmation", "count": 1,
+            "url": reverse("portal:developers") + "#keys"}
+
+
+if waiting_key not in portal_selectors.WAITING_SECTIONS:
+    portal_selectors.WAITING_SECTIONS.append(waiting_key)

@@ -77,3 +77,62 @@ class Invite(models.Model):
 
     def __str__(self) -> str:
         return f"invite {self.username} ({self.merchant.merchant_no}, {self.role})"
+
+
+class AccessRecovery(models.Model):
+    """A merchant user's access recovered by two staff (docs/staff-access.md, "Recovering a merchant user's access"):
+    made when the staff request is approved. The one-time link is e-mailed to the person; only the SHA-256 of its
+    token is stored; it expires and is used at most once (`used_at`, set under the row lock). From `used_at` the
+    person is in the cooling-off (apps.portal.recovery)."""
+
+    merchant_user = models.ForeignKey(MerchantUser, on_delete=models.PROTECT, related_name="recoveries")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    approved_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    email = models.EmailField(help_text="Where the link was sent: the person's address on record.")
+    token_hash = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True, help_text="A later recovery of the same person.")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["merchant_user", "used_at"], name="portal_recovery_user_used_idx")]
+        permissions = [("recover_access", "Can ask for and approve a merchant user's access recovery")]
+
+    def __str__(self) -> str:
+        return f"recovery of {self.merchant_user_id} ({self.created_at:%Y-%m-%d %H:%M})"
+
+
+class Notice(models.Model):
+    """A message to one merchant user, shown on the portal's home page until they dismiss it: another owner's access
+    was recovered, a key version waits to go live (docs/portal.md, "Notices")."""
+
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="+")
+    merchant_user = models.ForeignKey(MerchantUser, on_delete=models.PROTECT, related_name="notices")
+    subject = models.CharField(max_length=200)
+    body = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    dismissed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["merchant_user", "dismissed_at"], name="portal_notice_open_idx")]
+
+    def __str__(self) -> str:
+        return f"notice to {self.merchant_user_id}: {self.subject}"
+
+
+class KeyUpload(models.Model):
+    """Who uploaded a key version in the portal, and who confirmed it: the version is live once a second, independent
+    owner confirms it, or else from its `live_from` (docs/portal.md, "Key confirmation")."""
+
+    key = models.OneToOneField("merchants.MerchantKey", on_delete=models.PROTECT, related_name="portal_upload")
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="+")
+    uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    confirmed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                     related_name="+")
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"upload of key {self.key_id} by {self.uploaded_by_id}"

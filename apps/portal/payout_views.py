@@ -23,6 +23,7 @@ from apps.payout.models import Payout
 from apps.portal import selectors as portal_selectors
 from apps.portal.access import has_permission, portal_view
 from apps.portal.developer_views import CODE_WIDGET
+from apps.portal.recovery import recovery_cooling_refusal
 
 PAGE = 50
 # An approval creates up to this many payouts in its own request (the person sees every row's result at once); a
@@ -218,6 +219,7 @@ def batch_detail(request, batch_id: int):
         if may_decide and not is_maker else "",
         "no_checker": pending and not portal_selectors.independent_owners(merchant_id=request.merchant.pk,
                                                                           of_user=batch.created_by),
+        "cooling": may_decide and recovery_cooling_refusal(user_id=request.user.pk, doing="approve payouts"),
         "code_widget": CODE_WIDGET.render("code", "", attrs={"id": "id_code", "class": "code-input", "required": True}),
         "counts": {status: sum(row.status == status for row in rows) for status in ("PENDING", "CREATED", "FAILED")},
     })

@@ -20,7 +20,7 @@ from apps.common.step_up import SecondFactorRefused
 from apps.ledger.services import statement_get
 from apps.ledger.statements import statement_data, statement_today
 from apps.payout.models import Payout, mask_account
-from apps.portal import selectors, services
+from apps.portal import notices, recovery, selectors, services
 from apps.portal.access import has_permission, merchant_time, portal_view, secure
 from apps.portal.developer_views import CODE_WIDGET
 from apps.callbacks.resend import callback_resend_by_merchant
@@ -38,7 +38,19 @@ def home(request):
         "balances": selectors.balances(merchant_id=merchant.pk),
         "today": selectors.today(merchant_id=merchant.pk),
         "waiting": selectors.waiting_for_merchant(request.merchant_user),
+        "notices": notices.notices_open(merchant_user=request.merchant_user),
+        "cooling": recovery.recovery_cooling(user_id=request.user.pk),
     })
+
+
+@require_POST
+@portal_view("view_home")
+def notice_dismiss(request, notice_id: int):
+    try:
+        notices.notice_dismiss(merchant_user=request.merchant_user, notice_id=notice_id)
+    except notices.NoticeNotFound:
+        raise Http404("no such notice") from None
+    return redirect("portal:home")
 
 
 # --- lists and CSV -------------------------------------------------------------------------------------------------
@@ -174,7 +186,13 @@ def payout_detail(request, platform_order_no: str):
 @require_POST
 @portal_view("resend_callbacks")
 def callback_resend(request, event_id: int):
-    """Re-send one callback of the merchant's: the rules and per-merchant limit of POST /openapi/v1/callbacks/resend."""
+    """Re-send one callback of the merchant's: the rules and per-merchant limit of POST /openapi/v1/callbacks/resend
+    (a switched-off merchant's calls get 1105: so does its portal)."""
+    if not request.merchant.is_active:
+        messages.error(request, "Your merchant account is switched off: callbacks cannot be sent again. Contact our "
+                                "support.")
+        back = request.POST.get("back", "")
+        return redirect(back if back.startswith("/portal/") else "portal:home")
     try:
         event = callback_resend_by_merchant(merchant=request.merchant, event_id=event_id, person=request.user)
     except DomainError as exc:
@@ -228,6 +246,7 @@ def team(request):
     if request.method == "POST":
         action = request.POST.get("action")
         try:
+            _team_change_allowed(request, action)
             if action == "invite" and invite_form.is_valid():
                 created = services.invite_create(merchant=merchant, actor=request.user,
                                                  username=invite_form.cleaned_data["username"],
@@ -289,6 +308,23 @@ def team(request):
     })
 
 
+def _team_change_allowed(request, action: str) -> None:
+    """No one new, no new role and no one switched back on (nor approving another owner's such change) for a
+    switched-off merchant, or from a person in the cooling-off after their access was recovered (an accomplice made
+    an owner would change the callback URLs at once). Switching someone off and withdrawing an invite stay open: they
+    only take access away."""
+    adds = (action in ("invite", "approve-invite", "approve-owner")
+            or (action == "member" and (request.POST.get("role") or request.POST.get("active") == "1")))
+    if not adds:
+        return
+    if not request.merchant.is_active:
+        raise services.InviteError("Your merchant account is switched off: you cannot invite people or change roles. "
+                                   "Contact our support.")
+    refusal = recovery.recovery_cooling_refusal(user_id=request.user.pk, doing="invite people or change roles")
+    if refusal:
+        raise services.InviteError(refusal)
+
+
 # --- invite link (no sign-in) --------------------------------------------------------------------------------------
 
 @sensitive_post_parameters()
@@ -313,3 +349,30 @@ def invite_accept(request, token: str):
                                       "an authenticator app.")
             return secure(redirect("portal:signin"))
     return secure(render(request, "portal/signin/invite.html", {"invite": invite, "form": form}))
+
+
+# --- recovery link (no sign-in) ------------------------------------------------------------------------------------
+
+@sensitive_post_parameters()
+@csrf_protect
+@never_cache
+def recovery_accept(request, token: str):
+    """The one-time link of an access recovery: the person chooses a new password; signing in next enrols their new
+    authenticator (docs/staff-access.md, "Recovering a merchant user's access")."""
+    found = recovery.recovery_open(token)
+    if found is None:
+        return secure(render(request, "portal/signin/recover_invalid.html", status=404))
+    form = InviteAcceptForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            recovery.recovery_complete(token=token, password=form.cleaned_data["password1"])
+        except recovery.RecoveryRefused:
+            return secure(render(request, "portal/signin/recover_invalid.html", status=404))
+        except ValidationError as exc:  # a password the validators refuse
+            form.add_error("password1", exc)
+        else:
+            messages.success(request, "Your new password is set. Sign in with it; you will then add your new "
+                                      "authenticator app.")
+            return secure(redirect("portal:signin"))
+    return secure(render(request, "portal/signin/recover.html", {"recovery": found, "form": form,
+                                                                 "cooling_hours": recovery.cooling_hours()}))

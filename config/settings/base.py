@@ -397,3 +397,21 @@ STAFF_RECOVERY_CODES = 10
 # operator). No context for GET requests.
 PGHISTORY_MIDDLEWARE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 PGHISTORY_APPEND_ONLY = True  # event tables: a database trigger refuses UPDATE and DELETE (below for AuditLog)
+
+# The merchant portal's safeguards around a person's access (docs/portal.md, docs/staff-access.md): a recovery link
+# works this long; for this long after it is used the person changes no key or callback URL and approves no payout;
+# a key version uploaded in the portal verifies once a second owner confirms it, or after this wait.
+PORTAL_RECOVERY_LINK_HOURS = env.float("PORTAL_RECOVERY_LINK_HOURS", default=24)
+PORTAL_RECOVERY_COOLING_HOURS = env.float("PORTAL_RECOVERY_COOLING_HOURS", default=24)
+PORTAL_KEY_WAIT_HOURS = env.float("PORTAL_KEY_WAIT_HOURS", default=48)
+
+# E-mail to merchant users (a recovery link, notices to a merchant's owners), through SMTP at EMAIL_HOST. Never the
+# console backend outside development: it would print a recovery link into the logs.
+EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="Payment Platform <no-reply@localhost>")

@@ -27,3 +27,5 @@ DEBUG = env.bool("DEBUG", default=True)
 CALLBACK_ALLOW_PRIVATE_HOSTS = env.bool("CALLBACK_ALLOW_PRIVATE_HOSTS", default=True)
 # A channel may point at a local upstream emulator in development (docs/channels.md).
 CHANNEL_API_BASE_URL_OVERRIDE = env.bool("CHANNEL_API_BASE_URL_OVERRIDE", default=True)
+# E-mails (a recovery link, notices) printed in the terminal of `make run`: there is no mail server in development.
+EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")

@@ -41,3 +41,5 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = False
 SANDBOX_PAYOUT_SETTLE_SECONDS = 0.2
 SANDBOX_PAYOUT_RETURN_SECONDS = 0.5
+# E-mails stay in memory (django.core.mail.outbox), in processes a test starts as well.
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"

@@ -105,7 +105,11 @@ def _build_world(merchant):
                                                  "amount": 500},
                                         summary="Credit 5.00 PHP", reason="goodwill")
     beat, _ = Heartbeat.objects.update_or_create(name="payout.sweeper", defaults={"beat_at": timezone.now()})
-    return {"auth.user": someone, "payout.payoutreviewqueue": frozen, "common.staffrequest": asked,
+    from apps.portal.models import MerchantUser
+    from tests.portal.support import portal_user
+
+    person = MerchantUser.objects.get(user=portal_user(merchant, "owner"))  # a merchant user, with an authenticator
+    return {"auth.user": someone, "portal.merchantuser": person, "payout.payoutreviewqueue": frozen, "common.staffrequest": asked,
             "common.operationsoverview": OperationsOverview.objects.get(pk=beat.pk),
             "payout.payout": Payout.objects.get(pk=paid.pk), "callbacks.callbackevent": event,
             "merchants.merchantkey": MerchantKey.objects.get(merchant=merchant.merchant),
@@ -226,6 +230,9 @@ ACTIONS = {
         ["common.adjust_balance", *sorted({spec.permission for spec in KINDS.values()} - {"common.adjust_balance"})],
         lambda w: {"apply": "1", "reason": "checked"},
         lambda w: StaffRequest.objects.get(pk=w["common.staffrequest"].pk).status == "APPROVED"),
+    ("portal.merchantuser", "ask_recovery"): (  # asks for the recovery; a second person approves it
+        ["portal.recover_access"], lambda w: {"apply": "1", "reason": "lost phone, called back"},
+        lambda w: StaffRequest.objects.filter(kind=StaffRequest.Kind.ACCESS_RECOVERY).exists()),
     ("common.staffrequest", "reject_selected"): (
         ["common.adjust_balance", *sorted({spec.permission for spec in KINDS.values()} - {"common.adjust_balance"})],
         lambda w: {"apply": "1", "reason": "no ticket"},

@@ -14,7 +14,8 @@ def test_each_kind_is_registered_by_its_own_domain():
     assert {kind: owner for kind, owner in owners.items() if owner != "apps.common.setting_changes"} == {
         StaffRequest.Kind.PAYOUT_REVERSAL: "apps.payout.staff_requests",
         StaffRequest.Kind.BALANCE_ADJUSTMENT: "apps.ledger.staff_requests",
-        StaffRequest.Kind.MERCHANT_KEY: "apps.merchants.staff_requests"}
+        StaffRequest.Kind.MERCHANT_KEY: "apps.merchants.staff_requests",
+        StaffRequest.Kind.ACCESS_RECOVERY: "apps.portal.staff_requests"}
     # Money settings: the mechanism is common's, each kind's models and role are its domain's.
     settings_kinds = {kind: ({m._meta.label for m in spec.apply.models}, spec.permission) for kind, spec in KINDS.items()
                       if owners[kind] == "apps.common.setting_changes"}

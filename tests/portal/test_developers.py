@@ -32,14 +32,19 @@ def _balance(ctx: MerchantCtx):
 # --- keys ------------------------------------------------------------------------------------------------------
 
 
-def test_owner_uploads_a_key_with_a_fresh_code_and_it_signs_requests_at_once(merchant, team, rsa_keys):
+def test_owner_uploads_a_key_with_a_fresh_code_and_it_signs_requests_once_a_second_owner_confirms_it(
+        merchant, team, rsa_keys):
     owner = team["owner"]
     key = developers.portal_key_upload(actor=owner, public_key_pem=_pem(rsa_keys[2]), otp_code=owner.code())
     assert key.version == 2 and key.merchant_id == merchant.merchant.pk
-    assert_ok(_balance(dataclasses.replace(merchant, key_version=2, private_key=rsa_keys[2])))
-    assert_ok(_balance(merchant))  # version 1 keeps verifying until revoked (docs/api.md, "Keys")
+    new_key = dataclasses.replace(merchant, key_version=2, private_key=rsa_keys[2])
+    assert_error(_balance(new_key), "1104", 401)  # waiting: the new version does not verify yet
+    assert_ok(_balance(merchant))  # version 1 keeps verifying (docs/api.md, "Keys")
     row = AuditLog.objects.get(action="merchant_key.add", object_id=str(key.pk))
     assert (row.actor_id, row.actor_label) == (owner.user.pk, owner.user.username)
+    developers.portal_key_confirm(actor=team["owner2"], key_version=2, otp_code=team["owner2"].code())
+    assert_ok(_balance(new_key))
+    assert_ok(_balance(merchant))
 
 
 @pytest.mark.parametrize("role", ["finance", "developer", "viewer"])
@@ -66,8 +71,8 @@ def test_a_code_already_used_is_refused_the_second_time(team, rsa_keys):
     code = owner.code()
     developers.portal_key_upload(actor=owner, public_key_pem=_pem(rsa_keys[2]), otp_code=code)
     with pytest.raises(SecondFactorRefused, match="already used"):
-        developers.portal_key_revoke(actor=owner, key_version=1, otp_code=code)
-    assert MerchantKey.objects.get(merchant=owner.merchant, version=1).revoked_at is None
+        developers.portal_key_revoke(actor=owner, key_version=2, otp_code=code)
+    assert MerchantKey.objects.get(merchant=owner.merchant, version=2).revoked_at is None
 
 
 @pytest.mark.parametrize("pem, words", [
@@ -105,6 +110,7 @@ def test_the_active_key_again_is_refused(merchant, team, rsa_keys):
 def test_owner_revokes_an_old_key_and_requests_signed_with_it_get_1104(merchant, team, rsa_keys):
     owner = team["owner"]
     developers.portal_key_upload(actor=owner, public_key_pem=_pem(rsa_keys[2]), otp_code=owner.code())
+    developers.portal_key_confirm(actor=team["owner2"], key_version=2, otp_code=team["owner2"].code())
     developers.portal_key_revoke(actor=owner, key_version=1, otp_code=owner.code())
     assert_error(_balance(merchant), "1104", 401)
     assert_ok(_balance(dataclasses.replace(merchant, key_version=2, private_key=rsa_keys[2])))
@@ -112,10 +118,10 @@ def test_owner_revokes_an_old_key_and_requests_signed_with_it_get_1104(merchant,
     assert row.actor_id == owner.user.pk and row.new == {"version": 1}
 
 
-def test_the_last_active_key_cannot_be_revoked(merchant, team):
+def test_the_last_live_key_cannot_be_revoked(merchant, team):
     owner = team["owner"]
     code = owner.code()
-    with pytest.raises(PortalRefused, match="last active key"):
+    with pytest.raises(PortalRefused, match="last live key"):
         developers.portal_key_revoke(actor=owner, key_version=1, otp_code=code)
     assert device_of(owner).last_t == -1  # refused before the code was spent
     assert_ok(_balance(merchant))
@@ -134,6 +140,7 @@ def test_revoking_is_scoped_to_the_owners_merchant(merchant, other_merchant, tea
 def test_two_owners_revoking_the_two_last_keys_at_once_leave_one_active(merchant, team, rsa_keys, monkeypatch):
     owners = [team["owner"], team["owner2"]]
     developers.portal_key_upload(actor=owners[0], public_key_pem=_pem(rsa_keys[2]), otp_code=owners[0].code())
+    developers.portal_key_confirm(actor=owners[1], key_version=2, otp_code=owners[1].code())  # both live
     checked = developers._revocable
 
     def slow_check(**kwargs):  # widen the window between the locked check and the write

@@ -116,10 +116,12 @@ def test_owner_adds_and_revokes_a_key_on_the_page(merchant, team, rsa_keys):
     assert MerchantKey.objects.filter(merchant=merchant.merchant).count() == 2
     bad = owner.post("/portal/developers/keys/", {"public_key_text": "nope", "code": step_up_code(team["owner"].user)})
     assert bad.status_code == 400 and "not a PEM public key" in bad.content.decode()
-    wrong = owner.post("/portal/developers/keys/1/revoke/", {"code": "000000"}, follow=True)
+    wrong = owner.post("/portal/developers/keys/2/revoke/", {"code": "000000"}, follow=True)
     assert "not right" in wrong.content.decode()
-    owner.post("/portal/developers/keys/1/revoke/", {"code": step_up_code(team["owner"].user)})
-    assert MerchantKey.objects.get(merchant=merchant.merchant, version=1).revoked_at is not None
+    # Version 1 is the last live key while version 2 waits; the waiting one can be withdrawn.
+    owner.post("/portal/developers/keys/2/revoke/", {"code": step_up_code(team["owner"].user)})
+    assert MerchantKey.objects.get(merchant=merchant.merchant, version=2).revoked_at is not None
+    assert MerchantKey.objects.get(merchant=merchant.merchant, version=1).revoked_at is None
 
 
 def test_owner_changes_callback_urls_on_the_page(merchant, team):

@@ -123,6 +123,9 @@ class SignedRequestAuthentication(BaseAuthentication):
             raise ApiError(ErrorCode.UNKNOWN_CREDENTIALS)
         if key.revoked_at is not None:
             raise ApiError(ErrorCode.UNKNOWN_CREDENTIALS, "key_version is revoked.")
+        # A version uploaded in the portal waits for a second owner or its delay (docs/portal.md, "Key confirmation").
+        if key.live_from is not None and key.live_from.timestamp() > time.time():
+            raise ApiError(ErrorCode.UNKNOWN_CREDENTIALS, "key_version is not live yet.")
         if not key.merchant.is_active or not key.app.is_active:
             raise ApiError(ErrorCode.MERCHANT_DISABLED)
 
