@@ -93,18 +93,14 @@ def recovery_describe(payload: dict) -> str:
 
 def recovery_conflict(payload: dict, user) -> str:
     """Why `user` may neither ask for nor decide this recovery ("" when nothing stands in the way): they administer
-    the merchant, they are not independent of the requester, or they control the person's account (the insider who
-    set the person's password is not the one to recover it)."""
+    the merchant, or they control the person's account or share a controller with it (the insider who set the
+    person's password is not the one to recover it)."""
     conflict = merchant_administrator_conflict(merchant_no=payload.get("merchant_no", ""), user=user)
     if conflict:
         return conflict
-    User = get_user_model()
-    requester = User.objects.filter(pk=payload.get("requested_by")).first()
-    if requester is not None and requester.pk != user.pk:
-        conflict = independence_conflict(requester, user)
-        if conflict:
-            return f"is not independent of {requester.get_username()}, who asked ({conflict})"
-    person = User.objects.filter(pk__in=MerchantUser.objects.filter(pk=payload.get("merchant_user_id"))
+    # The requester and the approver are two independent people: the staff request mechanism checks that for every
+    # kind (apps.common.staff_requests).
+    person = get_user_model().objects.filter(pk__in=MerchantUser.objects.filter(pk=payload.get("merchant_user_id"))
                                  .values("user_id")).first()
     if person is not None:
         conflict = independence_conflict(user, person)

@@ -136,7 +136,8 @@ def test_an_approver_who_shares_a_controller_with_the_requester_is_refused(merch
     request = StaffRequest.objects.get(kind=StaffRequest.Kind.ACCESS_RECOVERY)
     with django_capture_on_commit_callbacks(execute=True):
         page = _decide(admin_login(Client(), ben), request.pk).content.decode()
-    assert "is not independent of desk-ana" in page and "root" in page
+    assert "desk-ana and desk-ben are not independent" in page and "root created" in page
+    assert "needs two independent people" in page
     request.refresh_from_db()
     assert request.status == StaffRequest.Status.PENDING
     _unchanged(person, devices_before=1)
