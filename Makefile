@@ -81,10 +81,13 @@ faults: install redis-server
 # of its own, <DATABASE_URL's name>_soak, recreated) and a private redis-server, many concurrent actors and faults on
 # a schedule for SOAK_SECONDS (default 90), then the checks: ONE JSON object on stdout, exit 1 if any check fails.
 # SOAK_SEED=N repeats a run's choices (the seed is printed). make test runs a 90-second one (tests/soak/test_soak.py).
+# SOAK_STACK=make-run: the actors against `make run`'s own default stack instead (embedded PostgreSQL and Valkey in a
+# copy of the checkout; the sandbox deployment, no faults: docs/development.md).
 SOAK_SECONDS ?= 90
 soak: export DJANGO_SETTINGS_MODULE = config.settings.test
 soak: install redis-server
-	uv run python -m tests.soak.harness --seconds $(SOAK_SECONDS) $(if $(SOAK_SEED),--seed $(SOAK_SEED),)
+	uv run python -m tests.soak.harness --seconds $(SOAK_SECONDS) $(if $(SOAK_SEED),--seed $(SOAK_SEED),) \
+	  $(if $(SOAK_STACK),--stack $(SOAK_STACK),)
 
 redis-server:
 	@command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }

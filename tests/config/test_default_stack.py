@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from django.conf import settings
 
+from tests.support.make_run import MakeRun, copy_checkout, environment
 from tests.support.receiver import CallbackReceiver
 from tests.support.wait import wait_until
 
@@ -42,118 +43,11 @@ SETTLED_PAYOUT = {"SUCCESS", "FAILED"}
 STOPPED = re.compile(r"^make run: stopped on (.+?): every process and the embedded servers", re.M)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def checkout():
-    """This checkout's files without .venv, var/ and git: what a fresh clone holds. Outside pytest's tmp tree and
-    readable by all: as root the embedded PostgreSQL runs as the wheel's system user, which must reach var/."""
-    top = Path(tempfile.mkdtemp(prefix="default-stack-"))
-    top.chmod(0o755)
-    copy = top / "checkout"
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(
-        ".venv", "var", ".git", "__pycache__", ".pytest_cache", ".hypothesis", "control", "*.pem", "node_modules"))
-    copy.chmod(0o755)
+    copy = copy_checkout()
     yield copy
-    shutil.rmtree(top, ignore_errors=True)
-
-
-def _environment() -> dict:
-    """A newcomer's shell: none of the suite's variables. The copy runs on this suite's .venv (the same lock) and
-    `uv run` leaves it as it is (the SDK's editable install points at this checkout, not the copy)."""
-    drop = {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE", "API_ROOT", "PORT",
-            "EMBEDDED_PGDATA", "EMBEDDED_VALKEY_DIR", "PROMETHEUS_MULTIPROC_DIR", "VIRTUAL_ENV"}
-    env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith(("PYTEST", "XDIST"))}
-    env.update(UV_PROJECT_ENVIRONMENT=sys.prefix, UV_NO_SYNC="1", PYTHONUNBUFFERED="1")
-    return env
-
-
-class MakeRun:
-    """`make run PORT=<free>` in the copy, in a session of its own; on a terminal of its own (a pty) when tty."""
-
-    def __init__(self, checkout: Path, *, tty: bool):
-        self.checkout, self.port = checkout, _free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.log = checkout.parent / f"make-run-{self.port}.log"
-        self.terminal = None
-        # -o install-run: .venv is the suite's, installed (UV_NO_SYNC keeps every `uv run` from syncing it).
-        command = ["make", "--no-print-directory", "-o", "install-run", "run", f"PORT={self.port}"]
-        if tty:
-            self.terminal, slave = os.openpty()
-            # The new session's controlling terminal is the pty, as a shell's in a terminal window; its foreground
-            # group is make's, so a ^C typed there is a Ctrl-C.
-            become = "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); os.execvp('make', sys.argv[1:])"
-            self.proc = subprocess.Popen([sys.executable, "-c", become, *command], cwd=checkout, env=_environment(),
-                                         stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
-            os.close(slave)
-            threading.Thread(target=self._copy_the_terminal, daemon=True).start()
-        else:
-            with self.log.open("ab") as out:
-                self.proc = subprocess.Popen(command, cwd=checkout, env=_environment(), stdin=subprocess.DEVNULL,
-                                             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def _copy_the_terminal(self) -> None:
-        with self.log.open("ab") as out:
-            while True:
-                try:
-                    chunk = os.read(self.terminal, 65536)
-                except OSError:
-                    return  # the last process holding the terminal is gone
-                if not chunk:
-                    return
-                out.write(chunk)
-                out.flush()
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def wait_ready(self, timeout: float) -> None:
-        def ready():
-            assert self.proc.poll() is None, f"make run exited {self.proc.returncode}:\n{self.text()[-4000:]}"
-            text = self.text()
-            if not ("celery@" in text and " ready." in text and "beat" in text):
-                return False
-            try:
-                return requests.get(f"{self.base}/currencies", timeout=3).status_code == 200
-            except requests.RequestException:
-                return False
-
-        wait_until(ready, timeout=timeout, interval=0.5, what="make run's web to answer and its worker to be ready")
-
-    def everything(self) -> list[psutil.Process]:
-        """make, what it started, and the embedded servers (pg_ctl starts PostgreSQL outside make's tree)."""
-        processes = [psutil.Process(self.proc.pid)]
-        with contextlib.suppress(psutil.NoSuchProcess):
-            processes += psutil.Process(self.proc.pid).children(recursive=True)
-        with contextlib.suppress(OSError, ValueError, psutil.NoSuchProcess):
-            postmaster = int((self.checkout / "var/postgres/postmaster.pid").read_text().split()[0])
-            processes.append(psutil.Process(postmaster))
-        return processes
-
-    def manage(self, *args: str, stdin: str | None = None) -> dict:
-        """`uv run python manage.py ...` in a second terminal of the copy: nothing set."""
-        result = subprocess.run(["uv", "run", "python", "manage.py", *args], cwd=self.checkout, env=_environment(),
-                                input=stdin, capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0, result.stderr[-3000:]
-        return json.loads(result.stdout)
-
-    def stop_leftovers(self) -> None:
-        """After a failure: whatever of this run still runs."""
-        for process in self.everything() if self.proc.poll() is None else []:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                process.kill()
-        with contextlib.suppress(OSError, ValueError, psutil.NoSuchProcess):
-            psutil.Process(int((self.checkout / "var/valkey/valkey.pid").read_text().split()[0])).kill()
-        with contextlib.suppress(OSError, ValueError, psutil.NoSuchProcess):
-            postmaster = int((self.checkout / "var/postgres/postmaster.pid").read_text().split()[0])
-            psutil.Process(postmaster).send_signal(signal.SIGQUIT)
-        if self.terminal is not None:
-            with contextlib.suppress(OSError):
-                os.close(self.terminal)
+    shutil.rmtree(copy.parent, ignore_errors=True)
 
 
 def _all_gone(processes: list[psutil.Process]) -> bool:
@@ -179,22 +73,39 @@ def _assert_stopped_cleanly(run: MakeRun, before: list[psutil.Process], *, withi
 # --- the merchants' side ----------------------------------------------------------------------------------------
 
 class Merchant:
-    def __init__(self, run: MakeRun, receiver: CallbackReceiver, index: int):
+    def __init__(self, run: MakeRun, key, created: dict):
         from payments_merchant.client import PaymentsClient
 
-        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        public = run.checkout.parent / f"merchant-{index}.pub"
-        public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                         serialization.PublicFormat.SubjectPublicKeyInfo))
-        created = run.manage("create_merchant", "--name", f"Burst {index}", "--public-key", str(public),
-                             "--collection-callback-url", f"{receiver.url}/{index}/collection",
-                             "--payout-callback-url", f"{receiver.url}/{index}/payout")
         self.merchant_no = created["merchant_no"]
-        run.manage("adjust_balance", self.merchant_no, "PHP", str(10 ** 12), "--reason", "burst float")
         self.client = PaymentsClient(api_root=run.base, merchant_no=created["merchant_no"],
                                      app_id=created["app_id"], private_key=key, timeout=30)
         self.pay_ins: list[str] = []
         self.payouts: list[str] = []
+
+
+CREATE_MERCHANTS = """
+import json
+from apps.ledger.services import balance_adjust
+from apps.merchants.services import merchant_create
+created = []
+for name, pem, collection_url, payout_url in {rows!r}:
+    made = merchant_create(name=name, public_key_pem=pem, currencies=["PHP"], collection_callback_url=collection_url,
+                           payout_callback_url=payout_url)
+    balance_adjust(merchant_no=made.merchant.merchant_no, currency="PHP", amount=10 ** 12, reason="burst float")
+    created.append({{"merchant_no": made.merchant.merchant_no, "app_id": made.app.app_id}})
+print(json.dumps(created))
+"""
+
+
+def _merchants(run: MakeRun, receiver: CallbackReceiver, count: int) -> list[Merchant]:
+    """Merchants with a float and callback URLs on the receiver, made in one `manage.py shell` of the second
+    terminal (one Django start-up instead of two commands per merchant)."""
+    keys = [rsa.generate_private_key(public_exponent=65537, key_size=2048) for _ in range(count)]
+    rows = [(f"Burst {i}", key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                         serialization.PublicFormat.SubjectPublicKeyInfo).decode(),
+             f"{receiver.url}/{i}/collection", f"{receiver.url}/{i}/payout") for i, key in enumerate(keys)]
+    created = run.shell(CREATE_MERCHANTS.format(rows=rows))
+    return [Merchant(run, key, made) for key, made in zip(keys, json.loads(created), strict=True)]
 
 
 def _press(run: MakeRun, pay_url: str, action: str) -> None:
@@ -232,10 +143,35 @@ def _client_loop(run: MakeRun, merchant: Merchant, deadline: float, seed: int, e
         errors.append(f"{merchant.merchant_no}: {type(exc).__name__}: {exc}")
 
 
-def _statuses(merchant: Merchant) -> tuple[dict, dict]:
-    pay_ins = {no: merchant.client.pay_query(mch_order_no=no) for no in merchant.pay_ins}
-    payouts = {no: merchant.client.payout_query(mch_order_no=no) for no in merchant.payouts}
-    return pay_ins, payouts
+class Settled:
+    """What each order ended as, asked of the API (pay/query, payout/query) until it is terminal; an order once
+    terminal is not asked again."""
+
+    def __init__(self, merchants: list[Merchant]):
+        self.merchants = merchants
+        self.pay_ins: dict[str, tuple[int, object]] = {}  # mch_order_no -> (merchant index, query result)
+        self.payouts: dict[str, tuple[int, object]] = {}
+
+    def all_terminal(self) -> bool:
+        for index, merchant in enumerate(self.merchants):
+            for number in merchant.pay_ins:
+                if number not in self.pay_ins:
+                    result = merchant.client.pay_query(mch_order_no=number)
+                    if result.status in SETTLED_PAY_IN:
+                        self.pay_ins[number] = (index, result)
+            for number in merchant.payouts:
+                if number not in self.payouts:
+                    result = merchant.client.payout_query(mch_order_no=number)
+                    if result.status in SETTLED_PAYOUT:
+                        self.payouts[number] = (index, result)
+        return len(self.pay_ins) + len(self.payouts) == sum(len(m.pay_ins) + len(m.payouts) for m in self.merchants)
+
+    def callbacks_expected(self) -> dict[str, str]:
+        """platform_order_no -> the receiver's path: one per successful pay-in and one per settled payout."""
+        expected = {r.platform_order_no: f"/callback/{i}/collection" for i, r in self.pay_ins.values()
+                    if r.status == "SUCCESS"}
+        expected.update({r.platform_order_no: f"/callback/{i}/payout" for i, r in self.payouts.values()})
+        return expected
 
 
 def test_default_stack_takes_a_burst_of_pay_ins_payouts_and_callbacks_then_stops_on_ctrl_c(checkout):
@@ -246,7 +182,7 @@ def test_default_stack_takes_a_burst_of_pay_ins_payouts_and_callbacks_then_stops
         # cores). A bound on start-up, not a contract.
         run.wait_ready(timeout=300)
         assert run.manage("verify_ledger")["ok"]  # the second terminal reaches the same database, nothing set
-        merchants = [Merchant(run, receiver, index) for index in range(3)]
+        merchants = _merchants(run, receiver, 3)
         errors: list[str] = []
         started = time.monotonic()
         clients = [threading.Thread(target=_client_loop, args=(run, merchant, started + BURST_SECONDS, seed, errors))
@@ -257,20 +193,14 @@ def test_default_stack_takes_a_burst_of_pay_ins_payouts_and_callbacks_then_stops
             client.join(timeout=BURST_SECONDS + 120)
         assert not errors, errors[:5]
 
-        def all_settled():
-            return all(all(q.status in SETTLED_PAY_IN for q in pay_ins.values())
-                       and all(q.status in SETTLED_PAYOUT for q in payouts.values())
-                       for pay_ins, payouts in map(_statuses, merchants))
-
-        wait_until(all_settled, timeout=120, interval=2, what="every pay-in and payout to be terminal")
-        expected = {}
-        for index, merchant in enumerate(merchants):
-            pay_ins, payouts = _statuses(merchant)
-            expected.update({q.platform_order_no: f"/callback/{index}/collection" for q in pay_ins.values()
-                             if q.status == "SUCCESS"})
-            expected.update({q.platform_order_no: f"/callback/{index}/payout" for q in payouts.values()})
+        load_ended = time.monotonic()
+        settled = Settled(merchants)
+        wait_until(settled.all_terminal, timeout=180, interval=2, what="every pay-in and payout to be terminal")
+        terminal_after = time.monotonic() - load_ended
+        expected = settled.callbacks_expected()
         wait_until(lambda: {r.body["platform_order_no"] for r in receiver.requests} >= set(expected), timeout=90,
                    interval=1, what="a callback for every successful pay-in and every settled payout")
+        delivered_after = time.monotonic() - load_ended
         time.sleep(3)  # a duplicate would come now
         delivered = [(r.body["platform_order_no"], r.path) for r in receiver.requests]
         ledger = run.manage("verify_ledger")
@@ -291,7 +221,9 @@ def test_default_stack_takes_a_burst_of_pay_ins_payouts_and_callbacks_then_stops
     assert reason == "SIGINT (Ctrl-C)"
     assert "Interrupt" not in run.text() and "Error 130" not in run.text()  # make saw its recipe succeed
     assert stop_seconds < 20, stop_seconds
-    print(f"burst: {orders} orders, {len(delivered)} callbacks in {BURST_SECONDS} s; stopped in {stop_seconds:.1f} s")
+    print(f"burst: {orders} orders and {len(delivered)} callbacks from {len(clients)} clients in {BURST_SECONDS} s; "
+          f"all terminal {terminal_after:.1f} s and all delivered {delivered_after:.1f} s after the load; "
+          f"Ctrl-C stopped everything in {stop_seconds:.1f} s")
 
 
 def _start_again(checkout) -> MakeRun:
@@ -305,12 +237,8 @@ def _start_again(checkout) -> MakeRun:
 
 
 def _merchants_named(run: MakeRun, name: str) -> int:
-    result = subprocess.run(["uv", "run", "python", "manage.py", "shell", "-c",
-                             f"from apps.merchants.models import Merchant; "
-                             f"print(Merchant.objects.filter(name={name!r}).count())"],
-                            cwd=run.checkout, env=_environment(), capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return int(result.stdout.split()[-1])
+    return int(run.shell(f"from apps.merchants.models import Merchant; "
+                         f"print(Merchant.objects.filter(name={name!r}).count())").split()[-1])
 
 
 def test_sigterm_or_sigint_to_make_stops_everything_and_the_next_start_finds_its_data(checkout, tmp_path):
