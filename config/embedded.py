@@ -124,6 +124,9 @@ def main(argv: list[str]) -> int:
     for signum in STOP_SIGNALS:
         signal.signal(signum, forward)
     terminal = _take_the_terminal()
+    if terminal is not None:
+        # A Ctrl-Z now stops this process alone, which the shell (waiting for make) could not resume: ignored.
+        signal.signal(signal.SIGTSTP, signal.SIG_IGN)
     if parent:
         threading.Thread(target=_watch_make, args=(parent, asked), daemon=True).start()
     code = 0
