@@ -114,12 +114,17 @@ def main(argv: list[str]) -> int:
     asked: list = []  # the signals that asked for a stop, in order
 
     def forward(signum, frame):
-        # COMMAND runs in a process group of its own and gets each stop signal once, from here.
+        # COMMAND runs in a process group of its own, so a Ctrl-C reaches only this process, and COMMAND's own
+        # process alone is told, once, with a SIGTERM: it stops what it started (config/serve.py: honcho stops
+        # its three processes, and kills what has not stopped 5 s later). A stop signal to the whole group would
+        # also reach honcho's helper processes and, a second time, the processes they watch.
+        first = not asked
         asked.append(signal.Signals(signum))
         if child is None:
             raise KeyboardInterrupt  # still starting: the finally below stops what started
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signum)
+        if first:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGTERM)
 
     for signum in STOP_SIGNALS:
         signal.signal(signum, forward)

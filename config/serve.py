@@ -11,6 +11,7 @@ too, as honcho does, and this says which one and exits 1: no web is left serving
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,10 @@ class _Manager(Manager):
         return self.first_to_end is not None
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def _prepare() -> None:
     for step in (["migrate", "--noinput"], ["bootstrap"]):
         subprocess.run([sys.executable, "manage.py", *step], cwd=ROOT, check=True)
@@ -47,8 +52,12 @@ def main(argv: list[str]) -> int:
     port = int(os.environ.get("PORT") or 8000)
     api_root = os.environ.setdefault("API_ROOT", f"http://127.0.0.1:{port}")
     if "--prepare" in argv:
+        # A stop while preparing: subprocess.run ends the step under way on the way out.
+        signal.signal(signal.SIGTERM, _interrupt)
         try:
             _prepare()
+        except KeyboardInterrupt:
+            return 0
         except subprocess.CalledProcessError as failed:
             print(f"make run: `manage.py {' '.join(failed.cmd[2:])}` failed (status {failed.returncode}, its lines "
                   f"above); nothing was served.", file=sys.stderr, flush=True)
