@@ -1236,6 +1236,9 @@ class MakeRunStack:
     def start(self) -> "MakeRunStack":
         return self  # started in __init__
 
+    def start_worker(self, **options) -> None:
+        raise RuntimeError(f"make run stopped by itself (status {self.run.proc.returncode}):\n{self.text()[-2000:]}")
+
     def thaw(self) -> None:
         pass  # never frozen: no faults on this stack
 
