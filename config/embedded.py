@@ -81,7 +81,7 @@ def _caught(pid: int) -> int | None:
     return int(fields["SigCgt"], 16)
 
 
-def _watch_make(pid: int, asked: list) -> None:
+def _watch_make(pid: int, told: list) -> None:
     """Stops everything when the make that started this is told to stop, or is gone.
 
     GNU make answers a SIGINT or SIGTERM sent to it alone by waiting, inside its handler, for its recipe to end
@@ -96,9 +96,10 @@ def _watch_make(pid: int, asked: list) -> None:
     while True:
         time.sleep(0.2)
         now = _caught(pid)
-        told = None if now is None else [s for s in STOP_SIGNALS if (before & ~now) & (1 << (int(s) - 1)) & stop_mask]
-        if now is None or told:
-            asked.append(told[0] if told else signal.SIGHUP)
+        dropped = 0 if now is None else before & ~now & stop_mask
+        signals = [s for s in STOP_SIGNALS if dropped & (1 << (int(s) - 1))]
+        if now is None or signals:
+            told.append(signals[0] if signals else signal.SIGHUP)  # make gone: as a closed terminal would
             os.kill(os.getpid(), signal.SIGTERM)
             return
 
@@ -111,7 +112,8 @@ def main(argv: list[str]) -> int:
     databases = not os.environ.get("DATABASE_URL")
     valkey = not os.environ.get("REDIS_URL")
     child = None
-    asked: list = []  # the signals that asked for a stop, in order
+    asked: list = []  # the signals this process got that asked for a stop, in order
+    make_told: list = []  # the signal make was sent alone, which the watch passes on as a SIGTERM to this process
 
     def forward(signum, frame):
         # COMMAND runs in a process group of its own, so a Ctrl-C reaches only this process, and COMMAND's own
@@ -133,7 +135,7 @@ def main(argv: list[str]) -> int:
         # A Ctrl-Z now stops this process alone, which the shell (waiting for make) could not resume: ignored.
         signal.signal(signal.SIGTSTP, signal.SIG_IGN)
     if parent:
-        threading.Thread(target=_watch_make, args=(parent, asked), daemon=True).start()
+        threading.Thread(target=_watch_make, args=(parent, make_told), daemon=True).start()
     code = 0
     try:
         started = time.monotonic()
@@ -159,7 +161,7 @@ def main(argv: list[str]) -> int:
             _give_back_the_terminal(terminal)
     servers = " and the embedded servers (their data kept in var/)" if databases or valkey else ""
     if asked:
-        _say(f"stopped on {NAMES[asked[0]]}: every process{servers}.")
+        _say(f"stopped on {NAMES[(make_told or asked)[0]]}: every process{servers}.")
         return 0
     if code:
         _say(f"stopped because `{' '.join(command)}` ended with status {code} (its lines above say why): every "
