@@ -1081,8 +1081,8 @@ def run_deployment(opts: Options) -> dict:
     """One deployment (sandbox or live) on its own database and redis-server: set up, load, quiet, checks."""
     live = opts.deployment == "live"
     opts.database = f"{opts.database}_{opts.deployment}"
-    print(f"soak {opts.deployment}: seed {opts.seed}, {opts.seconds:g} s, database {opts.database}",
-          file=sys.stderr, flush=True)
+    where = "make run's default stack" if opts.stack == "make-run" else f"database {opts.database}"
+    print(f"soak {opts.deployment}: seed {opts.seed}, {opts.seconds:g} s, {where}", file=sys.stderr, flush=True)
     logdir = opts.logdir or Path(tempfile.mkdtemp(prefix="soak-"))
     logdir.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
@@ -1097,7 +1097,8 @@ def run_deployment(opts: Options) -> dict:
     platform_env = {"CALLBACK_REDISPATCH_SECONDS": 5, "RATE_LIMIT_PER_SECOND": 100000, **deployment_env}
     stack = None
     if opts.stack == "make-run":
-        stack = MakeRunStack(platform_env)  # started here: its servers' addresses are what Django is set up with
+        # Started here: its servers' addresses are what Django is set up with.
+        stack = MakeRunStack(platform_env, logdir)
         redis = stack
         os.environ.update({"DJANGO_SETTINGS_MODULE": "config.settings.local", "REDIS_URL": stack.redis_url(),
                            "DATABASE_URL": f"{stack.database_url()}&application_name={HARNESS_APP}",
@@ -1204,12 +1205,16 @@ class MakeRunStack:
     """`make run`'s default stack (tests/support/make_run.py) standing in for the Platform and the private Redis:
     the web, worker and beat of the Procfile on the embedded PostgreSQL and Valkey, in a copy of the checkout."""
 
-    def __init__(self, platform_env: dict):
+    def __init__(self, platform_env: dict, logdir: Path):
         import shutil
 
         from tests.support.make_run import MakeRun, copy_checkout
 
-        self._remove = lambda: shutil.rmtree(self.run.checkout.parent, ignore_errors=True)
+        def remove():  # the copy, once its log is kept with the soak's
+            shutil.copy(self.run.log, logdir / "make-run.log")
+            shutil.rmtree(self.run.checkout.parent, ignore_errors=True)
+
+        self._remove = remove
         self.run = MakeRun(copy_checkout(), tty=False, extra_env={k: str(v) for k, v in platform_env.items()})
         try:
             self.run.wait_ready(timeout=300)  # a fresh var/: initdb, every migration, bootstrap
