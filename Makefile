@@ -12,10 +12,10 @@ uv:
 install: uv
 	uv sync --frozen
 
-# What running needs, nothing more: make run / serve. The test tools (pytest, playwright, schemathesis, ...) stay in
-# the dev group; `uv sync` removes them from .venv here and `make test` puts them back.
-install-run: uv
-	uv sync --frozen --no-dev
+# What running needs: the same environment as `install` (the dev group included), so that make run, make test and a
+# plain `uv run` in a second terminal agree on .venv and none of them installs or removes anything the next one
+# needs (the image, Dockerfile, installs without the dev group).
+install-run: install
 
 # The one place the port is set: `make run PORT=8001`. Every link the platform prints follows it: API_ROOT (pay_url,
 # create_staff's admin_url, the banner) is exported to every process, and written to var/api_root for manage.py in a
@@ -24,8 +24,6 @@ PORT ?= 8000
 run serve: export PORT := $(PORT)
 run serve: export API_ROOT ?= http://127.0.0.1:$(PORT)
 
-# The running targets' `uv run` (here and in the Procfile under honcho) must not install the dev group again.
-run serve migrate bootstrap: export UV_NO_DEV = 1
 # Development settings, said explicitly: without DJANGO_SETTINGS_MODULE, manage.py, wsgi and celery take production
 # settings, which refuse to start without their secrets (fail closed, docs/runbook.md).
 run serve migrate bootstrap: export DJANGO_SETTINGS_MODULE = config.settings.local
@@ -33,27 +31,24 @@ run serve migrate bootstrap: export DJANGO_SETTINGS_MODULE = config.settings.loc
 test faults lint: export DJANGO_SETTINGS_MODULE = config.settings.test
 
 migrate: install-run
-	mkdir -p var/broker/queue var/broker/processed
 	uv run python manage.py migrate --noinput
-	uv run python manage.py createcachetable
 
 bootstrap: migrate
 	uv run python manage.py bootstrap
 
-# Serves the platform with its Celery worker and beat on http://127.0.0.1:$(PORT) (8000). No DATABASE_URL: an embedded
-# PostgreSQL in var/postgres (config/embedded_postgres.py), started first, stopped when this stops (Ctrl-C, SIGTERM);
-# `uv run python manage.py ...` in a second terminal reaches it. No REDIS_URL: a filesystem broker in var/broker.
+# Serves the platform with its Celery worker and beat on http://127.0.0.1:$(PORT) (8000), after migrate and bootstrap
+# (config/serve.py). No DATABASE_URL: an embedded PostgreSQL in var/postgres; no REDIS_URL: an embedded Valkey in
+# var/valkey (broker and cache); both started first and stopped last (config/embedded.py), `uv run python manage.py
+# ...` in a second terminal reaches them. Ctrl-C, SIGINT or SIGTERM stops everything; one process that ends by itself
+# stops the others, and a line says which. docs/development.md, "What make run does".
+# $$PPID: this make, which config/embedded.py watches (a SIGINT sent to make alone does not reach its recipe).
 run: install-run
-	uv run python -m config.embedded_postgres $(MAKE) --no-print-directory serve
+	exec uv run python -m config.embedded --parent $$PPID python -m config.serve --prepare
 
-# The part of `run` that needs the database; on its own only with DATABASE_URL or a running `make run`.
-# PROMETHEUS_MULTIPROC_DIR, emptied here: /metrics adds up the web's and the Celery worker's counters.
-# honcho -p: the web's $$PORT in the Procfile (honcho gives the worker and beat $$PORT+100 and +200; they serve nothing).
-serve: bootstrap
-	rm -rf var/prometheus && mkdir -p var/prometheus
-	echo "$$API_ROOT" > var/api_root
-	@echo "Payments platform on $$API_ROOT/ - admin $$API_ROOT/admin/ - API docs $$API_ROOT/openapi/v1/docs/ (Ctrl-C stops it)"
-	PROMETHEUS_MULTIPROC_DIR=$(CURDIR)/var/prometheus uv run honcho start -f Procfile -p $(PORT)
+# The part of `run` after its servers: with DATABASE_URL and REDIS_URL set, or a running `make run`'s.
+# PREPARE=no: serve the database as it is (no migrate, no bootstrap).
+serve: install-run
+	uv run python -m config.serve $(if $(filter no,$(PREPARE)),,--prepare)
 
 # Debian's chromium drives the hosted-page and admin browser tests (playwright cannot download browsers here).
 browsers:
@@ -86,10 +81,13 @@ faults: install redis-server
 # of its own, <DATABASE_URL's name>_soak, recreated) and a private redis-server, many concurrent actors and faults on
 # a schedule for SOAK_SECONDS (default 90), then the checks: ONE JSON object on stdout, exit 1 if any check fails.
 # SOAK_SEED=N repeats a run's choices (the seed is printed). make test runs a 90-second one (tests/soak/test_soak.py).
+# SOAK_STACK=make-run: the actors against `make run`'s own default stack instead (embedded PostgreSQL and Valkey in a
+# copy of the checkout; the sandbox deployment, no faults: docs/development.md).
 SOAK_SECONDS ?= 90
 soak: export DJANGO_SETTINGS_MODULE = config.settings.test
 soak: install redis-server
-	uv run python -m tests.soak.harness --seconds $(SOAK_SECONDS) $(if $(SOAK_SEED),--seed $(SOAK_SEED),)
+	uv run python -m tests.soak.harness --seconds $(SOAK_SECONDS) $(if $(SOAK_SEED),--seed $(SOAK_SEED),) \
+	  $(if $(SOAK_STACK),--stack $(SOAK_STACK),)
 
 redis-server:
 	@command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }

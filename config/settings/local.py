@@ -1,14 +1,19 @@
-"""Development: `make run`. The embedded PostgreSQL and a filesystem broker unless DATABASE_URL / REDIS_URL are set."""
+"""Development: `make run`. The embedded PostgreSQL and Valkey unless DATABASE_URL / REDIS_URL are set."""
 
 import os
 
 from config.embedded_postgres import database_url
+from config.embedded_valkey import redis_url
 
 # No DATABASE_URL: the embedded server `make run` started (config/embedded_postgres.py). It listens on a Unix socket
 # whose place it records in var/postgres/postmaster.pid, read here, so `manage.py` in a second terminal reaches the
 # same database with nothing set.
 if not os.environ.get("DATABASE_URL"):
     os.environ["DATABASE_URL"] = database_url()
+# No REDIS_URL: the embedded Valkey `make run` started (config/embedded_valkey.py), on the port it wrote to
+# var/valkey/port: the broker, the cache, the nonces and the rate limits, as production's Redis.
+if not os.environ.get("REDIS_URL"):
+    os.environ["REDIS_URL"] = redis_url()
 
 # No API_ROOT: the address `make run` serves on (`make run PORT=8001` writes http://127.0.0.1:8001 to var/api_root),
 # so that every link a process prints (pay_url, create_staff's admin_url) follows the port, in a second terminal

@@ -5,8 +5,8 @@ import os
 from django.core.exceptions import ImproperlyConfigured
 
 # Fail closed: a process started without DJANGO_SETTINGS_MODULE gets these settings (manage.py, wsgi,
-# celery), and these refuse to start rather than fall back to a development default: no local database, no
-# filesystem broker, no development SECRET_KEY.
+# celery), and these refuse to start rather than fall back to a development default: no embedded database or
+# Valkey, no development SECRET_KEY.
 _REQUIRED = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "PLATFORM_KEY_ENCRYPTION_KEY", "ALLOWED_HOSTS")
 _missing = [name for name in _REQUIRED if not os.environ.get(name)]
 if _missing:

@@ -1,5 +1,5 @@
 """`make run` smoke test: with no DATABASE_URL the embedded PostgreSQL starts as `make run` starts it
-(config/embedded_postgres.py, its data in a tmp directory through EMBEDDED_PGDATA), the local settings migrate,
+(config/embedded.py, its data in a tmp directory through EMBEDDED_PGDATA), the local settings migrate,
 bootstrap and answer GET /currencies on it, a second manage.py process (the second terminal) reaches the same
 database with nothing else set, and after a Ctrl-C the server is gone."""
 
@@ -81,12 +81,13 @@ def test_embedded_postgres_serves_reaches_a_second_terminal_and_stops_with_make_
     env = {k: v for k, v in os.environ.items()
            if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}}
     env["EMBEDDED_PGDATA"] = str(pgdata)
+    env["EMBEDDED_VALKEY_DIR"] = str(run_dir / "valkey")
     env["DJANGO_SETTINGS_MODULE"] = "config.settings.local"  # as make run exports, and a second terminal sets
     manage = " ".join(_manage())
-    steps = f"{manage} migrate --noinput && {manage} createcachetable && {manage} bootstrap && " \
+    steps = f"{manage} migrate --noinput && {manage} bootstrap && " \
             f"exec {manage} runserver 127.0.0.1:{port} --noreload"
     with log.open("w") as out:  # a group of its own, as make's in a terminal, so a Ctrl-C can be sent to it
-        runner = subprocess.Popen(["uv", "run", "--frozen", "python", "-m", "config.embedded_postgres", "sh", "-c",
+        runner = subprocess.Popen(["uv", "run", "--frozen", "python", "-m", "config.embedded", "sh", "-c",
                                    steps], cwd=settings.BASE_DIR, env=env, stdout=out, stderr=subprocess.STDOUT,
                                   start_new_session=True)
     try:
@@ -120,9 +121,10 @@ def _embedded(pgdata, log, *command: str) -> subprocess.Popen:
     """`make run`'s wrapper around COMMAND, in a group of its own (as make's in a terminal)."""
     env = {k: v for k, v in os.environ.items()
            if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}}
-    env.update(EMBEDDED_PGDATA=str(pgdata), DJANGO_SETTINGS_MODULE="config.settings.local")
+    env.update(EMBEDDED_PGDATA=str(pgdata), EMBEDDED_VALKEY_DIR=str(pgdata.parent / "valkey"),
+               DJANGO_SETTINGS_MODULE="config.settings.local")
     with log.open("a") as out:
-        return subprocess.Popen(["uv", "run", "--frozen", "python", "-m", "config.embedded_postgres", *command],
+        return subprocess.Popen(["uv", "run", "--frozen", "python", "-m", "config.embedded", *command],
                                 cwd=settings.BASE_DIR, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
 
@@ -190,25 +192,26 @@ def test_make_run_starts_again_after_the_server_was_killed_too_and_its_pid_reuse
 # --- the port in one place; Ctrl-C stops the worker within honcho's grace ----------------------------------------
 
 
-def test_make_serve_port_sets_every_link_and_ctrl_c_stops_the_worker_within_its_grace(run_dir, django_db_setup):
+@pytest.mark.django_db(transaction=True)  # the test database's name in connection.settings_dict, for the processes
+def test_make_serve_port_sets_every_link_and_ctrl_c_stops_the_worker_within_its_grace(run_dir):
     """`make serve PORT=N` (what `make run PORT=N` runs once its database is up), on the suite's migrated database:
     the web answers on N, the banner and a second terminal's create_staff print links on N, and a Ctrl-C stops the
     Celery worker by itself (warm shutdown) before honcho's 5-second grace ends: no SIGKILL."""
     port, log = _free_port(), run_dir / "serve.log"
-    database = settings.DATABASES["default"]
+    from django.db import connection
+
+    database = connection.settings_dict  # the suite's test database (settings.DATABASES names the one it copies)
     env = {k: v for k, v in os.environ.items()
            if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE", "API_ROOT", "PORT"}}
     env["DATABASE_URL"] = (f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}")
-    (Path(settings.BASE_DIR) / "var" / "broker" / "queue").mkdir(parents=True, exist_ok=True)
-    (Path(settings.BASE_DIR) / "var" / "broker" / "processed").mkdir(parents=True, exist_ok=True)
-    # -o: the database is the suite's, already migrated; nothing to install or migrate (install-run would take the
-    # test tools out of .venv under the running suite).
+    env["REDIS_URL"] = settings.REDIS_URL
+    # The database is the suite's, already migrated: PREPARE=no (no migrate, no bootstrap); -o: nothing to install.
     with log.open("w") as out:
-        runner = subprocess.Popen(["make", "--no-print-directory", "-o", "install-run", "-o", "bootstrap", "serve",
+        runner = subprocess.Popen(["make", "--no-print-directory", "-o", "install-run", "serve", "PREPARE=no",
                                    f"PORT={port}"], cwd=settings.BASE_DIR, env=env, stdout=out,
                                   stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_until(lambda: runner.poll() is None and "celery@" in log.read_text() and " ready" in log.read_text()
+        wait_until(lambda: _alive(runner, log) and "celery@" in log.read_text() and " ready" in log.read_text()
                    and _home(port), timeout=150, interval=0.5, what="the web on the port and the worker to be ready")
         second_terminal = subprocess.run(
             _manage("create_staff", f"newcomer{port}", "--role", "risk-reviewer", "--password-stdin"),
@@ -226,6 +229,11 @@ def test_make_serve_port_sets_every_link_and_ctrl_c_stops_the_worker_within_its_
     assert "Warm shutdown" in text, text[-3000:]
     assert "sending SIGKILL" not in text, text[-3000:]
     assert "worker.1 stopped" in text
+
+
+def _alive(runner: subprocess.Popen, log) -> bool:
+    assert runner.poll() is None, log.read_text()[-3000:]
+    return True
 
 
 def _home(port: int) -> bool:

@@ -1,5 +1,6 @@
-"""`make run` installs only what running needs (`uv sync --frozen --no-dev`), so nothing the web, worker and beat
-processes import may come from the dev group; `make test` still installs the dev group."""
+"""The image installs only what running needs (`uv sync --frozen --no-dev`, Dockerfile), so nothing the web, worker
+and beat processes import may come from the dev group. `make run` and `make test` install the same .venv, dev group
+included, so neither removes what the other (or a plain `uv run` in a second terminal) installs."""
 
 import ast
 import re
@@ -47,22 +48,18 @@ def test_running_code_imports_no_dev_dependency():
 
 
 def make_dry_run(target: str) -> str:
-    # `serve` and `test` have no recursive $(MAKE) line, so -n runs nothing (`run` would start the embedded server).
+    # -n prints the commands and runs none (`run` and `serve` would start the platform).
     return subprocess.run(["make", "-n", "--no-print-directory", target], cwd=ROOT, capture_output=True, text=True,
                           check=True).stdout
 
 
-def test_make_serve_installs_without_the_dev_group_and_make_test_with_it():
-    serve = make_dry_run("serve").splitlines()
-    assert "uv sync --frozen --no-dev" in serve and "uv sync --frozen" not in serve
-    test = make_dry_run("test").splitlines()
-    assert "uv sync --frozen" in test and "uv sync --frozen --no-dev" not in test
-
-
-def test_run_installs_like_serve():
-    makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"^run: install-run$", makefile, re.M) and re.search(r"^migrate: install-run$", makefile, re.M)
-    assert re.search(r"^run serve migrate bootstrap: export UV_NO_DEV = 1$", makefile, re.M)
+def test_make_run_serve_and_test_install_the_same_environment_and_remove_nothing():
+    for target in ("run", "serve", "migrate", "test"):
+        commands = make_dry_run(target).splitlines()
+        assert "uv sync --frozen" in commands, (target, commands)
+        assert not any("--no-dev" in command for command in commands), (target, commands)
+    # `uv run` under UV_NO_DEV would take the dev group out of .venv again, at every start.
+    assert "UV_NO_DEV" not in (ROOT / "Makefile").read_text() and "--no-dev" not in (ROOT / "Procfile").read_text()
 
 
 def docker_context_excludes(path: str) -> bool:
@@ -89,7 +86,7 @@ def test_the_image_gets_no_local_virtualenv_state_or_secrets_of_the_checkout():
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "uv sync --frozen --no-dev" in dockerfile and "COPY . ." in dockerfile
     for path in (".venv/bin/pytest", ".venv/lib/python3.11/site-packages/playwright/__init__.py",
-                 "var/postgres/PG_VERSION", "var/broker/queue/x.msg", ".env", ".git/HEAD", "merchant.pem",
+                 "var/postgres/PG_VERSION", "var/valkey/appendonlydir/x.aof", ".env", ".git/HEAD", "merchant.pem",
                  "platform_keys.json", "apps/callbacks/__pycache__/deliver.cpython-311.pyc"):
         assert docker_context_excludes(path), path
     for path in ("manage.py", "pyproject.toml", "uv.lock", "apps/callbacks/deliver.py", "config/settings/production.py",

@@ -33,10 +33,9 @@ def run(*argv: str, env: dict) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("argv", [
-    ["manage.py", "check"],
     ["-c", "import config.wsgi"],
     ["-c", f"import config.celery; {SHOW}"],
-], ids=["manage.py", "wsgi", "celery"])
+], ids=["wsgi", "celery"])
 def test_without_a_settings_module_or_variables_a_process_refuses_to_start(argv):
     result = run(*argv, env=bare_environment())
     assert result.returncode != 0
@@ -45,6 +44,23 @@ def test_without_a_settings_module_or_variables_a_process_refuses_to_start(argv)
     assert message, result.stderr[-2000:]
     assert set(message.group(1).split(", ")) == set(PRODUCTION_VARIABLES)
     assert "DJANGO_SETTINGS_MODULE=config.settings.local" in result.stderr  # and how to develop instead
+
+
+@pytest.mark.parametrize("settings_module", [None, "config.settings.local"], ids=["no settings module", "local"])
+def test_manage_py_with_no_make_run_running_says_how_to_start_it_instead_of_a_traceback(tmp_path, settings_module):
+    """No DATABASE_URL and this checkout's embedded PostgreSQL not running (an empty data directory here): nothing
+    could be reached. manage.py says so, how to start it and which variables to set, runs nothing, exits 1."""
+    extra = {"EMBEDDED_PGDATA": str(tmp_path)}
+    if settings_module:
+        extra["DJANGO_SETTINGS_MODULE"] = settings_module
+    result = run("manage.py", "createsuperuser", "--noinput", "--username", "x", env=bare_environment(**extra))
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr and "ImproperlyConfigured" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.startswith("manage.py: the development database is not running. Start it with `make run`")
+    for variable in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE=config.settings.local"):
+        assert variable in result.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing started or written
 
 
 @pytest.mark.parametrize("entry", ["import config.wsgi", "import config.celery"], ids=["wsgi", "celery"])
@@ -100,8 +116,8 @@ def test_development_settings_are_chosen_explicitly_by_what_runs_them():
 
 def test_manage_py_takes_development_settings_only_beside_a_running_make_run(tmp_path):
     """make run's second terminal (docs/development.md): this checkout's embedded PostgreSQL is running and no DATABASE_URL is set,
-    so `manage.py` takes the development settings; a postmaster.pid of a process that is gone, or a DATABASE_URL,
-    and it is production settings again."""
+    so `manage.py` takes the development settings; with a DATABASE_URL it is production settings again, and with a
+    postmaster.pid of a process that is gone it says that the development database is not running."""
     show = ["manage.py", "shell", "-c", SHOW]
     (tmp_path / "postmaster.pid").write_text(f"{os.getpid()}\n{tmp_path}\n0\n5432\n{tmp_path}\n")
     beside = run(*show, env=bare_environment(EMBEDDED_PGDATA=str(tmp_path)))
@@ -114,4 +130,4 @@ def test_manage_py_takes_development_settings_only_beside_a_running_make_run(tmp
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     (tmp_path / "postmaster.pid").write_text(f"{gone.stdout.strip()}\n{tmp_path}\n0\n5432\n{tmp_path}\n")
     stale = run(*show, env=bare_environment(EMBEDDED_PGDATA=str(tmp_path)))
-    assert stale.returncode != 0 and "config.settings.production needs" in stale.stderr
+    assert stale.returncode == 1 and "the development database is not running" in stale.stderr

@@ -71,6 +71,7 @@ WAITING_PAYOUT = ("FROZEN",)  # awaiting a reviewer: legitimately waiting (docs/
 
 @dataclass
 class Options:
+    stack: str
     seconds: float
     seed: int
     quiet_seconds: float
@@ -117,8 +118,16 @@ def parse_args(argv: list[str] | None = None) -> Options:
                         help="run side by side; the load time is shared: sandbox 2/3, live 1/3")
     parser.add_argument("--in-turn", action="store_true", default=bool(env("SOAK_IN_TURN")),
                         help="run the deployments one after the other instead of side by side")
+    parser.add_argument("--stack", choices=["own", "make-run"], default=env("SOAK_STACK") or "own",
+                        help="own: gunicorn, Celery and a private redis-server on PostgreSQL (with faults); make-run: "
+                             "`make run`'s default stack in a copy of the checkout (embedded PostgreSQL and Valkey), "
+                             "the sandbox deployment, no faults (docs/development.md)")
     parser.add_argument("--deployment", choices=DEPLOYMENTS, default=None, help=argparse.SUPPRESS)  # a child's
     args = parser.parse_args(argv)
+    if args.stack == "make-run":
+        # make run serves one deployment, the sandbox; and one of its processes killed stops it by design, so the
+        # faults (which kill workers and freeze Redis) have nothing to test there.
+        args.deployments, args.faults = "sandbox", False
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 10 ** 9)
     return Options(**vars(args))
@@ -1072,23 +1081,33 @@ def run_deployment(opts: Options) -> dict:
     """One deployment (sandbox or live) on its own database and redis-server: set up, load, quiet, checks."""
     live = opts.deployment == "live"
     opts.database = f"{opts.database}_{opts.deployment}"
-    print(f"soak {opts.deployment}: seed {opts.seed}, {opts.seconds:g} s, database {opts.database}",
-          file=sys.stderr, flush=True)
+    where = "make run's default stack" if opts.stack == "make-run" else f"database {opts.database}"
+    print(f"soak {opts.deployment}: seed {opts.seed}, {opts.seconds:g} s, {where}", file=sys.stderr, flush=True)
     logdir = opts.logdir or Path(tempfile.mkdtemp(prefix="soak-"))
     logdir.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
     from tests.faults.processes import Platform, PrivateRedis, Processes
 
     procs = Processes(logdir)
-    redis = PrivateRedis(procs)
-    url = recreate_database(opts)
     deployment_env = {"PLATFORM_ENVIRONMENT": opts.deployment}
     if live:
         # A lost webhook is found by reconciliation within the run; the emulator stalls a "lost" create answer 6 s,
         # past the 4 s timeout (which a loaded machine's honest answers stay well under).
         deployment_env.update(CHANNEL_HTTP_TIMEOUT_SECONDS="4.0", CHANNEL_RECONCILE_PAYOUT_AFTER_SECONDS="20")
-    os.environ.update({"DJANGO_SETTINGS_MODULE": "config.settings.test", "REDIS_URL": redis.url,
-                       "DATABASE_URL": f"{url}?application_name={HARNESS_APP}", **deployment_env})
+    platform_env = {"CALLBACK_REDISPATCH_SECONDS": 5, "RATE_LIMIT_PER_SECOND": 100000, **deployment_env}
+    stack = None
+    if opts.stack == "make-run":
+        # Started here: its servers' addresses are what Django is set up with.
+        stack = MakeRunStack(platform_env, logdir)
+        redis = stack
+        os.environ.update({"DJANGO_SETTINGS_MODULE": "config.settings.local", "REDIS_URL": stack.redis_url(),
+                           "DATABASE_URL": f"{stack.database_url()}&application_name={HARNESS_APP}",
+                           "API_ROOT": stack.base, **deployment_env})
+    else:
+        redis = PrivateRedis(procs)
+        url = recreate_database(opts)
+        os.environ.update({"DJANGO_SETTINGS_MODULE": "config.settings.test", "REDIS_URL": redis.url,
+                           "DATABASE_URL": f"{url}?application_name={HARNESS_APP}", **deployment_env})
     import django
 
     django.setup()
@@ -1104,11 +1123,13 @@ def run_deployment(opts: Options) -> dict:
         merchants, staff = set_up_data(opts, receivers)
         if live:
             upstream.xendit_channels_create(emulator)
-        platform = Platform(procs, redis, ready_timeout=120, CALLBACK_REDISPATCH_SECONDS=5,
-                            RATE_LIMIT_PER_SECOND=100000, **deployment_env)
-        platform.start_web(workers=opts.web_workers)
-        platform.start_beat()
-        platform.start_worker(concurrency=opts.worker_concurrency, pool=opts.worker_pool)
+        if stack is not None:
+            platform = stack
+        else:
+            platform = Platform(procs, redis, ready_timeout=120, **platform_env)
+            platform.start_web(workers=opts.web_workers)
+            platform.start_beat()
+            platform.start_worker(concurrency=opts.worker_concurrency, pool=opts.worker_pool)
         browsers = {name: StaffBrowser(platform.base, name) for name in
                     ("soak-reviewer-a", "soak-reviewer-b", "soak-racer", "soak-ops-a")}
         for browser in browsers.values():
@@ -1160,7 +1181,8 @@ def run_deployment(opts: Options) -> dict:
                                          "ended": round(op.ended - started, 3)}, default=str) + "\n")
         result["figures"].update(load_seconds=load_seconds, quiet_seconds=quiet,
                                  fault_log=soak.history.faults[:40], harness_errors=soak.errors[:5],
-                                 deadlocks_in_logs=sum(p.log().count("deadlock detected") for p in procs.started),
+                                 deadlocks_in_logs=sum(p.log().count("deadlock detected") for p in procs.started)
+                                 + (stack.text().count("deadlock detected") if stack else 0),
                                  logs=str(logdir))
         result["ok"] = all(c["ok"] for c in result["checks"].values()) and not soak.errors
     except BaseException as exc:  # noqa: BLE001 - the JSON says what went wrong; processes are ended below
@@ -1171,10 +1193,70 @@ def run_deployment(opts: Options) -> dict:
         except Exception:  # noqa: BLE001
             pass
         procs.stop_all()
+        if stack is not None:
+            stack.stop()
         receivers.stop()
         if emulator is not None:
             emulator.stop()
     return result
+
+
+class MakeRunStack:
+    """`make run`'s default stack (tests/support/make_run.py) standing in for the Platform and the private Redis:
+    the web, worker and beat of the Procfile on the embedded PostgreSQL and Valkey, in a copy of the checkout."""
+
+    def __init__(self, platform_env: dict, logdir: Path):
+        import shutil
+
+        from tests.support.make_run import MakeRun, copy_checkout
+
+        def remove():  # the copy, once its log is kept with the soak's
+            shutil.copy(self.run.log, logdir / "make-run.log")
+            shutil.rmtree(self.run.checkout.parent, ignore_errors=True)
+
+        self._remove = remove
+        self.run = MakeRun(copy_checkout(), tty=False, extra_env={k: str(v) for k, v in platform_env.items()})
+        try:
+            self.run.wait_ready(timeout=300)  # a fresh var/: initdb, every migration, bootstrap
+        except BaseException:
+            self.stop()
+            raise
+        self.base, self.proc = self.run.base, self.run.proc
+        self.workers = [self]  # quiet_period starts a new worker when the last one died: make run stops instead
+        self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.local",
+                    "DATABASE_URL": self.database_url(), "REDIS_URL": self.redis_url(), "API_ROOT": self.base}
+
+    def database_url(self) -> str:
+        return self.run.database_url()
+
+    def redis_url(self) -> str:
+        return self.run.redis_url()
+
+    def text(self) -> str:
+        return self.run.text()
+
+    def alive(self) -> bool:
+        return self.run.proc.poll() is None
+
+    def start(self) -> "MakeRunStack":
+        return self  # started in __init__
+
+    def start_worker(self, **options) -> None:
+        raise RuntimeError(f"make run stopped by itself (status {self.run.proc.returncode}):\n{self.text()[-2000:]}")
+
+    def thaw(self) -> None:
+        pass  # never frozen: no faults on this stack
+
+    def stop(self) -> None:
+        """SIGTERM to make, as `kill -TERM`: make run stops its processes and servers (docs/development.md)."""
+        if self.run.proc.poll() is None:
+            os.kill(self.run.proc.pid, signal.SIGTERM)
+            try:
+                self.run.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                pass
+        self.run.stop_leftovers()
+        self._remove()
 
 
 def _guarded(soak: Soak, name: str, fn, args: tuple, kwargs: dict) -> None:
