@@ -1,0 +1,16 @@
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('common', '0008_account_act'),
+    ]
+
+    operations = [
+        migrations.AlterField(
+            model_name='staffrequest',
+            name='summary',
+            field=models.TextField(help_text='What it changes, in words: every field, credentials first.'),
+        ),
+    ]
