@@ -451,9 +451,14 @@ class StaffRequestAdmin(admin.ModelAdmin):
     # People as names, not links: an operator has no permission on the user pages, and a link answering 403 helps
     # nobody.
     fields = ["kind", "summary", "reason", "status", "requested_by_name", "created_at_utc", "decided_by_name",
-              "decided_at_utc", "decision_reason", "result"]
+              "decided_at_utc", "decision_reason", "result_display"]
     readonly_fields = fields
     actions = ["approve_selected", "reject_selected"]
+
+    @admin.display(description="result")
+    def result_display(self, obj):
+        # The change itself is the table above the fields; here what the service answered (a key version...).
+        return ", ".join(f"{name}: {value}" for name, value in (obj.result or {}).items() if name != "changes") or "-"
 
     @admin.display(description="what")
     def what(self, obj):
@@ -517,7 +522,7 @@ class StaffRequestAdmin(admin.ModelAdmin):
                          "show_save_and_add_another": False, "show_delete": False}
         shown = self.get_object(request, object_id) if object_id else None
         if shown is not None:
-            extra_context["change"] = staff_request_change_view(shown)
+            extra_context["staff_change"] = staff_request_change_view(shown)
         return super().changeform_view(request, object_id, form_url, extra_context)
 
     def changelist_view(self, request, extra_context=None):
