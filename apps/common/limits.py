@@ -11,7 +11,7 @@ that the second request reads what the first wrote. Any other cache is refused a
 from django.conf import settings
 from django.core import checks
 from django.core.cache import cache
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import connection, transaction
 
 from apps.common.cache_scripts import cache_script
@@ -58,3 +58,22 @@ def check_limit_cache(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
         return []
     return [checks.Error(f"CACHES['default'] is {backend}: the rate limits count exactly only on Redis or the "
                          f"database cache (apps.common.limits).", id="common.E001")]
+
+
+class OneSignInAtATime:
+    """For a sign-in form (Django's AuthenticationForm and its kin): one password check per username at a time,
+    the lockout read after the previous attempt's failure is recorded. django-axes reads the count of failures
+    before the password check and records a failure after it, so guesses sent together all read the same count
+    and all were tried (fifteen at once against a limit of five: all fifteen). Under a PostgreSQL advisory lock on
+    the username, in one transaction with axes' record of the failure, the sixth guess reads five and is refused."""
+
+    def clean(self):
+        username = str(self.cleaned_data.get("username") or "").casefold()
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"sign-in:{username}"])
+            try:
+                return super().clean()
+            except ValidationError as exc:
+                refused = exc  # committed, not rolled back: axes' record of this failure is what the next reads
+        raise refused

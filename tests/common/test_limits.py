@@ -3,6 +3,8 @@
 threads, each on its own database connection, and exactly the limit passes, on Redis and on the database cache
 (`make run` without REDIS_URL)."""
 
+from unittest import mock
+
 import pytest
 import time_machine
 from django.core import checks
@@ -62,3 +64,39 @@ def test_a_cache_that_cannot_count_exactly_is_refused_at_start_up(settings):
     assert isinstance(error, checks.Error) and "LocMemCache" in error.msg
     settings.CACHES = DATABASE_CACHE
     assert check_limit_cache() == []
+
+
+@pytest.mark.parametrize("page", ["/admin/login/", "/portal/signin/"])
+def test_fifteen_wrong_passwords_at_once_are_tried_no_more_than_the_lockout_allows(bootstrapped, merchant, settings,
+                                                                                    page):
+    """django-axes checks the lockout before the password and records the failure after it: fifteen guesses sent
+    together all passed the check on the same count of failures, and all fifteen passwords were tried."""
+    import threading
+
+    from django.contrib.auth.base_user import AbstractBaseUser
+    from django.test import Client
+
+    from tests.portal.support import portal_user
+    from tests.support.four_eyes import staff_account
+    from tests.support.staff import PASSWORD
+
+    settings.AXES_FAILURE_LIMIT = 5
+    username = staff_account("ada").username if page == "/admin/login/" else portal_user(merchant, "owner").username
+    tried, lock, check_password = [], threading.Lock(), AbstractBaseUser.check_password
+
+    def counted_check(user, raw_password):  # the real check, counted: how many guesses were tried
+        with lock:
+            tried.append(raw_password)
+        return check_password(user, raw_password)
+
+    def guess(index: int) -> int:
+        return Client(REMOTE_ADDR="203.0.113.7").post(page, {"username": username,
+                                                             "password": f"guess-{index}"}).status_code
+
+    with mock.patch.object(AbstractBaseUser, "check_password", counted_check):
+        statuses = [status for status, exc in at_once(guess, THREADS) if exc is None]
+        assert len(statuses) == THREADS
+        assert len(tried) == 5
+        # The right password now: refused without being tried, as every guess after the fifth was.
+        response = Client(REMOTE_ADDR="203.0.113.7").post(page, {"username": username, "password": PASSWORD})
+        assert response.status_code in (403, 429) and len(tried) == 5
