@@ -58,6 +58,13 @@ def test_fifteen_signed_requests_at_once_pass_exactly_the_rate_limit(backend, se
     assert passed(outcomes) == 5
 
 
+def test_one_nonce_sent_fifteen_times_at_once_is_admitted_once(backend, settings):
+    settings.RATE_LIMIT_PER_SECOND = 100
+    with time_machine.travel("2030-01-01 12:00:00.100 +0000", tick=False):
+        outcomes = at_once(lambda _: request_admit(merchant_id=4245, nonce="the-same-nonce") is None, THREADS)
+    assert passed(outcomes) == 1
+
+
 def test_a_cache_that_cannot_count_exactly_is_refused_at_start_up(settings):
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     [error] = check_limit_cache()
