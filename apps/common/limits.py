@@ -63,8 +63,8 @@ def check_limit_cache(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
 class OneSignInAtATime:
     """For a sign-in form (Django's AuthenticationForm and its kin): one password check per username at a time,
     the lockout read after the previous attempt's failure is recorded. django-axes reads the count of failures
-    before the password check and records a failure after it, so guesses sent together all read the same count
-    and all were tried (fifteen at once against a limit of five: all fifteen). Under a PostgreSQL advisory lock on
+    before the password check and records a failure after it, so guesses sent together would all read the same
+    count and all be tried (fifteen at once against a limit of five: all fifteen). Under a PostgreSQL advisory lock on
     the username, in one transaction with axes' record of the failure, the sixth guess reads five and is refused."""
 
     def clean(self):
