@@ -43,7 +43,9 @@ def _changes(payload: dict) -> list[ChangeLine]:
                        current=format_minor(available, currency),
                        new=f"{'credit' if payload['amount'] > 0 else 'debit'} "
                            f"{format_minor(abs(payload['amount']), currency)}",
-                       detail=f"{format_minor(available + payload['amount'], currency)} if approved now")]
+                       detail=(f"{format_minor(available + payload['amount'], currency)} if approved now"
+                               if available + payload["amount"] >= 0 else
+                               "more than the available balance now: approval is refused until it is there"))]
 
 
 def _apply(*, payload: dict, actor, reason: str) -> dict:

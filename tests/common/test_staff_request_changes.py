@@ -163,3 +163,14 @@ def test_a_balance_adjustment_shows_the_balance_now_and_the_credit(client, merch
     html = page_text(admin_login(Client(), approver_user), f"{REQUESTS}{request.pk}/change/")
     assert re.search(r"available balance</th> <td>\u20b10\.00</td> <td><strong>credit \u20b1123\.45</strong>"
                      r"<div class=\"help\">\u20b1123\.45 if approved now</div>", html)
+
+
+def test_a_debit_above_the_available_balance_says_approval_is_refused(client, merchant):
+    request = staff_request_create(kind=StaffRequest.Kind.BALANCE_ADJUSTMENT, requested_by=staff_account("root"),
+                                   reason="chargeback", payload={"merchant_no": merchant.merchant_no,
+                                                                 "currency": "PHP", "amount": -12_345})
+    html = page_text(admin_login(Client(), staff_account("second-root")), f"{REQUESTS}{request.pk}/change/")
+    assert "debit \u20b1123.45" in html and "more than the available balance now" in html
+    with pytest.raises(ValueError, match="negative"):
+        staff_request_approve(request_id=request.pk, approver=User.objects.get(username="second-root"), reason="ok")
+    assert StaffRequest.objects.get(pk=request.pk).status == StaffRequest.Status.PENDING
