@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('common', '0008_account_act'),
+        ('common', '0009_second_factor_history'),
     ]
 
     operations = [
