@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('common', '0009_second_factor_history'),
+        ('common', '0010_staff_request_access_recovery'),
     ]
 
     operations = [
