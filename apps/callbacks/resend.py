@@ -6,7 +6,6 @@ import time
 from datetime import datetime
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -14,6 +13,7 @@ from apps.callbacks.enqueue import callback_dispatch
 from apps.callbacks.models import CallbackEvent
 from apps.common import audit
 from apps.common.errors import DomainError, ErrorCode
+from apps.common.limits import limit_spend
 from apps.merchants.models import Merchant
 
 RESENDABLE = (CallbackEvent.Status.DEAD, CallbackEvent.Status.DELIVERED)
@@ -53,12 +53,7 @@ def _resend_window_key(merchant_id: int) -> str:
 
 def merchant_resend_allowed(*, merchant_id: int) -> bool:
     """Spend one of the merchant's CALLBACK_RESEND_PER_MINUTE re-sends (fixed one-minute window, in the cache)."""
-    key = _resend_window_key(merchant_id)
-    cache.add(key, 0, timeout=120)
-    try:
-        return cache.incr(key) <= settings.CALLBACK_RESEND_PER_MINUTE
-    except ValueError:  # the window's key expired between add and incr
-        return True
+    return limit_spend(_resend_window_key(merchant_id), limit=settings.CALLBACK_RESEND_PER_MINUTE, timeout=120)
 
 
 def callback_resend_by_merchant(*, merchant: Merchant, event_id: int | None = None,

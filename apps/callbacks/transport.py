@@ -87,17 +87,69 @@ def resolve(host: str, port: int) -> list[tuple]:
     return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
 
 
-def address_refusal(address: str) -> str | None:
-    """Why an address may not be called back, or None when it is a public unicast address."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    for flag in ("is_unspecified", "is_loopback", "is_link_local", "is_multicast", "is_reserved", "is_private"):
-        if getattr(ip, flag):
+# IPv6 forms that carry an IPv4 address in their last 32 bits (docs/callbacks.md, "Which hosts are refused"): the
+# packet reaches that IPv4 host through a translator or a tunnel, so it is judged as that host.
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052's well-known prefix
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")  # RFC 8215: a site's own translators, never public
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")  # RFC 4291, deprecated
+_IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")  # RFC 2765 (SIIT)
+_ISATAP_IDS = (b"\x00\x00\x5e\xfe", b"\x02\x00\x5e\xfe")  # RFC 5214: any /64, then 0:5efe or 200:5efe
+# IANA's special-purpose ranges that no callback receiver lives in, named here because the `ipaddress` tables of the
+# Python in use lag the registry (3.11 takes 192.0.0.8 and fec0::1 for global addresses).
+_SPECIAL_PURPOSE = tuple(ipaddress.ip_network(network) for network in (
+    "0.0.0.0/8", "100.64.0.0/10", "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "198.18.0.0/15",
+    "198.51.100.0/24", "203.0.113.0/24", "240.0.0.0/4", "255.255.255.255/32",
+    "100::/64", "2001::/23", "2001:db8::/32", "3fff::/20", "5f00::/16", "fc00::/7", "fe80::/10", "fec0::/10"))
+_FLAGS = ("is_unspecified", "is_loopback", "is_link_local", "is_multicast", "is_reserved", "is_private",
+          "is_site_local")
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[tuple[str, ipaddress.IPv4Address]]:
+    """The IPv4 addresses an IPv6 address wraps, each with the form's name; [] for a native IPv6 address."""
+    last32 = ipaddress.IPv4Address(ip.packed[12:])
+    found = []
+    if ip.ipv4_mapped is not None:
+        found.append(("IPv4-mapped", ip.ipv4_mapped))
+    if ip.sixtofour is not None:
+        found.append(("6to4", ip.sixtofour))
+    if ip.teredo is not None:  # (server, client); the client's address comes out of its obfuscation (XOR)
+        found += [("Teredo server", ip.teredo[0]), ("Teredo client", ip.teredo[1])]
+    if ip in _NAT64:
+        found.append(("NAT64", last32))
+    if ip in _IPV4_TRANSLATED:
+        found.append(("IPv4-translated", last32))
+    if ip in _IPV4_COMPATIBLE and int(ip) > 1:  # not :: (unspecified) nor ::1 (loopback): judged as themselves
+        found.append(("IPv4-compatible", last32))
+    if ip.packed[8:12] in _ISATAP_IDS:
+        found.append(("ISATAP", last32))
+    return found
+
+
+def _flag_refusal(ip) -> str | None:
+    for flag in _FLAGS:
+        if getattr(ip, flag, False):
             return flag.removeprefix("is_").replace("_", "-")
     if not ip.is_global:  # e.g. 100.64.0.0/10 shared address space
         return "not-global"
+    if any(ip in network for network in _SPECIAL_PURPOSE if network.version == ip.version):
+        return "special-purpose"
     return None
+
+
+def address_refusal(address: str) -> str | None:
+    """Why an address may not be called back, or None when it is a public unicast address. An IPv6 address that
+    wraps an IPv4 one (mapped, 6to4, Teredo, NAT64, ISATAP...) is refused when the wrapped address would be."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return _flag_refusal(ip.ipv4_mapped)
+        if ip in _NAT64_LOCAL:
+            return "local-nat64"
+        for form, wrapped in _embedded_ipv4(ip):
+            reason = _flag_refusal(wrapped)
+            if reason:
+                return f"{form} {wrapped}: {reason}"
+    return _flag_refusal(ip)
 
 
 def checked_address(host: str, port: int) -> str:

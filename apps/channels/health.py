@@ -26,6 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.channels.models import Channel, ChannelHealth
+from apps.common.limits import cache_count
 
 logger = logging.getLogger(__name__)
 
@@ -70,10 +71,7 @@ def _window(now: datetime) -> int:
 def _incr(key: str, timeout: int) -> int | None:
     """The counter after adding one; None when the cache does not answer (the breaker then learns nothing)."""
     try:
-        cache.add(key, 0, timeout=timeout)
-        return cache.incr(key)
-    except ValueError:  # expired between add and incr
-        return None
+        return cache_count(key, timeout=timeout)
     except Exception:  # noqa: BLE001 - a cache outage must not fail the payment that is being sent
         logger.warning("channel breaker: cache unavailable; %s not counted", key)
         return None

@@ -25,8 +25,8 @@ from apps.common.history import (TRACKED_MODELS, event_changes, event_model_of, 
                                   grant_words)
 from apps.common.models import AuditLog, StaffRequest
 from apps.common.setting_changes import setting_change
-from apps.common.staff_requests import (KINDS, StaffRequestRefused, staff_request_approve, staff_request_create,
-                                        staff_request_reject)
+from apps.common.staff_requests import (KINDS, StaffRequestRefused, staff_request_approve, staff_request_changes,
+                                        staff_request_changes_digest, staff_request_create, staff_request_reject)
 
 
 def order_no_cell(number: str, *, head: int = 10, tail: int = 6) -> str:
@@ -414,6 +414,20 @@ class StaffReasonForm(forms.Form):
         return reason
 
 
+def staff_request_change_view(request_obj: StaffRequest) -> dict:
+    """The whole change of one request as its pages show it (admin/common/staffrequest/_changes.html): every field,
+    its value now and once approved, read now; and the digest the approval form sends back (staff_request_approve's
+    `seen`)."""
+    try:
+        lines = staff_request_changes(request_obj)
+    except (StaffRequestRefused, LookupError) as exc:
+        return {"request": request_obj, "lines": [], "error": str(exc), "seen": "",
+                "decided": request_obj.status != StaffRequest.Status.PENDING}
+    return {"request": request_obj, "lines": lines, "error": "", "seen": staff_request_changes_digest(lines),
+            "moved": any(line.asked is not None for line in lines),
+            "decided": request_obj.status != StaffRequest.Status.PENDING}
+
+
 class BalanceAdjustmentRequestForm(forms.Form):
     merchant_no = forms.CharField(max_length=32)
     currency = forms.CharField(max_length=3)
@@ -431,15 +445,26 @@ class StaffRequestAdmin(admin.ModelAdmin):
     request here is a balance adjustment; reversals are asked for on the payout list, key uploads on the merchant
     key page."""
 
-    list_display = ["id", "kind", "summary", "status", "requested_by_name", "created_at_utc", "decided_by_name"]
+    list_display = ["id", "kind", "what", "status", "requested_by_name", "created_at_utc", "decided_by_name"]
     list_filter = []  # the filter column would cut the table off at 1280 px; the status column sorts
     list_select_related = ["requested_by", "decided_by"]
     # People as names, not links: an operator has no permission on the user pages, and a link answering 403 helps
     # nobody.
     fields = ["kind", "summary", "reason", "status", "requested_by_name", "created_at_utc", "decided_by_name",
-              "decided_at_utc", "decision_reason", "result"]
+              "decided_at_utc", "decision_reason", "result_display"]
     readonly_fields = fields
     actions = ["approve_selected", "reject_selected"]
+
+    @admin.display(description="result")
+    def result_display(self, obj):
+        # The change itself is the table above the fields; here what the service answered (a key version...).
+        return ", ".join(f"{name}: {value}" for name, value in (obj.result or {}).items() if name != "changes") or "-"
+
+    @admin.display(description="what")
+    def what(self, obj):
+        # Whole and wrapped, not cut like the other cells: the kinds' summaries name every field, credentials first
+        # (the values are on the request's page).
+        return format_html("<span class='wrap'>{}</span>", obj.summary)
 
     @admin.display(description="requested by", ordering="requested_by__username")
     def requested_by_name(self, obj):
@@ -495,6 +520,9 @@ class StaffRequestAdmin(admin.ModelAdmin):
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
         extra_context = {**(extra_context or {}), "show_save": False, "show_save_and_continue": False,
                          "show_save_and_add_another": False, "show_delete": False}
+        shown = self.get_object(request, object_id) if object_id else None
+        if shown is not None:
+            extra_context["staff_change"] = staff_request_change_view(shown)
         return super().changeform_view(request, object_id, form_url, extra_context)
 
     def changelist_view(self, request, extra_context=None):
@@ -532,10 +560,17 @@ class StaffRequestAdmin(admin.ModelAdmin):
     def _decide(self, request, queryset, *, approve: bool):
         form = StaffReasonForm(request.POST if "apply" in request.POST else None)
         if form.is_bound and form.is_valid():
-            service = staff_request_approve if approve else staff_request_reject
             for pk in queryset.values_list("pk", flat=True):
                 try:
-                    done = service(request_id=pk, approver=request.user, reason=form.cleaned_data["reason"])
+                    if approve:
+                        # The change as this approver read it on the approval page; a form without it (an older
+                        # tab) is refused rather than applied unread.
+                        done = staff_request_approve(request_id=pk, approver=request.user,
+                                                     reason=form.cleaned_data["reason"],
+                                                     seen=request.POST.get(f"seen_{pk}", ""))
+                    else:
+                        done = staff_request_reject(request_id=pk, approver=request.user,
+                                                    reason=form.cleaned_data["reason"])
                 except (ValueError, LookupError, DomainError) as exc:  # DomainError: ServiceBusy, "try again"
                     self.message_user(request, f"Request #{pk} refused: {getattr(exc, 'msg', None) or exc}",
                                       messages.ERROR)
@@ -548,7 +583,8 @@ class StaffRequestAdmin(admin.ModelAdmin):
             "title": "Approve requests" if approve else "Reject requests",
             "intro": "Approving applies each change now, in one transaction with its audit row." if approve
                      else "A rejected request never takes effect.",
-            "submit_label": "Approve" if approve else "Reject", "requests": queryset,
+            "submit_label": "Approve" if approve else "Reject",
+            "requests": [staff_request_change_view(item) for item in queryset.select_related("requested_by")],
             "action": "approve_selected" if approve else "reject_selected",
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
         }

@@ -85,7 +85,9 @@ class StaffRequest(models.Model):
 
     kind = models.CharField(max_length=32, choices=Kind.choices)
     payload = models.JSONField(help_text="The service's arguments, as asked for.")
-    summary = models.CharField(max_length=255, help_text="What it does, in words, for the approver.")
+    # Whole, never cut: which fields of what, credentials first (the kind's describe). The values, old and new, are
+    # read live on the request's pages (StaffRequestKind.changes) and recorded in `result` and the audit trail.
+    summary = models.TextField(help_text="What it changes, in words: every field, credentials first.")
     reason = models.TextField(help_text="Why the requester asks for it.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,

@@ -18,7 +18,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 
 from apps.common import audit
-from apps.common.staff_requests import StaffRequestKind, StaffRequestRefused
+from apps.common.staff_requests import ChangeLine, StaffRequestKind, StaffRequestRefused
 
 
 def _fields(model: type[models.Model]) -> list[models.Field]:
@@ -56,7 +56,7 @@ def setting_change(*, proposed: models.Model) -> dict | None:
 
 
 def _shown(values: dict, secrets: dict[str, str]) -> dict:
-    """Values as the approver, the request list and the audit row see them: a secret only as replaced / cleared."""
+    """Values as the audit row records them: a secret only as replaced / cleared."""
     return {secrets.get(name, name): ("replaced" if value else "cleared") if name in secrets else value
             for name, value in values.items()}
 
@@ -66,6 +66,46 @@ def _object_words(model: type[models.Model], change: dict) -> str:
         return f"new {model._meta.verbose_name}"
     obj = model.objects.filter(pk=change["pk"]).first()
     return f"{model._meta.verbose_name} {obj if obj is not None else '#' + str(change['pk'])}"
+
+
+def _label(model: type[models.Model], name: str, secrets: dict[str, str]) -> str:
+    if name in secrets:
+        return secrets[name]
+    field = next((f for f in model._meta.concrete_fields if f.attname == name), None)
+    return str(field.verbose_name) if field is not None else name
+
+
+def _words(value) -> str:
+    """A stored value in full, as the approver reads it: nothing cut, a list as the JSON the form takes."""
+    if value is None:
+        return "(none)"
+    if value == "":
+        return "(empty)"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def _list_detail(old, new) -> str:
+    """What a long list gains and loses, so that one code removed from a hundred is not missed."""
+    if not isinstance(old, list) or not isinstance(new, list):
+        return ""
+    added = [item for item in new if item not in old]
+    removed = [item for item in old if item not in new]
+    parts = [f"added: {_words(added)[1:-1]}" if added else "", f"removed: {_words(removed)[1:-1]}" if removed else ""]
+    return "; ".join(part for part in parts if part) or "same items, another order"
+
+
+def _secret_words(value) -> str:
+    return "set" if value else "(empty)"
+
+
+def _secret_change(value, *, new_object: bool) -> str:
+    if new_object:
+        return _secret_words(value)
+    return "replaced" if value else "cleared"
 
 
 def setting_change_kind(*, models_: tuple[type[models.Model], ...], permission: str,
@@ -81,19 +121,62 @@ def setting_change_kind(*, models_: tuple[type[models.Model], ...], permission: 
             raise StaffRequestRefused(f"{change.get('model')!r} is not a setting of this kind.")
         return allowed[change["model"]]
 
+    def stored_of(model: type[models.Model], change: dict) -> models.Model | None:
+        if change["pk"] is None:
+            return None
+        stored = model.objects.filter(pk=change["pk"]).first()
+        if stored is None:
+            raise StaffRequestRefused(f"no {model._meta.verbose_name} #{change['pk']}")
+        return stored
+
     def describe(payload: dict) -> str:
+        """Which fields of which objects, credentials first and named as replaced or cleared; the values are on the
+        request page (changes)."""
         if not payload.get("changes"):
             raise StaffRequestRefused("nothing to change.")
         parts = []
         for change in payload["changes"]:
             model = model_of(change)
-            if change["pk"] is not None and not model.objects.filter(pk=change["pk"]).exists():
-                raise StaffRequestRefused(f"no {model._meta.verbose_name} #{change['pk']}")
-            was, new = _shown(change["was"], secrets), _shown(change["set"], secrets)
-            words = ", ".join(f"{name}: {was[name]} \u2192 {value}" if name in was and name not in secrets.values()
-                              else f"{name}: {value}" for name, value in new.items())
-            parts.append(f"{_object_words(model, change)} \u2014 {words}")
+            stored_of(model, change)
+            names = sorted(change["set"], key=lambda name: name not in secrets)
+            new_object = change["pk"] is None
+            words = ", ".join(f"{secrets[name]} {_secret_change(change['set'][name], new_object=new_object)}"
+                              if name in secrets else _label(model, name, secrets) for name in names)
+            parts.append(f"{_object_words(model, change)}: {words}")
         return "; ".join(parts)
+
+    def changes(payload: dict) -> list[ChangeLine]:
+        """Every field the request sets, its value now and once approved; `asked` when the value now is not the
+        one the request was made against (approval then refuses the request as stale)."""
+        if not payload.get("changes"):
+            raise StaffRequestRefused("nothing to change.")
+        lines = []
+        for change in payload["changes"]:
+            model = model_of(change)
+            stored = stored_of(model, change)
+            subject = _object_words(model, change)
+            for name, value in change["set"].items():
+                now = (json.loads(json.dumps(getattr(stored, name), cls=DjangoJSONEncoder))
+                       if stored is not None else None)
+                was = change["was"].get(name, now)
+                moved = stored is not None and was != now
+                if name in secrets:
+                    lines.append(ChangeLine(
+                        subject=subject, field=secrets[name],
+                        current=_secret_words(now) if stored is not None else "",
+                        new=_secret_change(value, new_object=stored is None),
+                        asked=("replaced since" if moved else None)))
+                    continue
+                lines.append(ChangeLine(
+                    subject=subject, field=_label(model, name, secrets), current=_words(now) if stored is not None else "",
+                    new=_words(value), detail=_list_detail(now if stored else [], value),
+                    asked=_words(was) if moved else None))
+            if stored is not None and setting_digest(stored) != change["digest"] and not any(
+                    line.asked is not None for line in lines if line.subject == subject):
+                lines.append(ChangeLine(subject=subject, field="other fields",
+                                        current="changed since the request was made",
+                                        new="(not set by this request)", asked="unchanged"))
+        return lines
 
     def apply(*, payload: dict, actor, reason: str) -> dict:
         done = []
@@ -122,4 +205,4 @@ def setting_change_kind(*, models_: tuple[type[models.Model], ...], permission: 
         return {"applied": ", ".join(done)}
 
     apply.models = models_  # which settings this kind changes (tests/common/test_staff_request_kinds.py)
-    return StaffRequestKind(permission=permission, describe=describe, apply=apply, conflict=conflict)
+    return StaffRequestKind(permission=permission, describe=describe, changes=changes, apply=apply, conflict=conflict)

@@ -14,7 +14,9 @@ The CLI (docs/api.md, "Operations CLI") calls the services directly: a shell on 
 and its operator is recorded (`--operator`).
 """
 
-from dataclasses import dataclass
+import hashlib
+import json
+from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 import pghistory
@@ -33,11 +35,30 @@ class StaffRequestRefused(ValueError):
 
 
 @dataclass(frozen=True)
+class ChangeLine:
+    """One field of what a request changes, as the approver reads it: its value now and the value approval sets,
+    in words (a secret only as "replaced" / "cleared", never in clear)."""
+
+    subject: str  # what is changed: "channel XENDIT_PHP_PAYIN", "new channel", "merchant M100001 (PHP)"
+    field: str  # "bank codes", "secret key", "available balance"
+    current: str  # the value now, read when the line is made ("" when the object does not exist yet)
+    new: str  # the value once approved
+    detail: str = ""  # what a long value gains and loses ("added: BDO; removed: GCASH"), or how a sum is made
+    asked: str | None = None  # the value when the request was made, only when it has moved since (else None)
+
+
+@dataclass(frozen=True)
 class StaffRequestKind:
     """One kind of staff request, as its domain registers it."""
 
     permission: str  # needed both to ask for it and to approve it
-    describe: Callable[[dict], str]  # the summary the approver reads; raises StaffRequestRefused for a bad payload
+    # One short line for the request list and the audit trail (which fields, and that credentials change, not every
+    # value); raises StaffRequestRefused for a bad payload.
+    describe: Callable[[dict], str]
+    # The whole change, field by field, against the values stored now: read on the request page and the approval
+    # page, and again inside the approval's transaction (staff_request_changes). Raises StaffRequestRefused when the
+    # request can no longer apply.
+    changes: Callable[[dict], list[ChangeLine]]
     apply: Callable[..., dict]  # (payload, actor, reason) -> result, inside the approval's transaction
     # Why this person may neither ask for nor decide this request ("" when nothing stands in the way), e.g.
     # "administers merchant M100001": a merchant's own administrator never handles its money or keys.
@@ -75,11 +96,30 @@ def staff_request_create(*, kind: str, payload: dict, requested_by, reason: str)
     if not reason.strip():
         raise StaffRequestRefused("a reason is required.")
     _check_person(spec=spec, payload=payload, user=requested_by, doing="ask for")
-    request = StaffRequest.objects.create(kind=kind, payload=payload, summary=spec.describe(payload)[:255],
-                                          reason=reason.strip(), requested_by=requested_by)
+    summary = spec.describe(payload)
+    lines = spec.changes(payload)
+    request = StaffRequest.objects.create(kind=kind, payload=payload, summary=summary, reason=reason.strip(),
+                                          requested_by=requested_by)
     audit.record(actor=requested_by, action="staff_request.create", obj=request, reason=request.reason,
-                 new={"kind": kind, "summary": request.summary, "status": request.status})
+                 new={"kind": kind, "summary": request.summary, "status": request.status,
+                      "changes": [asdict(line) for line in lines]})
     return request
+
+
+def staff_request_changes(request: StaffRequest) -> list[ChangeLine]:
+    """What approving `request` would change now, field by field, against the values stored now (raises
+    StaffRequestRefused when it can no longer apply). A decided request: the lines recorded when it was approved."""
+    if request.status != StaffRequest.Status.PENDING:
+        return [ChangeLine(**line) for line in (request.result or {}).get("changes", [])]
+    return KINDS[request.kind].changes(request.payload)
+
+
+def staff_request_changes_digest(lines: list[ChangeLine]) -> str:
+    """A fingerprint of the change an approver read: approval with it applies only that very change. What each line
+    sets and whether the value it replaces moved since the request; not the values now, which a balance changes by
+    every payment without changing what the request does."""
+    read = [[line.subject, line.field, line.new, line.asked] for line in lines]
+    return hashlib.sha256(json.dumps(read).encode()).hexdigest()
 
 
 def _lock_pending(request_id: int, approver) -> StaffRequest:
@@ -101,14 +141,20 @@ def _lock_pending(request_id: int, approver) -> StaffRequest:
 
 @retry_conflicts
 @transaction.atomic(durable=True)
-def staff_request_approve(*, request_id: int, approver, reason: str) -> StaffRequest:
+def staff_request_approve(*, request_id: int, approver, reason: str, seen: str | None = None) -> StaffRequest:
     """A second person says yes: the effect runs through the owning service in this transaction (a refusal of the
-    service — bounds, state — rolls everything back and the request stays pending)."""
+    service — bounds, state — rolls everything back and the request stays pending). `seen`: the digest of the
+    change as the approver read it (staff_request_changes_digest); when the change reads otherwise now (a value it
+    replaces moved since the page was shown), nothing is applied and the approver reads it again."""
     if not reason.strip():
         raise StaffRequestRefused("a reason is required to approve a request.")
     request = _lock_pending(request_id, approver)
     spec = KINDS[request.kind]
     _check_person(spec=spec, payload=request.payload, user=approver, doing="approve")
+    lines = spec.changes(request.payload)
+    if seen is not None and staff_request_changes_digest(lines) != seen:
+        raise StaffRequestRefused(f"request #{request.pk} reads differently now than when you opened it (a value "
+                                  f"it changes moved since): read it again before you decide.")
     # Both people in the settings trail of whatever the approval changes (apps.common.history.event_who).
     with pghistory.context(user=approver.pk, username=approver.get_username(), staff_request=request.pk,
                            requested_by=request.requested_by.get_username()):
@@ -118,6 +164,8 @@ def staff_request_approve(*, request_id: int, approver, reason: str) -> StaffReq
     request.status = StaffRequest.Status.APPROVED
     request.decided_by, request.decided_at, request.decision_reason = approver, timezone.now(), reason.strip()
     request.result = {k: v for k, v in result.items() if isinstance(v, (str, int, bool, type(None)))}
+    # What was applied, as the approver read it: the request page shows these lines once it is decided.
+    request.result["changes"] = [asdict(line) for line in lines]
     request.save(update_fields=["status", "decided_by", "decided_at", "decision_reason", "result"])
     audit.record(actor=approver, action="staff_request.approve", obj=request, reason=request.decision_reason,
                  old={"status": StaffRequest.Status.PENDING},

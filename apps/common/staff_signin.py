@@ -11,6 +11,7 @@ from django.contrib.auth.views import LoginView
 from django.http import HttpResponseRedirect
 
 from apps.common.history import admin_prefix
+from apps.common.limits import OneSignInAtATime
 from apps.common.second_factor_signin import (AUTHENTICATOR_NAME, RECOVERY_NAME, THROTTLED, CodeForm,  # noqa: F401
                                               SignInFlow, _devices_for, _verify, confirmed_authenticator,
                                               new_recovery_codes)
@@ -39,10 +40,14 @@ class AdminRequiresSecondFactor:
         return self.get_response(request)
 
 
+class StaffPasswordForm(OneSignInAtATime, AdminAuthenticationForm):
+    """The admin's login form, one attempt per username at a time (apps.common.limits)."""
+
+
 class PasswordStep(LoginView):
     """Step 1: Django's admin login form (staff only; django-axes counts the failures). Nobody is signed in yet."""
 
-    authentication_form = AdminAuthenticationForm
+    authentication_form = StaffPasswordForm
     template_name = "admin/login.html"
     redirect_authenticated_user = False
 

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.common import signing
+from apps.common.exports import csv_cell
 from apps.ledger.models import MERCHANT_KINDS
 from apps.ledger.selectors import statement_day_entries
 
@@ -63,6 +64,12 @@ def _stamp(moment: datetime) -> str:
     return moment.astimezone(settlement_zone()).isoformat(timespec="seconds")
 
 
+def _write(writer, row) -> None:
+    # Every cell through the one spreadsheet rule (apps.common.exports): today's cells are numbers, times, kinds and
+    # platform references, left as they are, so the signed bytes stay the same.
+    writer.writerow([csv_cell(value) for value in row])
+
+
 def statement_body(*, merchant_id: int, currency: str, day: date, final: bool = True) -> tuple[str, int]:
     """The CSV body of the statement and its number of movements. Closing = opening + the day's entries. A final
     statement (a closed day) stamps its closing rows with the day's end; a provisional one (today) with the time of
@@ -72,19 +79,19 @@ def statement_body(*, merchant_id: int, currency: str, day: date, final: bool = 
     opening, entries = statement_day_entries(merchant_id=merchant_id, currency=currency, start=start, end=end)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(COLUMNS)
+    _write(writer, COLUMNS)
     running = dict(opening)
     as_of = start
     for kind in MERCHANT_KINDS:
-        writer.writerow(("opening", _stamp(start), kind.value, "", "", "", opening[kind.value]))
+        _write(writer, ("opening", _stamp(start), kind.value, "", "", "", opening[kind.value]))
     for entry in entries:
         kind = entry.account.kind
         running[kind] += entry.amount
         as_of = max(as_of, entry.posting.created_at)
-        writer.writerow(("movement", _stamp(entry.posting.created_at), kind, entry.posting.kind, entry.posting.cause,
+        _write(writer, ("movement", _stamp(entry.posting.created_at), kind, entry.posting.kind, entry.posting.cause,
                          entry.amount, running[kind]))
     for kind in MERCHANT_KINDS:
-        writer.writerow(("closing", _stamp(end if final else as_of), kind.value, "", "", running[kind.value] - opening[kind.value],
+        _write(writer, ("closing", _stamp(end if final else as_of), kind.value, "", "", running[kind.value] - opening[kind.value],
                          running[kind.value]))
     return out.getvalue(), len(entries)
 

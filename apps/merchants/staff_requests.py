@@ -6,8 +6,8 @@ two-approval thresholds, its products and apps, and the products' fees and limit
 from apps.common import signing
 from apps.common.models import StaffRequest
 from apps.common.setting_changes import setting_change_kind
-from apps.common.staff_requests import StaffRequestKind, StaffRequestRefused, staff_request_kind_register
-from apps.merchants.models import App, Merchant, MerchantCurrency, MerchantProduct, Product
+from apps.common.staff_requests import ChangeLine, StaffRequestKind, StaffRequestRefused, staff_request_kind_register
+from apps.merchants.models import App, Merchant, MerchantCurrency, MerchantKey, MerchantProduct, Product
 from apps.merchants.selectors import merchant_administrator_conflict
 from apps.merchants.services import MerchantInputError, merchant_key_add_in_transaction, public_key_check
 
@@ -22,6 +22,18 @@ def _describe(payload: dict) -> str:
     return f"New key version for {payload['merchant_no']} (fingerprint {signing.fingerprint(payload['public_key_pem'])})"
 
 
+def _changes(payload: dict) -> list[ChangeLine]:
+    """The keys that verify the merchant's requests now, and the one approval adds (a public key: shown whole)."""
+    _describe(payload)
+    keys = MerchantKey.objects.filter(merchant__merchant_no=payload["merchant_no"], revoked_at__isnull=True)
+    current = ", ".join(f"v{key.version} (fingerprint {key.fingerprint})" for key in keys.order_by("version"))
+    return [ChangeLine(subject=f"merchant {payload['merchant_no']}", field="signing keys in use",
+                       current=current or "(none)",
+                       new=f"{current + ' and ' if current else ''}a new version "
+                           f"(fingerprint {signing.fingerprint(payload['public_key_pem'])})",
+                       detail=payload["public_key_pem"].strip())]
+
+
 def _apply(*, payload: dict, actor, reason: str) -> dict:
     key = merchant_key_add_in_transaction(merchant_no=payload["merchant_no"], public_key_pem=payload["public_key_pem"],
                                           actor=actor)
@@ -33,7 +45,7 @@ def _conflict(payload: dict, user) -> str:
 
 
 staff_request_kind_register(StaffRequest.Kind.MERCHANT_KEY, StaffRequestKind(
-    permission=ADD_KEY_PERMISSION, describe=_describe, apply=_apply, conflict=_conflict))
+    permission=ADD_KEY_PERMISSION, describe=_describe, changes=_changes, apply=_apply, conflict=_conflict))
 
 
 def _setting_conflict(payload: dict, user) -> str:

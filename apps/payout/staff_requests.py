@@ -4,14 +4,14 @@ by payout_reverse_in_transaction when a second person approves it (apps.common.s
 from apps.common.amounts import AmountOutOfBounds, amount_check
 from apps.common.models import StaffRequest
 from apps.common.setting_changes import setting_change_kind
-from apps.common.staff_requests import StaffRequestKind, StaffRequestRefused, staff_request_kind_register
+from apps.common.staff_requests import ChangeLine, StaffRequestKind, StaffRequestRefused, staff_request_kind_register
 from apps.currencies.formatting import format_minor
 from apps.merchants.selectors import merchant_administrator_conflict
 from apps.payout.models import DenyListedAccount, Payout
 from apps.payout.services import REVERSE_PERMISSION, payout_reverse_in_transaction
 
 
-def _describe(payload: dict) -> str:
+def _reversible(payload: dict) -> Payout:
     payout = Payout.objects.select_related("currency", "merchant").filter(pk=payload["payout_id"]).first()
     if payout is None:
         raise StaffRequestRefused(f"no payout {payload['payout_id']}")
@@ -24,8 +24,29 @@ def _describe(payload: dict) -> str:
         amount_check(payload["fee_refund"], what="fee refund", minimum=0, maximum=payout.fee)
     except AmountOutOfBounds as exc:
         raise StaffRequestRefused(str(exc)) from None
+    return payout
+
+
+def _describe(payload: dict) -> str:
+    payout = _reversible(payload)
     return (f"Reverse payout {payout}: {format_minor(payload['reversal_amount'], payout.currency)} "
             f"+ fee refund {format_minor(payload['fee_refund'], payout.currency)} to {payout.merchant.merchant_no}")
+
+
+def _changes(payload: dict) -> list[ChangeLine]:
+    payout = _reversible(payload)
+    subject = f"payout {payout.platform_order_no} ({payout.merchant.merchant_no})"
+    back = payload["reversal_amount"] + payload["fee_refund"]
+    return [ChangeLine(subject=subject, field="status", current=f"{payout.status}, not reversed",
+                       new=f"{payout.status}, reversed"),
+            ChangeLine(subject=subject, field="reversal amount", current="",
+                       new=format_minor(payload["reversal_amount"], payout.currency),
+                       detail=f"of {format_minor(payout.amount, payout.currency)} paid out"),
+            ChangeLine(subject=subject, field="fee refund", current="",
+                       new=format_minor(payload["fee_refund"], payout.currency),
+                       detail=f"of a {format_minor(payout.fee, payout.currency)} fee"),
+            ChangeLine(subject=subject, field="merchant's available balance", current="",
+                       new=f"credit {format_minor(back, payout.currency)}")]
 
 
 def _apply(*, payload: dict, actor, reason: str) -> dict:
@@ -42,7 +63,7 @@ def _conflict(payload: dict, user) -> str:
 
 
 staff_request_kind_register(StaffRequest.Kind.PAYOUT_REVERSAL, StaffRequestKind(
-    permission=REVERSE_PERMISSION, describe=_describe, apply=_apply, conflict=_conflict))
+    permission=REVERSE_PERMISSION, describe=_describe, changes=_changes, apply=_apply, conflict=_conflict))
 
 
 # Lifting (or editing) a deny-list entry: held payouts to that payee would no longer go to review.

@@ -20,7 +20,6 @@ from urllib.parse import urlsplit
 
 import pghistory
 from django.conf import settings
-from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -29,6 +28,7 @@ from apps.callbacks.transport import AttemptRefused, check_url, checked_address,
 from apps.common import audit, signing
 from apps.common.formatting import utc
 from apps.common.independence import independence_conflict
+from apps.common.limits import limit_spend
 from apps.common.step_up import second_factor_confirm
 from apps.merchants.models import Merchant, MerchantKey, PlatformKey
 from apps.merchants.services import MerchantInputError, callback_url_check, merchant_key_add_in_transaction
@@ -367,12 +367,7 @@ def test_callback_allowed(*, merchant_id: int) -> bool:
     """Spend one of the merchant's TEST_CALLBACKS_PER_MINUTE test callbacks (fixed one-minute window, in the
     cache), as `callbacks/resend` spends its re-sends."""
     limit = getattr(settings, "PORTAL_TEST_CALLBACKS_PER_MINUTE", TEST_CALLBACKS_PER_MINUTE)
-    key = _test_window_key(merchant_id)
-    cache.add(key, 0, timeout=120)
-    try:
-        return cache.incr(key) <= limit
-    except ValueError:  # the window's key expired between add and incr
-        return True
+    return limit_spend(_test_window_key(merchant_id), limit=limit, timeout=120)
 
 
 def test_callback_payload(*, merchant: Merchant, kind: str, now) -> dict:

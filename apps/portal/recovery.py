@@ -91,6 +91,24 @@ def recovery_describe(payload: dict) -> str:
             f"changes no key or callback URL and approves no payout.")
 
 
+def recovery_changes(payload: dict) -> list[tuple[str, str, str, str]]:
+    """The change field by field for the approver's table (docs/back-office.md, "What the approver reads"): (what,
+    field, now, once approved)."""
+    person = recovery_target(payload)
+    devices = sum(1 for _ in devices_for_user(person.user, confirmed=None))
+    others = [owner.user.get_username() for owner in merchant_owners(merchant=person.merchant,
+                                                                      exclude_user_ids=[person.user_id])]
+    subject = (f"merchant user {person.user.get_username()} ({person.get_role_display().lower()} of "
+               f"{person.merchant.merchant_no} {person.merchant.name})")
+    return [(subject, "second-factor devices", str(devices), "none (removed)"),
+            (subject, "password", "usable" if person.user.has_usable_password() else "unusable",
+             "unusable until the link is used"),
+            (subject, "one-time link", "", f"e-mailed to {person.user.email}, valid {link_hours():g} h"),
+            (subject, "other owners told", "", ", ".join(others) or "no other owner"),
+            (subject, "after the link is used", "",
+             f"for {cooling_hours():g} h no key or callback URL change and no payout approval")]
+
+
 def recovery_conflict(payload: dict, user) -> str:
     """Why `user` may neither ask for nor decide this recovery ("" when nothing stands in the way): they administer
     the merchant, or they control the person's account or share a controller with it (the insider who set the

@@ -13,6 +13,7 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
+from apps.common.limits import OneSignInAtATime
 from apps.common.second_factor_signin import SignInFlow
 from apps.portal.access import merchant_user_of, secure
 
@@ -24,7 +25,7 @@ PORTAL = SignInFlow(
     may_sign_in=lambda user: merchant_user_of(user) is not None, finish=secure)
 
 
-class PasswordForm(AuthenticationForm):
+class PasswordForm(OneSignInAtATime, AuthenticationForm):
     """Django's sign-in form (django-axes counts its failures), for active merchant users only: a staff account is
     refused here as a wrong password is (it signs in at /admin/), so the page says nothing about who is staff."""
 

@@ -3,7 +3,7 @@ access"): asked for on the admin's merchant users page, applied by apps.portal.r
 person approves it (apps.common.staff_requests)."""
 
 from apps.common.models import StaffRequest
-from apps.common.staff_requests import StaffRequestKind, StaffRequestRefused, staff_request_kind_register
+from apps.common.staff_requests import ChangeLine, StaffRequestKind, StaffRequestRefused, staff_request_kind_register
 from apps.portal import recovery
 
 RECOVER_PERMISSION = "portal.recover_access"
@@ -16,6 +16,14 @@ def _describe(payload: dict) -> str:
         raise StaffRequestRefused(str(exc)) from None
 
 
+def _changes(payload: dict) -> list[ChangeLine]:
+    try:
+        return [ChangeLine(subject=subject, field=field, current=current, new=new)
+                for subject, field, current, new in recovery.recovery_changes(payload)]
+    except recovery.RecoveryRefused as exc:
+        raise StaffRequestRefused(str(exc)) from None
+
+
 def _apply(*, payload: dict, actor, reason: str) -> dict:
     try:
         return recovery.recovery_apply(payload=payload, actor=actor, reason=reason)
@@ -24,4 +32,4 @@ def _apply(*, payload: dict, actor, reason: str) -> dict:
 
 
 staff_request_kind_register(StaffRequest.Kind.ACCESS_RECOVERY, StaffRequestKind(
-    permission=RECOVER_PERMISSION, describe=_describe, apply=_apply, conflict=recovery.recovery_conflict))
+    permission=RECOVER_PERMISSION, describe=_describe, changes=_changes, apply=_apply, conflict=recovery.recovery_conflict))

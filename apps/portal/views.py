@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 
 from apps.collection.models import CollectionOrder
 from apps.common.errors import DomainError, ErrorCode
+from apps.common.exports import csv_cell
 from apps.common.step_up import SecondFactorRefused
 from apps.ledger.services import statement_get
 from apps.ledger.statements import statement_data, statement_today
@@ -94,13 +95,6 @@ class _Echo:
         return value
 
 
-def csv_cell(value) -> str:
-    """A cell that a spreadsheet shows as text: one starting with = + - @ (or a tab/CR) would run as a formula (CSV
-    injection), and merchant-given fields (order numbers, subjects, payee names) are anyone's text."""
-    text = "" if value is None else str(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
-
-
 PAYIN_COLUMNS = ["platform_order_no", "mch_order_no", "created_at", "status", "currency", "amount", "fee",
                  "settlement", "paid_at", "settled_at", "subject"]
 PAYOUT_COLUMNS = ["platform_order_no", "mch_order_no", "created_at", "status", "currency", "amount", "fee",
@@ -119,7 +113,7 @@ def _csv_row(kind: str, order) -> list[str]:
                   order.currency_id, order.amount, order.fee, order.payee_name, mask_account(order.payee_account),
                   order.bank_code, stamp(order.finished_at), order.fail_reason, stamp(order.reversed_at),
                   "" if order.reversal_amount is None else order.reversal_amount]
-    return [csv_cell(value) for value in values]
+    return [csv_cell(value) for value in values]  # merchant-given fields (order numbers, subjects) are anyone's text
 
 
 def _export(request, kind: str):

@@ -30,7 +30,33 @@ def test_non_public_addresses_are_refused(address, reason):
     assert address_refusal(address) == reason
 
 
-@pytest.mark.parametrize("address", ["8.8.8.8", "93.184.216.34", "2606:4700:4700::1111"])
+@pytest.mark.parametrize("address,reason", [
+    # 6to4 (2002::/16): the IPv4 address in bits 16-47.
+    ("2002:7f00:1::", "6to4 127.0.0.1: loopback"), ("2002:a9fe:a9fe::", "6to4 169.254.169.254: link-local"),
+    ("2002:a00:1::1", "6to4 10.0.0.1: private"), ("2002:c0a8:101::", "6to4 192.168.1.1: private"),
+    # NAT64: the well-known prefix with the IPv4 address in the last 32 bits; a site's own prefix entirely.
+    ("64:ff9b::7f00:1", "NAT64 127.0.0.1: loopback"), ("64:ff9b::a9fe:a9fe", "NAT64 169.254.169.254: link-local"),
+    ("64:ff9b:1::7f00:1", "local-nat64"), ("64:ff9b:1:ffff::808:808", "local-nat64"),
+    # IPv4-mapped, IPv4-translated (SIIT) and the deprecated IPv4-compatible form.
+    ("::ffff:169.254.169.254", "link-local"), ("::ffff:0:7f00:1", "IPv4-translated 127.0.0.1: loopback"),
+    ("::7f00:1", "IPv4-compatible 127.0.0.1: loopback"), ("::a9fe:a9fe", "IPv4-compatible 169.254.169.254: link-local"),
+    # Teredo (2001::/32): the server in bits 32-63, the client obfuscated (XOR) in the last 32 bits.
+    ("2001:0:4136:e378:8000:63bf:80ff:fffe", "Teredo client 127.0.0.1: loopback"),
+    ("2001:0:7f00:1:8000:63bf:3f57:fefe", "Teredo server 127.0.0.1: loopback"),
+    ("2001:0:4136:e378:8000:63bf:5601:5601", "Teredo client 169.254.169.254: link-local"),
+    # ISATAP: any /64, then 0:5efe or 200:5efe and the IPv4 address.
+    ("2001:4860:1::5efe:7f00:1", "ISATAP 127.0.0.1: loopback"),
+    ("2606:4700::200:5efe:a9fe:a9fe", "ISATAP 169.254.169.254: link-local"),
+    # Special-purpose ranges the Python tables miss or call global.
+    ("fec0::1", "site-local"), ("192.0.0.8", "special-purpose"), ("3fff::1", "special-purpose"),
+    ("192.88.99.1", "special-purpose"), ("2001:db8::1", "private"),
+])
+def test_ipv6_forms_wrapping_a_forbidden_ipv4_and_special_ranges_are_refused(address, reason):
+    assert address_refusal(address) == reason
+
+
+@pytest.mark.parametrize("address", ["8.8.8.8", "93.184.216.34", "2606:4700:4700::1111",
+                                     "2002:808:808::", "2001:4860:4860::8888", "2a00:1450:4001:82b::200e"])
 def test_public_addresses_are_allowed(address):
     assert address_refusal(address) is None
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
 from apps.common.models import Heartbeat, OperationsOverview, StaffRequest
 from apps.collection.services import collection_create, collection_notify_paid
-from apps.common.staff_requests import KINDS
+from apps.common.staff_requests import KINDS, staff_request_changes, staff_request_changes_digest
 from apps.common.staff_signin import new_recovery_codes
 from apps.ledger.services import balance_adjust, statements_prepare
 from apps.ledger.statements import statement_today
@@ -207,6 +207,11 @@ def _reverse_data(world):
     return {"apply": "1", "reversal_amount": str(paid.amount), "fee_refund": "0", "reason": "bank return"}
 
 
+def _seen(request):
+    """The digest the approval page sends with its form: the change as the approver read it."""
+    return {f"seen_{request.pk}": staff_request_changes_digest(staff_request_changes(request))}
+
+
 # (model, action) -> (the permissions that gate it, extra form data, "it happened" check)
 ACTIONS = {
     ("merchants.merchantkey", "revoke_selected"): (
@@ -228,7 +233,7 @@ ACTIONS = {
     # is excluded so the action is not even offered, then adjust_balance alone is added back.
     ("common.staffrequest", "approve_selected"): (
         ["common.adjust_balance", *sorted({spec.permission for spec in KINDS.values()} - {"common.adjust_balance"})],
-        lambda w: {"apply": "1", "reason": "checked"},
+        lambda w: {"apply": "1", "reason": "checked", **_seen(w["common.staffrequest"])},
         lambda w: StaffRequest.objects.get(pk=w["common.staffrequest"].pk).status == "APPROVED"),
     ("portal.merchantuser", "ask_recovery"): (  # asks for the recovery; a second person approves it
         ["portal.recover_access"], lambda w: {"apply": "1", "reason": "lost phone, called back"},

@@ -24,7 +24,7 @@ from apps.payout.models import Payout, PayoutApproval
 from tests.common.test_money_settings_four_eyes import merchant_form, user_change_form
 from tests.payout.conftest import fund, money_snapshot, new_payout, staff_user
 from tests.portal.support import portal_user
-from tests.support.four_eyes import staff_account
+from tests.support.four_eyes import approval_form, staff_account
 from tests.support.staff import PASSWORD, add_authenticator, admin_login, totp_code
 
 pytestmark = pytest.mark.django_db
@@ -70,8 +70,8 @@ def sign_in_through_the_pages(username: str, password: str) -> Client:
 
 
 def approve_in_admin(client, request: StaffRequest) -> str:
-    return admin_post(client, REQUESTS, {"action": "approve_selected", "_selected_action": [str(request.pk)],
-                                         "apply": "1", "reason": "checked against the ticket"})
+    # Through the approval page, which sends back the change it showed (docs/back-office.md).
+    return admin_post(client, REQUESTS, approval_form(client, [request.pk], reason="checked against the ticket"))
 
 
 @pytest.fixture

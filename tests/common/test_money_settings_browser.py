@@ -42,7 +42,7 @@ def test_a_channel_credential_change_needs_a_second_channel_manager(live_server,
         page.click("input[name=_save]")
         page.wait_for_selector("ul.messagelist")
         message = page.inner_text("ul.messagelist")
-        assert "second person" in message and "secret key: replaced" in message
+        assert "second person" in message and "secret key replaced" in message
         assert NEW_SECRET not in page.content() and NEW_TOKEN not in page.content()
         screenshot(page, "channel-change-requested")
         channel.refresh_from_db()
@@ -53,7 +53,7 @@ def test_a_channel_credential_change_needs_a_second_channel_manager(live_server,
         assert "a second person must decide it" in page.inner_text("ul.messagelist")
 
         page = log_in(browser, live_server, "chen", REQUESTS)
-        assert "secret key: replaced" in page.inner_text("#changelist")
+        assert "secret key replaced" in page.inner_text("#changelist")
         screenshot(page, "channel-change-pending")
         approve_all(page, "rotation announced by Xendit, checked")
         assert "approved" in page.inner_text("ul.messagelist").lower()

@@ -32,8 +32,9 @@ def test_each_kind_is_registered_by_its_own_domain():
 def test_an_unknown_kind_or_a_second_registration_is_refused():
     spec = KINDS[StaffRequest.Kind.MERCHANT_KEY]
     with pytest.raises(ImproperlyConfigured, match="not a StaffRequest.Kind"):
-        staff_request_kind_register("refund", StaffRequestKind(spec.permission, spec.describe, spec.apply,
-                                                               spec.conflict))
+        staff_request_kind_register("refund", StaffRequestKind(
+            permission=spec.permission, describe=spec.describe, changes=spec.changes, apply=spec.apply,
+            conflict=spec.conflict))
     with pytest.raises(ImproperlyConfigured, match="registered twice"):
         staff_request_kind_register(StaffRequest.Kind.MERCHANT_KEY, spec)
     assert "refund" not in KINDS and KINDS[StaffRequest.Kind.MERCHANT_KEY] is spec

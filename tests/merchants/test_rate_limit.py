@@ -6,6 +6,7 @@ import time
 
 import pytest
 import time_machine
+from django.core.management import call_command
 from django.test import override_settings
 
 from apps.collection.models import CollectionOrder
@@ -45,9 +46,12 @@ def test_the_budget_is_shared_by_all_endpoints_and_a_refused_create_creates_noth
 
 
 @override_settings(RATE_LIMIT_PER_SECOND=2,
-                   CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}})
+                   CACHES={"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache",
+                                       "LOCATION": "cache_table"}})
 def test_without_redis_the_cache_api_path_keeps_the_same_rules(client, merchant):
-    """make run without REDIS_URL uses the database cache: the rate limit and the nonce rule hold there too."""
+    """make run without REDIS_URL uses the database cache: the rate limit and the nonce rule hold there too (at the
+    same moment too: tests/common/test_limits.py)."""
+    call_command("createcachetable", verbosity=0)
     with time_machine.travel(time.time(), tick=False):
         body = merchant.signed_body({})
         assert_ok(post_json(client, BALANCE, body))

@@ -128,6 +128,11 @@ def test_csv_cells_that_a_spreadsheet_would_run_are_made_text(finance, shops):
                       amount=5000, currency="PHP", subject="+cmd")
     rows = list(csv.DictReader(io.StringIO(text(finance.get("/portal/payins/export.csv", {"status": "CREATED"})))))
     assert rows[0]["mch_order_no"] == "'=HYPERLINK(1)" and rows[0]["subject"] == "'+cmd"
+    # Blanks or a quote before the formula do not hide it (every case: tests/common/test_exports.py).
+    collection_create(merchant=a.merchant, mch_order_no="second-order", product_code="PHP_COLLECT_D1",
+                      amount=5000, currency="PHP", subject=' "=HYPERLINK(2)')
+    rows = list(csv.DictReader(io.StringIO(text(finance.get("/portal/payins/export.csv", {"status": "CREATED"})))))
+    assert {row["mch_order_no"]: row["subject"] for row in rows}["second-order"] == "' \"=HYPERLINK(2)"
 
 
 def test_statement_is_the_apis_signed_statement_of_this_merchant(finance, shops):

@@ -18,7 +18,7 @@ from apps.common.models import AccountAct, AuditLog, StaffRequest
 from apps.portal.models import AccessRecovery, Notice
 from tests.portal.recovery import NEW_PASSWORD, link_token, recovery_approved, staff_pair
 from tests.portal.support import portal_login
-from tests.support.four_eyes import staff_account
+from tests.support.four_eyes import approval_form, staff_account
 from tests.support.staff import PASSWORD, admin_login, totp_code
 
 pytestmark = pytest.mark.django_db
@@ -30,8 +30,8 @@ def _ask(client, person, reason="lost phone; called back on the number on file")
 
 
 def _decide(client, request_id, reason="checked the call-back record"):
-    return client.post("/admin/common/staffrequest/", {"action": "approve_selected", "_selected_action": [request_id],
-                                                       "apply": "1", "reason": reason}, follow=True)
+    # Through the approval page, which sends back the change it showed (docs/back-office.md).
+    return client.post("/admin/common/staffrequest/", approval_form(client, [request_id], reason=reason), follow=True)
 
 
 def _unchanged(person, devices_before: int) -> None:

@@ -1,6 +1,8 @@
 """Four eyes on money settings in tests (apps.common.setting_changes): an admin save is a staff request; a second
 person approves it through the service, as "Staff requests" in the admin does."""
 
+import re
+
 import pghistory
 from django.contrib.auth import get_user_model
 
@@ -28,3 +30,13 @@ def staff_account(username: str, *, superuser: bool = True, groups=()):
         for group in groups:
             user.groups.add(group)
     return user
+
+
+def approval_form(client, request_ids, *, reason: str, url: str = "/admin/common/staffrequest/") -> dict:
+    """The approval page's form for `request_ids` as a signed-in client reads it, filled with `reason`: the action's
+    fields and, per request, the digest of the change the page showed (staff_request_approve's `seen`)."""
+    ids = [str(pk) for pk in request_ids]
+    page = client.post(url, {"action": "approve_selected", "_selected_action": ids})
+    seen = dict(re.findall(r'name="seen_(\d+)" value="([0-9a-f]*)"', page.content.decode()))
+    return {"action": "approve_selected", "_selected_action": ids, "apply": "1", "reason": reason,
+            **{f"seen_{pk}": seen.get(pk, "") for pk in ids}}

@@ -12,6 +12,7 @@ from rest_framework.authentication import BaseAuthentication
 from apps.common import signing
 from apps.common.cache_scripts import cache_script
 from apps.common.errors import ApiError, ErrorCode
+from apps.common.limits import limit_spend
 from apps.merchants.models import App, Merchant, MerchantKey
 from apps.merchants.selectors import merchant_key_for_request, public_key_object
 
@@ -59,12 +60,7 @@ def nonce_claim(*, merchant_id: int, nonce: str) -> bool:
 
 def rate_limit_allows(*, merchant_id: int) -> bool:
     """Fixed one-second window per merchant (docs/api.md, "Error codes", code 1106)."""
-    key = _rate_key(merchant_id)
-    cache.add(key, 0, timeout=5)
-    try:
-        return cache.incr(key) <= settings.RATE_LIMIT_PER_SECOND
-    except ValueError:  # the window expired between add and incr
-        return True
+    return limit_spend(_rate_key(merchant_id), limit=settings.RATE_LIMIT_PER_SECOND, timeout=5)
 
 
 def _nonce_key(merchant_id: int, nonce: str) -> str:
