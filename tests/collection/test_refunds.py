@@ -1,0 +1,123 @@
+"""Refunds of paid pay-ins, the money: the hold at create, SUCCESS and FAILED, and every refusal moving nothing
+(docs/api.md, "Refunds")."""
+
+import pytest
+
+from apps.collection.models import CollectionOrder, Refund
+from apps.collection.refunds import OUTCOME_FAILED, OUTCOME_SUCCEEDED, refund_channel_result, refund_create
+from apps.collection.services import collection_notify_paid
+from apps.common.errors import DomainError
+from apps.ledger.models import Hold, Posting
+from tests.collection.conftest import balances, create_ok
+
+pytestmark = pytest.mark.django_db
+
+
+def paid_order(client, ctx, *, amount=100_000, product_code="PHP_COLLECT_D0", **overrides) -> CollectionOrder:
+    order = create_ok(client, ctx, product_code=product_code, amount=amount, **overrides)
+    return collection_notify_paid(platform_order_no=order.platform_order_no)
+
+
+def refused(code: str, **kwargs) -> DomainError:
+    with pytest.raises(DomainError) as raised:
+        refund_create(**kwargs)
+    assert raised.value.error.code == code, raised.value.msg
+    return raised.value
+
+
+def test_a_refund_holds_its_amount_from_available_in_the_transaction_that_creates_it(client, merchant):
+    order = paid_order(client, merchant)
+    refund = refund_create(merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-1",
+                           amount=30_000, reason="damaged")
+    assert refund.status == Refund.Status.PROCESSING
+    assert (refund.refunded_total, refund.refundable) == (30_000, 70_000)
+    assert refund.refund_no.startswith("R") and refund.refund_no.isalnum()
+    assert balances(merchant) == {"available": 70_000, "settling": 0, "frozen": 30_000}
+    hold = Hold.objects.get(pk=refund.hold_id)
+    assert (hold.amount, hold.cause, hold.status) == (30_000, refund.refund_no, Hold.Status.HELD)
+
+
+def test_a_successful_refund_leaves_to_the_channel_and_a_failed_one_comes_back(client, merchant):
+    order = paid_order(client, merchant)
+    paid = refund_create(merchant=merchant.merchant, platform_order_no=order.platform_order_no,
+                         mch_refund_no="RF-OK", amount=30_000)
+    failed = refund_create(merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-KO",
+                           amount=20_000)
+    refund_channel_result(refund_no=paid.refund_no, outcome=OUTCOME_SUCCEEDED)
+    refund_channel_result(refund_no=failed.refund_no, outcome=OUTCOME_FAILED, fail_reason="account closed")
+    assert balances(merchant) == {"available": 70_000, "settling": 0, "frozen": 0}
+    paid.refresh_from_db(), failed.refresh_from_db()
+    assert (paid.status, failed.status, failed.fail_reason) == ("SUCCESS", "FAILED", "account closed")
+    assert paid.finished_at and failed.finished_at
+    assert Posting.objects.get(kind="hold.settle", cause=paid.refund_no).entries.filter(
+        account__kind="payin_clearing", amount=30_000).exists()
+    # The failed refund gave its amount back: it is refundable again.
+    again = refund_create(merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-3",
+                          amount=70_000)
+    assert (again.refunded_total, again.refundable) == (100_000, 0)
+
+
+def test_a_second_answer_on_a_finished_refund_moves_nothing(client, merchant):
+    order = paid_order(client, merchant)
+    refund = refund_create(merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-1",
+                           amount=1_000)
+    refund_channel_result(refund_no=refund.refund_no, outcome=OUTCOME_SUCCEEDED)
+    before = (balances(merchant), Posting.objects.count())
+    refund_channel_result(refund_no=refund.refund_no, outcome=OUTCOME_FAILED, fail_reason="late")
+    refund_channel_result(refund_no=refund.refund_no, outcome=OUTCOME_SUCCEEDED)
+    refund.refresh_from_db()
+    assert (refund.status, refund.fail_reason) == ("SUCCESS", "")
+    assert (balances(merchant), Posting.objects.count()) == before
+
+
+def test_refunds_of_an_order_never_add_up_to_more_than_was_paid(client, merchant):
+    order = paid_order(client, merchant)
+    refund_create(merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-1", amount=60_000)
+    before = (balances(merchant), Refund.objects.count(), Posting.objects.count())
+    error = refused("2008", merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-2",
+                    amount=40_001)
+    assert "40000 still refundable" in error.msg
+    assert (balances(merchant), Refund.objects.count(), Posting.objects.count()) == before
+
+
+def test_an_unpaid_order_is_not_refundable_and_nothing_moves(client, merchant):
+    order = create_ok(client, merchant, product_code="PHP_COLLECT_D0", amount=10_000)
+    paid_order(client, merchant, amount=50_000)  # funds in available, so only the order's state refuses
+    before = (balances(merchant), Refund.objects.count(), Posting.objects.count())
+    error = refused("2007", merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-1",
+                    amount=1_000)
+    assert "not paid" in error.msg
+    assert (balances(merchant), Refund.objects.count(), Posting.objects.count()) == before
+
+
+def test_a_refund_never_draws_on_settling(client, merchant):
+    """A D1 pay-in's credit is in settling until its release: available is short, so the refund is 2003."""
+    order = paid_order(client, merchant, amount=50_000, product_code="PHP_COLLECT_D1")
+    assert balances(merchant) == {"available": 0, "settling": 50_000, "frozen": 0}
+    before = (Refund.objects.count(), Posting.objects.count())
+    refused("2003", merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-1",
+            amount=10_000)
+    assert balances(merchant) == {"available": 0, "settling": 50_000, "frozen": 0}
+    assert (Refund.objects.count(), Posting.objects.count()) == before
+
+
+def test_another_merchants_order_is_not_found(client, merchant, other_merchant):
+    order = paid_order(client, merchant)
+    refused("2002", merchant=other_merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-1",
+            amount=1_000)
+    assert not Refund.objects.exists()
+
+
+def test_the_same_mch_refund_no_replays_the_refund_or_is_2001(client, merchant):
+    order = paid_order(client, merchant)
+    first = refund_create(merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-1",
+                          amount=1_000, reason="size")
+    refund_channel_result(refund_no=first.refund_no, outcome=OUTCOME_SUCCEEDED)
+    before = (balances(merchant), Posting.objects.count())
+    again = refund_create(merchant=merchant.merchant, platform_order_no=order.platform_order_no,
+                          mch_refund_no="RF-1", amount=1_000, reason="size")
+    assert (again.pk, again.status, again.refunded_total) == (first.pk, "SUCCESS", 1_000)
+    error = refused("2001", merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-1",
+                    amount=2_000, reason="size")
+    assert "different amount" in error.msg
+    assert (balances(merchant), Posting.objects.count(), Refund.objects.count()) == (*before, 1)
