@@ -121,3 +121,29 @@ def test_the_same_mch_refund_no_replays_the_refund_or_is_2001(client, merchant):
                     amount=2_000, reason="size")
     assert "different amount" in error.msg
     assert (balances(merchant), Posting.objects.count(), Refund.objects.count()) == (*before, 1)
+
+
+def test_the_sweep_submits_a_refund_whose_submission_was_lost_and_finishes_one_whose_answer_was(client, merchant):
+    import time
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from apps.collection.refunds import refunds_sweep
+
+    order = paid_order(client, merchant)
+    # In this test's transaction nothing is committed: the submission queued on commit never runs.
+    refund = refund_create(merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-LOST",
+                           amount=10_000)
+    assert refunds_sweep() == {}  # too recent: its submission may still be on the way
+    later = timezone.now() + timedelta(minutes=1)
+    assert refunds_sweep(now=later) == {"refund.unsubmitted": 1}
+    refund.refresh_from_db()
+    assert (refund.status, refund.upstream_reference) == ("PROCESSING", f"SBXR{refund.refund_no}")
+    time.sleep(settings.SANDBOX_REFUND_SETTLE_SECONDS)  # the sandbox answers this long after the refund was made
+    assert refunds_sweep(now=later) == {"refund.unanswered": 1}
+    refund.refresh_from_db()
+    assert refund.status == "SUCCESS"
+    assert balances(merchant) == {"available": 90_000, "settling": 0, "frozen": 0}
+    assert refunds_sweep(now=later) == {}
