@@ -147,3 +147,32 @@ def test_the_sweep_submits_a_refund_whose_submission_was_lost_and_finishes_one_w
     assert refund.status == "SUCCESS"
     assert balances(merchant) == {"available": 90_000, "settling": 0, "frozen": 0}
     assert refunds_sweep(now=later) == {}
+
+
+def test_the_statement_shows_each_refunds_hold_release_and_completion_under_its_refund_no(client, merchant):
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    from django.conf import settings
+
+    from tests.helpers import assert_ok, signed_post
+
+    order = paid_order(client, merchant, amount=100_000)
+    paid = refund_create(merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-OK",
+                         amount=30_000)
+    failed = refund_create(merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-KO",
+                           amount=1_099)
+    refund_channel_result(refund_no=paid.refund_no, outcome=OUTCOME_SUCCEEDED)
+    refund_channel_result(refund_no=failed.refund_no, outcome=OUTCOME_FAILED, fail_reason="sandbox rule")
+    today = datetime.now(ZoneInfo(settings.SETTLEMENT_TIME_ZONE)).date().isoformat()
+    data = assert_ok(signed_post(client, merchant, "/openapi/v1/statement", {"date": today, "currency": "PHP"}))
+    refund_rows = [(m["kind"], m["cause"], m["account"], m["amount"]) for m in data["movements"]
+                   if m["cause"] in (paid.refund_no, failed.refund_no)]
+    assert refund_rows == [
+        ("hold.place", paid.refund_no, "available", -30_000), ("hold.place", paid.refund_no, "frozen", 30_000),
+        ("hold.place", failed.refund_no, "available", -1_099), ("hold.place", failed.refund_no, "frozen", 1_099),
+        ("hold.settle", paid.refund_no, "frozen", -30_000),
+        ("hold.release", failed.refund_no, "frozen", -1_099), ("hold.release", failed.refund_no, "available", 1_099),
+    ]
+    assert {a["account"]: a["closing"] for a in data["accounts"]} == {"available": 70_000, "settling": 0,
+                                                                      "frozen": 0}
