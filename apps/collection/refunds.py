@@ -156,6 +156,9 @@ def refund_submit(*, refund_id: int) -> str | None:
         return None
     try:
         reference = payin_adapter(refund.channel).start_refund(refund=refund)
+    except ChannelNotAllowed as exc:  # a sandbox channel in a live deployment or the reverse: an operator's case
+        logger.error("refund %s not submitted: %s", refund.refund_no, exc)
+        return None
     except UpstreamRejected as exc:
         refund_channel_result(refund_no=refund.refund_no, outcome=OUTCOME_FAILED, fail_reason=str(exc))
         return None
