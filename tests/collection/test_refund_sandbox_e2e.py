@@ -66,3 +66,28 @@ def test_a_sandbox_refund_of_an_amount_ending_in_99_fails_and_its_amount_comes_b
     assert balances(shop) == {"available": 100_000, "settling": 0, "frozen": 0}
     queried = assert_ok(signed_post(Client(), shop, "/openapi/v1/refund/query", {"refund_no": refund.refund_no}))
     assert (queried["status"], queried["refundable"]) == ("FAILED", 100_000)
+
+
+def test_a_paid_order_refunded_in_two_parts_takes_no_third_and_every_refund_is_called_back_once(shop,
+                                                                                               callback_receiver):
+    from django.core.management import call_command
+
+    order = paid_order(Client(), shop, amount=100_000)  # ₱1,000.00
+    numbers = []
+    for mch_refund_no, amount in (("RF-300", 30_000), ("RF-700", 70_000)):
+        data = assert_ok(signed_post(Client(), shop, "/openapi/v1/refund/create",
+                                     {"mch_order_no": order.mch_order_no, "mch_refund_no": mch_refund_no,
+                                      "amount": amount}))
+        numbers.append(data["refund_no"])
+    assert data["refundable"] == 0
+    status, body = signed_post(Client(), shop, "/openapi/v1/refund/create",
+                               {"mch_order_no": order.mch_order_no, "mch_refund_no": "RF-1", "amount": 100})
+    assert (status, body["code"]) == (422, "2008")
+    for number in numbers:
+        finished(number, "SUCCESS")
+    wait_until(lambda: all(refund_callbacks(callback_receiver, number) for number in numbers),
+               what="both refund callbacks")
+    time.sleep(1)
+    assert [len(refund_callbacks(callback_receiver, number)) for number in numbers] == [1, 1]
+    assert balances(shop) == {"available": 0, "settling": 0, "frozen": 0}
+    call_command("verify_ledger", stdout=open("/dev/null", "w"))  # exits non-zero on any broken invariant
