@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from apps.collection.models import CollectionOrder, Refund
-from apps.collection.sweep import STRANDED
+from apps.collection.sweep import REFUND_STRANDED, STRANDED
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -107,7 +107,8 @@ class RefundAdmin(admin.ModelAdmin):
     list_display = ("refund_short", "amount_display", "status", "merchant_no", "order_short", "mch_refund_short",
                     "created_utc")
     list_display_links = ("refund_short",)
-    list_filter = ("status", "currency", ("created_at", admin.DateFieldListFilter))
+    list_filter = ("status", "currency", ("created_at", admin.DateFieldListFilter),
+                   stranded_list_filter(REFUND_STRANDED))
     # Either refund number, the refunded pay-in's numbers, or the merchant's number.
     search_fields = ("=refund_no", "=mch_refund_no", "=order__platform_order_no", "=order__mch_order_no",
                      "=merchant__merchant_no")

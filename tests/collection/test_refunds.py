@@ -176,3 +176,31 @@ def test_the_statement_shows_each_refunds_hold_release_and_completion_under_its_
     ]
     assert {a["account"]: a["closing"] for a in data["accounts"]} == {"available": 70_000, "settling": 0,
                                                                       "frozen": 0}
+
+
+def test_a_refund_without_its_answer_is_counted_stuck_and_listed_until_the_sweep_finishes_it(client, merchant,
+                                                                                             admin_client):
+    import time
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from apps.collection.refunds import refunds_sweep
+    from apps.operations.selectors import stranded_orders
+
+    order = paid_order(client, merchant)
+    refund = refund_create(merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-STUCK",
+                           amount=10_000)
+
+    def stuck(now) -> int:
+        return next(figure.count for figure in stranded_orders(now=now) if figure.kind.name == "refund.unanswered")
+
+    assert stuck(timezone.now()) == 0  # its answer may still come
+    later = timezone.now() + timedelta(minutes=1)
+    assert stuck(later) == 1
+    time.sleep(settings.SANDBOX_REFUND_SETTLE_SECONDS)
+    refunds_sweep(now=later)  # submits it
+    refunds_sweep(now=later)  # asks the sandbox and applies its answer
+    refund.refresh_from_db()
+    assert refund.status == "SUCCESS" and stuck(later) == 0
