@@ -204,3 +204,47 @@ def test_a_refund_without_its_answer_is_counted_stuck_and_listed_until_the_sweep
     refunds_sweep(now=later)  # asks the sandbox and applies its answer
     refund.refresh_from_db()
     assert refund.status == "SUCCESS" and stuck(later) == 0
+
+
+def test_a_pay_in_whose_channel_takes_no_refunds_is_2007_naming_the_channel(client, merchant, monkeypatch):
+    from apps.channels.sandbox_payin import SandboxPayinAdapter
+
+    order = paid_order(client, merchant)
+    monkeypatch.setattr(SandboxPayinAdapter, "takes_refunds", False)
+    before = (balances(merchant), Refund.objects.count(), Posting.objects.count())
+    error = refused("2007", merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-1",
+                    amount=1_000)
+    assert f"channel {order.channel.code} does not take refunds" in error.msg
+    assert (balances(merchant), Refund.objects.count(), Posting.objects.count()) == before
+
+
+def test_a_refund_its_channel_refuses_at_submission_fails_and_its_amount_comes_back(client, merchant, monkeypatch):
+    from apps.channels.base import UpstreamRejected
+    from apps.channels.sandbox_payin import SandboxPayinAdapter
+    from apps.collection.refunds import refund_submit
+
+    def refuse(self, *, refund):
+        raise UpstreamRejected("the payment is older than the channel's refund window")
+
+    order = paid_order(client, merchant)
+    refund = refund_create(merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-1",
+                           amount=10_000)
+    monkeypatch.setattr(SandboxPayinAdapter, "start_refund", refuse)
+    assert refund_submit(refund_id=refund.pk) is None
+    refund.refresh_from_db()
+    assert (refund.status, refund.fail_reason) == ("FAILED", "the payment is older than the channel's refund window")
+    assert balances(merchant) == {"available": 100_000, "settling": 0, "frozen": 0}
+    assert refund_submit(refund_id=refund.pk) is None  # a finished refund is not submitted again
+
+
+def test_the_sandbox_answers_no_refund_in_a_live_deployment(client, merchant, settings):
+    from apps.channels.sandbox_payin import sandbox_refund_settle
+
+    order = paid_order(client, merchant)
+    refund = refund_create(merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-1",
+                           amount=10_000)
+    settings.PLATFORM_ENVIRONMENT = "live"
+    sandbox_refund_settle.run(refund.refund_no, "succeeded")
+    refund.refresh_from_db()
+    assert refund.status == "PROCESSING"
+    assert balances(merchant)["frozen"] == 10_000
