@@ -86,6 +86,28 @@ def payout_reversed_payload(payout: Any) -> dict:
     }
 
 
+def refund_terminal_payload(refund: Any) -> dict:
+    """A refund's terminal snapshot: `event` = refund.terminal (a refund's number is not an order's, so merchants
+    route on `event`); fail_reason only on FAILED. `refund.order` is the pay-in it refunds."""
+    status = _status(refund.status)
+    if status not in ("SUCCESS", "FAILED"):
+        raise ValueError(f"refund {refund.refund_no} is not terminal ({status})")
+    body = {
+        "event": "refund.terminal",
+        "mch_refund_no": refund.mch_refund_no,
+        "refund_no": refund.refund_no,
+        "mch_order_no": refund.order.mch_order_no,
+        "platform_order_no": refund.order.platform_order_no,
+        "currency": _currency_code(refund),
+        "amount": int(refund.amount),
+        "status": status,
+        "finished_at": _unix(refund.finished_at),
+    }
+    if status == "FAILED":
+        body["fail_reason"] = refund.fail_reason or ""
+    return body
+
+
 def _check_payload(payload: dict) -> None:
     reserved = sorted(set(payload) & set(SIGNING_FIELDS))
     if reserved:
@@ -98,7 +120,7 @@ def _check_payload(payload: dict) -> None:
 # ------------------------------------------------------------------------------------------- enqueue
 
 def callback_url_for(*, merchant: Merchant, type: str) -> str:
-    if type == CallbackEvent.Type.COLLECTION_SUCCESS:
+    if type in (CallbackEvent.Type.COLLECTION_SUCCESS, CallbackEvent.Type.REFUND_TERMINAL):
         return merchant.collection_callback_url
     return merchant.payout_callback_url
 

@@ -11,6 +11,7 @@ class CallbackEvent(models.Model):
         COLLECTION_SUCCESS = "collection.success", "Collection success"
         PAYOUT_TERMINAL = "payout.terminal", "Payout terminal"
         PAYOUT_REVERSED = "payout.reversed", "Payout reversed"
+        REFUND_TERMINAL = "refund.terminal", "Refund terminal"
 
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"

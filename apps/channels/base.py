@@ -8,6 +8,7 @@ imports neither; apps.channels.registry):
   payout_handlers().result(...)         payout_channel_result: disbursement paid or failed
   payout_handlers().returned(...)       payout_channel_returned: a paid disbursement came back (reversal)
   payout_handlers().apply_state(...)    payout_upstream_apply: a PayoutState read from the upstream's API
+  payin_handlers().refund_result(...)   refund_channel_result: a refund succeeded or failed upstream
 """
 
 from abc import ABC, abstractmethod
@@ -76,6 +77,15 @@ class PayoutState:
 
 
 @dataclass(frozen=True)
+class RefundState:
+    """What the channel says about a refund. outcome: 'pending', 'succeeded' or 'failed'."""
+
+    outcome: str
+    reference: str = ""
+    fail_reason: str = ""
+
+
+@dataclass(frozen=True)
 class PaymentStart:
     """What the hosted page needs to forward the payer upstream (sandbox: render its own Pay/Fail form)."""
 
@@ -96,6 +106,20 @@ class PayinAdapter(ABC):
     def payin_state(self, *, order, reference: str, channel=None) -> PayinState:
         """A real upstream's current view of the pay-in (reconciliation and webhooks), asked of `channel` (the one the
         payment was opened on: UpstreamPayin.channel), the order's own by default. Sandbox: not asked."""
+        raise NotImplementedError
+
+    # Whether this channel gives a payment back (a refund of it is refused at create, 2007, when not).
+    takes_refunds = False
+
+    def start_refund(self, *, refund) -> str:
+        """Ask the upstream to give `refund.amount` of the payment of `refund.order` back; returns the upstream
+        reference. The result arrives later through payin_handlers().refund_result. `refund_no` is the upstream
+        idempotency key: the same refund submitted twice is one refund upstream, with the same reference.
+        UpstreamRejected when it refuses, UpstreamUnavailable when it does not answer."""
+        raise UpstreamRejected(f"{self.name}: refunds are not supported")
+
+    def refund_state(self, *, refund) -> RefundState:
+        """The upstream's current view of the refund (the refund sweep asks when its answer is late)."""
         raise NotImplementedError
 
 

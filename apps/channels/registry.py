@@ -122,6 +122,8 @@ class PayinHandlers:
     paid: Callable[..., object]  # (*, platform_order_no: str, upstream_reference: str)
     # Ask the upstreams about opened pay-ins past expiry: ({"checked", "paid", "expired"}, errors).
     reconcile: Callable[..., tuple[dict, list[dict]]]  # (*, now: datetime)
+    # A refund's final answer: 'succeeded' or 'failed' (the sandbox's settlement).
+    refund_result: Callable[..., object]  # (*, refund_no: str, outcome: str, fail_reason: str = "")
 
 
 _HANDLERS: dict[str, PayoutHandlers | PayinHandlers] = {}

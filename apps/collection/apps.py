@@ -7,9 +7,11 @@ class CollectionConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.channels.registry import PayinHandlers, register_payin_handlers
+        from apps.collection.refunds import refund_channel_result
         from apps.collection.services import collection_notify_paid
         from apps.collection.upstream import collection_upstream_apply, collection_upstream_reconcile
 
         # What an upstream reports about a pay-in (webhook, reconciliation, the sandbox's Pay button) enters here.
         register_payin_handlers(PayinHandlers(apply_state=collection_upstream_apply, paid=collection_notify_paid,
-                                              reconcile=collection_upstream_reconcile))
+                                              reconcile=collection_upstream_reconcile,
+                                              refund_result=refund_channel_result))

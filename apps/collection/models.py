@@ -11,6 +11,7 @@ from django_fsm import FSMField, transition
 
 from apps.channels.models import Channel
 from apps.currencies.models import Currency
+from apps.ledger.models import Hold
 from apps.merchants.models import Merchant, Product
 
 DEFAULT_EXPIRE_SECONDS = 600
@@ -33,6 +34,11 @@ def random_alphanumerics(length: int) -> str:
 def new_platform_order_no() -> str:
     """'C' + UTC time to the second + 16 random alphanumerics (~95 bits): sortable to a reader, not guessable."""
     return "C" + timezone.now().strftime("%Y%m%d%H%M%S") + random_alphanumerics(16)
+
+
+def new_refund_no() -> str:
+    """'R' + UTC time to the second + 16 random alphanumerics, as platform_order_no (docs/api.md, "Refunds")."""
+    return "R" + timezone.now().strftime("%Y%m%d%H%M%S") + random_alphanumerics(16)
 
 
 def new_pay_token() -> str:
@@ -141,3 +147,65 @@ class CollectionOrder(models.Model):
     @transition(field=status, source=Status.CREATED, target=Status.EXPIRED)
     def expire(self) -> None:
         pass
+
+
+class Refund(models.Model):
+    """Money given back to the payer of a paid pay-in, in full or in part (docs/api.md, "Refunds"). Its amount is held
+    (available → frozen) from create until the channel's answer: SUCCESS lets it leave, FAILED gives it back."""
+
+    class Status(models.TextChoices):
+        PROCESSING = "PROCESSING", "Processing"
+        SUCCESS = "SUCCESS", "Success"
+        FAILED = "FAILED", "Failed"
+
+    TERMINAL = (Status.SUCCESS, Status.FAILED)
+
+    # No index of its own: refund_mch_refund_no_unique starts with merchant.
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="refunds", db_index=False)
+    order = models.ForeignKey(CollectionOrder, on_delete=models.PROTECT, related_name="refunds")
+    refund_no = models.CharField(max_length=64, default=new_refund_no, editable=False)  # unique below
+    mch_refund_no = models.CharField(max_length=64)
+    # The pay-in's channel: a refund goes back the way the payment came, whatever the routing says now.
+    channel = models.ForeignKey(Channel, on_delete=models.PROTECT, related_name="refunds")
+    currency = models.ForeignKey(Currency, on_delete=models.PROTECT, db_index=False)
+    amount = models.BigIntegerField(help_text="Minor units.")
+    reason = models.CharField(max_length=256, blank=True)
+    # Not `protected=True`, as CollectionOrder.status: changed only by the transitions below, from apps.collection.
+    status = FSMField(max_length=16, choices=Status.choices, default=Status.PROCESSING)
+    hold = models.OneToOneField(Hold, on_delete=models.PROTECT, related_name="refund", null=True, blank=True,
+                                help_text="The amount held at create.")
+    upstream_reference = models.CharField(max_length=128, blank=True)
+    fail_reason = models.CharField(max_length=256, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["refund_no"], name="refund_refund_no_unique"),
+            models.UniqueConstraint(fields=["merchant", "mch_refund_no"], name="refund_mch_refund_no_unique"),
+            models.CheckConstraint(condition=Q(amount__gt=0), name="refund_amount_positive"),
+            models.CheckConstraint(condition=Q(status="PROCESSING", finished_at__isnull=True)
+                                   | (~Q(status="PROCESSING") & Q(finished_at__isnull=False)),
+                                   name="refund_finished_at_iff_terminal"),
+        ]
+        indexes = [
+            # The sweep's scan: refunds still waiting for their channel, oldest first.
+            models.Index(fields=["created_at"], condition=Q(status="PROCESSING"), name="refund_processing_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.refund_no
+
+    # Transitions change state and fields only (STYLE.md): no ledger, no I/O here.
+    @transition(field=status, source=Status.PROCESSING, target=Status.SUCCESS)
+    def succeed(self, *, upstream_reference: str = "") -> None:
+        if upstream_reference:
+            self.upstream_reference = upstream_reference
+        self.finished_at = timezone.now()
+
+    @transition(field=status, source=Status.PROCESSING, target=Status.FAILED)
+    def fail(self, *, reason: str) -> None:
+        self.fail_reason = reason[:256]
+        self.finished_at = timezone.now()

@@ -5,8 +5,8 @@ from datetime import datetime
 
 from django.db.models import QuerySet
 
-from apps.collection.models import CollectionOrder
-from apps.common.orders import order_lookup
+from apps.collection.models import CollectionOrder, Refund
+from apps.common.orders import order_by_key, order_lookup
 
 
 def collection_order_for_merchant(*, merchant_id: int, platform_order_no: str | None = None,
@@ -55,3 +55,14 @@ def settlement_pending_by_currency() -> dict[str, dict[str, int]]:
             for row in (CollectionOrder.objects.order_by()
                         .filter(settlement="D1", status=CollectionOrder.Status.SUCCESS, settled_at__isnull=True)
                         .values("currency_id").annotate(n=Count("*"), total=Sum("amount")))}
+
+
+def refund_for_merchant(*, merchant_id: int, mch_refund_no: str | None = None,
+                        refund_no: str | None = None) -> Refund | None:
+    """The merchant's refund by refund_no (preferred when both are given) or mch_refund_no, with its pay-in."""
+    refunds = Refund.objects.filter(merchant_id=merchant_id).select_related("order")
+    if refund_no:
+        return order_by_key(refunds, refund_no=refund_no)
+    if mch_refund_no:
+        return order_by_key(refunds, mch_refund_no=mch_refund_no)
+    return None

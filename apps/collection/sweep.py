@@ -22,7 +22,8 @@ from apps.channels.models import Channel, UpstreamPayin
 from apps.channels.registry import upstream_adapter_names
 from apps.channels.selectors import upstream_payins_not_final
 from apps.collection import services
-from apps.collection.models import CollectionOrder
+from apps.collection.models import CollectionOrder, Refund
+from apps.collection.refunds import REFUND_SWEEP_GRACE
 from apps.common.stranded import STRANDED_FINISHED, StrandedKind
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,19 @@ STRANDED = [
                  "collection.collectionorder", "expire_at", upstream_unresolved),
 ]
 KINDS = {kind.name: kind for kind in STRANDED}
+
+
+def refund_unanswered(now: datetime):
+    """Refunds still PROCESSING REFUND_SWEEP_GRACE after they were made: the sandbox answers within seconds, so the
+    submission or the answer was lost (refunds_sweep finishes them)."""
+    return Refund.objects.filter(status=Refund.Status.PROCESSING, created_at__lt=now - REFUND_SWEEP_GRACE)
+
+
+# Refunds' own kinds: their admin list is the refunds', not the pay-ins'.
+REFUND_STRANDED = [
+    StrandedKind("refund.unanswered", "Refund without its channel's answer", "collection.refund", "created_at",
+                 refund_unanswered, finisher="sweep_stranded_payins (refunds_sweep)"),
+]
 
 
 def payins_sweep(*, now: datetime | None = None) -> dict[str, int]:

@@ -5,7 +5,7 @@ import logging
 
 from django.utils import timezone
 
-from apps.collection import services
+from apps.collection import refunds, services
 from apps.collection.selectors import collection_orders_due_for_expiry
 from apps.collection.sweep import SWEEPER_HEARTBEAT, payins_sweep
 from apps.common.models import Heartbeat
@@ -18,6 +18,12 @@ logger = logging.getLogger(__name__)
 def open_upstream_payin(platform_order_no: str) -> str | None:
     """Open the order's upstream payment (Xendit: the invoice) after pay/create; idempotent per platform_order_no."""
     return services.collection_upstream_open(platform_order_no=platform_order_no)
+
+
+@money_task
+def submit_refund(refund_id: int) -> str | None:
+    """Hand a refund to the channel that took its payment, after refund/create commits; idempotent per refund."""
+    return refunds.refund_submit(refund_id=refund_id)
 
 
 @money_task
@@ -43,7 +49,8 @@ def release_settlement() -> dict:
 @money_task
 def sweep_stranded_payins() -> int:
     """Beat, every 15 s: queue again the upstream opening of pay-ins whose opening task was lost (apps/collection/
-    sweep.py); idempotent per order."""
-    handed = payins_sweep()
+    sweep.py) and finish refunds whose submission or answer was lost (apps/collection/refunds.py); idempotent per
+    order."""
+    handed = payins_sweep() | refunds.refunds_sweep()
     Heartbeat.objects.update_or_create(name=SWEEPER_HEARTBEAT, defaults={"beat_at": timezone.now()})
     return sum(handed.values())

@@ -22,6 +22,8 @@ class ErrorCode(Enum):
     ORDER_NOT_FOUND = ("2002", 404, "Order not found.")
     INSUFFICIENT_BALANCE = ("2003", 422, "Available balance is lower than amount + fee.")
     UNKNOWN_BANK_CODE = ("2006", 422, "bank_code is not in the bank code table of that currency.")
+    ORDER_NOT_REFUNDABLE = ("2007", 422, "The order is not refundable.")
+    REFUND_EXCEEDS_REFUNDABLE = ("2008", 422, "The refund exceeds the refundable amount.")
     INTERNAL_ERROR = ("9999", 500, "Internal error.")
 
     @property

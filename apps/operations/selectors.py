@@ -49,7 +49,8 @@ def stranded_orders(*, now: datetime | None = None) -> list[StrandedCount]:
     """Orders whose next step died, per kind (apps/payout/sweep.py, apps/collection/sweep.py): for the overview's
     tile and /metrics."""
     now = now or timezone.now()
-    return [stranded_count(kind, now=now) for kind in payout_sweep.STRANDED + collection_sweep.STRANDED]
+    return [stranded_count(kind, now=now)
+            for kind in payout_sweep.STRANDED + collection_sweep.STRANDED + collection_sweep.REFUND_STRANDED]
 
 
 def _today_by_currency(queryset, *, since: datetime, paid: Q) -> dict[str, dict[str, int]]:

@@ -283,6 +283,8 @@ CHANNEL_FAILOVER_LOOKUP_AFTER_SECONDS = env.int("CHANNEL_FAILOVER_LOOKUP_AFTER_S
 # Contract §7: sandbox channel timings.
 SANDBOX_PAYOUT_SETTLE_SECONDS = env.float("SANDBOX_PAYOUT_SETTLE_SECONDS", default=1.0)
 SANDBOX_PAYOUT_RETURN_SECONDS = env.float("SANDBOX_PAYOUT_RETURN_SECONDS", default=3.0)
+# A sandbox refund's answer comes this long after its submission (docs/api.md, "Sandbox channel").
+SANDBOX_REFUND_SETTLE_SECONDS = env.float("SANDBOX_REFUND_SETTLE_SECONDS", default=3.0)
 
 # Logs (docs/runbook.md, "Health and logs"): stdlib logging and structlog share one handler on stderr. LOG_FORMAT=json writes
 # one JSON object a line (production's default), plain a readable line; both carry the request_id bound by

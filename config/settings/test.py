@@ -39,6 +39,7 @@ CALLBACK_ALLOW_PRIVATE_HOSTS = env.bool("CALLBACK_ALLOW_PRIVATE_HOSTS", default=
 CHANNEL_API_BASE_URL_OVERRIDE = env.bool("CHANNEL_API_BASE_URL_OVERRIDE", default=True)  # the local emulator
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = False
+SANDBOX_REFUND_SETTLE_SECONDS = 0.2
 SANDBOX_PAYOUT_SETTLE_SECONDS = 0.2
 SANDBOX_PAYOUT_RETURN_SECONDS = 0.5
 # E-mails stay in memory (django.core.mail.outbox), in processes a test starts as well.

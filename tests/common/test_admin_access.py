@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
 from apps.common.models import Heartbeat, OperationsOverview, StaffRequest
+from apps.collection.refunds import refund_create
 from apps.collection.services import collection_create, collection_notify_paid
 from apps.common.staff_requests import KINDS, staff_request_changes, staff_request_changes_digest
 from apps.common.staff_signin import new_recovery_codes
@@ -76,6 +77,7 @@ def _build_world(merchant):
     order = collection_create(merchant=merchant.merchant, mch_order_no="ADM-C1", product_code="PHP_COLLECT_D0",
                               amount=10_000, currency="PHP")
     collection_notify_paid(platform_order_no=order.platform_order_no)
+    refund = refund_create(merchant=merchant.merchant, mch_order_no="ADM-C1", mch_refund_no="ADM-R1", amount=1_000)
     event = CallbackEvent.objects.get(platform_order_no=order.platform_order_no)
     CallbackAttempt.objects.create(event=event, number=1, started_at=event.created_at, url="http://127.0.0.1/",
                                    http_status=500, error="boom")
@@ -113,7 +115,7 @@ def _build_world(merchant):
             "common.operationsoverview": OperationsOverview.objects.get(pk=beat.pk),
             "payout.payout": Payout.objects.get(pk=paid.pk), "callbacks.callbackevent": event,
             "merchants.merchantkey": MerchantKey.objects.get(merchant=merchant.merchant),
-            "collection.collectionorder": order}
+            "collection.collectionorder": order, "collection.refund": refund}
 
 
 def target(world, label):

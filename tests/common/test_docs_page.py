@@ -17,7 +17,7 @@ DESKTOP = {"width": 1280, "height": 900}
 VECTORS = Path(__file__).parent / "vectors"
 ENDPOINTS = ["/openapi/v1/balance", "/openapi/v1/statement", "/openapi/v1/pay/create", "/openapi/v1/pay/query",
              "/openapi/v1/payout/create", "/openapi/v1/payout/query", "/openapi/v1/callbacks/list",
-             "/openapi/v1/callbacks/resend", "/currencies"]
+             "/openapi/v1/callbacks/resend", "/openapi/v1/refund/create", "/openapi/v1/refund/query", "/currencies"]
 HOME_LINKS = ["/openapi/v1/docs/", "/openapi/v1/schema/", "/currencies", "/portal/", "/admin/", "/healthz"]
 
 

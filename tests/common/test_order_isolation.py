@@ -82,3 +82,21 @@ def test_collection_number_queried_as_a_payout_and_back_is_not_found(client, mer
     assert (status, body["code"]) == (404, "2002")
     status, body = signed_post(client, merchant, PAY_QUERY, {"platform_order_no": payout.platform_order_no})
     assert (status, body["code"]) == (404, "2002")
+
+
+def test_another_merchants_refund_and_order_look_exactly_like_unknown_ones(client, merchant, other_merchant):
+    from apps.collection.refunds import refund_create
+
+    order = their_collection(other_merchant)
+    refund = refund_create(merchant=other_merchant.merchant, mch_order_no=order.mch_order_no,
+                           mch_refund_no="THEIRS-R1", amount=1_000)
+    for path, numbers, unknown in (
+            ("/openapi/v1/refund/query", {"refund_no": refund.refund_no}, {"refund_no": unknown_like(refund.refund_no)}),
+            ("/openapi/v1/refund/query", {"mch_refund_no": "THEIRS-R1"}, {"mch_refund_no": "NEVER-USED-1"}),
+            ("/openapi/v1/refund/create", {"platform_order_no": order.platform_order_no, "mch_refund_no": "MINE-1",
+                                           "amount": 1}, {"platform_order_no": unknown_like(order.platform_order_no),
+                                                          "mch_refund_no": "MINE-1", "amount": 1})):
+        theirs = client.post(path, merchant.signed_body(numbers), content_type="application/json")
+        missing = client.post(path, merchant.signed_body(unknown), content_type="application/json")
+        assert (missing.status_code, missing.json()["code"]) == (404, "2002")
+        assert (theirs.status_code, theirs.content) == (missing.status_code, missing.content)

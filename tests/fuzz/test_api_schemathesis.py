@@ -37,6 +37,8 @@ from apps.callbacks.api.serializers import encode_cursor
 from apps.callbacks.models import CallbackEvent
 from apps.channels.models import BankCode
 from apps.common import signing
+from apps.collection.refunds import refund_create
+from apps.collection.services import collection_notify_paid
 from apps.ledger.statements import statement_verify
 from apps.merchants.models import MerchantProduct, PlatformKey
 from tests.fuzz.conftest import FUZZ_EXAMPLES, fuzz_settings, load_api_schema, requests_keep_the_connection
@@ -48,7 +50,7 @@ schema = load_api_schema()
 STATEMENT = "/openapi/v1/statement"
 SIGNED_OPERATIONS = {"/openapi/v1/balance", STATEMENT, "/openapi/v1/pay/create", "/openapi/v1/pay/query",
                      "/openapi/v1/payout/create", "/openapi/v1/payout/query", "/openapi/v1/callbacks/list",
-                     "/openapi/v1/callbacks/resend"}
+                     "/openapi/v1/callbacks/resend", "/openapi/v1/refund/create", "/openapi/v1/refund/query"}
 # Which codes each endpoint may answer, besides the signature layer's (docs/api.md, "Checks, in order", "Error codes",
 # "Endpoints").
 BUSINESS_CODES = {
@@ -59,6 +61,8 @@ BUSINESS_CODES = {
     "/openapi/v1/payout/create": {"0", "1000", "1001", "1002", "1003", "2001", "2003", "2006"},
     "/openapi/v1/payout/query": {"0", "1000", "2002"},
     "/openapi/v1/callbacks/list": {"0", "1000"},
+    "/openapi/v1/refund/create": {"0", "1000", "2001", "2002", "2003", "2007", "2008"},
+    "/openapi/v1/refund/query": {"0", "1000", "2002"},
     # 2001: the event is pending (a re-send already queued it); docs/api.md, "Callback events: list and re-send".
     "/openapi/v1/callbacks/resend": {"0", "1000", "2001", "2002"},
 }
@@ -143,7 +147,7 @@ class FuzzState:
             "date": [_manila_day(0), _manila_day(-1), _manila_day(1), "2026-02-30", "1970-01-01", "1969-12-31"],
             "format": ["json", "csv", "csv"],
             "event_id": [*self.events, 2**62],
-            "type": ["collection.success", "payout.terminal", "payout.reversed"],
+            "type": ["collection.success", "payout.terminal", "payout.reversed", "refund.terminal"],
             "status": ["pending", "delivered", "dead"],
             "limit": [1, 20, 100],
             "cursor": [encode_cursor(pk) for pk in self.events] + [encode_cursor(2**62)],
@@ -170,6 +174,9 @@ class FuzzState:
             "/openapi/v1/pay/query": lambda: {"platform_order_no": self.created["/openapi/v1/pay/create"]["FZ-A"]},
             "/openapi/v1/payout/query": lambda: {"mch_order_no": "FZ-A"},
             "/openapi/v1/callbacks/list": lambda: {"status": "dead", "limit": 20},
+            "/openapi/v1/refund/create": lambda: {"mch_order_no": "FZ-A", "amount": 100,
+                                                  "mch_refund_no": data.draw(FRESH_ORDER_NOS, label="mch_refund_no")},
+            "/openapi/v1/refund/query": lambda: {"mch_refund_no": "FZ-A"},
             "/openapi/v1/callbacks/resend": lambda: {"event_id": data.draw(st.sampled_from(self.events),
                                                                            label="event_id")},
         }[path]()
@@ -298,6 +305,10 @@ def fuzz_state(funded_merchant, rsa_keys, client, unthrottled):
         _, answer = signed_post(client, funded_merchant, path, body)
         assert answer["code"] == "0", answer
         state.created[path]["FZ-A"] = answer["data"]["platform_order_no"]
+    # The pay-in FZ-A is paid and has a refund FZ-A, so a refund of it can be made (from the funded available balance),
+    # replayed, refused or queried.
+    collection_notify_paid(platform_order_no=state.created["/openapi/v1/pay/create"]["FZ-A"])
+    refund_create(merchant=funded_merchant.merchant, mch_order_no="FZ-A", mch_refund_no="FZ-A", amount=100)
     # Dead callback events of the merchant, so a re-send can succeed (then 2001 while pending) and the list shows some.
     for index in range(8):
         state.events.append(CallbackEvent.objects.create(

@@ -14,7 +14,8 @@ from tests.fuzz.conftest import fuzz_settings
 from tests.fuzz.oracle import assert_envelope, is_flat_signable
 
 SIGNED_PATHS = ["/openapi/v1/balance", "/openapi/v1/pay/create", "/openapi/v1/pay/query",
-                "/openapi/v1/payout/create", "/openapi/v1/payout/query"]
+                "/openapi/v1/payout/create", "/openapi/v1/payout/query", "/openapi/v1/refund/create",
+                "/openapi/v1/refund/query"]
 CONTENT_TYPES = st.sampled_from(["application/json", "application/json; charset=utf-8", "text/plain", "",
                                  "application/x-www-form-urlencoded", "multipart/form-data; boundary=xyz",
                                  "multipart/form-data", "application/xml", "*/*", "application/json; charset=latin-1"])

@@ -10,7 +10,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
+from apps.collection.refunds import OUTCOME_FAILED, refund_channel_result, refund_create
 from apps.collection.services import collection_create, collection_notify_paid
+from apps.collection.models import Refund
 from apps.common.models import StaffRequest
 from apps.common.staff_requests import staff_request_create
 from tests.conftest import make_merchant
@@ -41,6 +43,12 @@ def realistic(bootstrapped, rsa_keys, adapter_calls):
                                   product_code="PHP_COLLECT_D1", amount=4_987_654 + i, currency="PHP",
                                   subject="A very long order subject line " * 3)
         collection_notify_paid(platform_order_no=order.platform_order_no)
+    for i, amount in enumerate((1_234_567, 98_799)):  # the second one FAILED, with the sandbox's reason
+        refund = refund_create(merchant=ctx.merchant, platform_order_no=order.platform_order_no,
+                               mch_refund_no=long_order("REFUND", i), amount=amount, reason="Returned goods " * 10)
+        if i:
+            refund_channel_result(refund_no=refund.refund_no, outcome=OUTCOME_FAILED,
+                                  fail_reason="the sandbox fails every refund whose amount ends in 99")
     payouts = [payout_in(ctx, "SUCCESS", mch_order_no=long_order("PAYOUT", 1), payee_name=LONG_PAYEE,
                          payee_account="0012345678901234567", amount=4_876_543),
                new_payout(ctx, mch_order_no=long_order("PAYOUT", 2), payee_name=LONG_PAYEE, amount=PHP_THRESHOLD,
@@ -128,6 +136,8 @@ def test_the_overview_the_decision_page_and_the_request_form_fit_1280_px(realist
              "decide": f"/admin/payout/payoutreviewqueue/{frozen.pk}/decide/",
              "decide-reversible": f"/admin/payout/payoutreviewqueue/{paid.pk}/decide/",
              "payout": f"/admin/payout/payout/{paid.pk}/change/",
+             "payin-with-refunds": f"/admin/collection/collectionorder/{Refund.objects.first().order_id}/change/",
+             "refund": f"/admin/collection/refund/{Refund.objects.first().pk}/change/",
              "adjustment": "/admin/common/staffrequest/add/",
              "index": "/admin/"}
     too_wide = {}

@@ -63,6 +63,33 @@ def test_payout_create_then_query(client, merchant):
     assert (large.status, large.review_required) == ("FROZEN", True)
 
 
+def test_refund_create_then_query_are_typed_and_refusals_raise_their_classes(client, merchant):
+    order = client.pay_create(mch_order_no="sdk-rf-pay", product_code="PHP_COLLECT_D0", amount=10000,
+                              currency="PHP")
+    unpaid = client.pay_create(mch_order_no="sdk-rf-unpaid", product_code="PHP_COLLECT_D0", amount=10000,
+                               currency="PHP")
+    collection_notify_paid(platform_order_no=order.platform_order_no)
+    refund = client.refund_create(mch_order_no="sdk-rf-pay", mch_refund_no="sdk-rf-1", amount=3000,
+                                  reason="returned")
+    assert isinstance(refund, pm.Refund)
+    assert (refund.status, refund.amount, refund.refunded_total, refund.refundable, refund.finished_at) == (
+        "PROCESSING", 3000, 3000, 7000, None)
+    assert refund.platform_order_no == order.platform_order_no and refund.mch_order_no == "sdk-rf-pay"
+    assert client.refund_create(platform_order_no=order.platform_order_no, mch_refund_no="sdk-rf-1", amount=3000,
+                                reason="returned").refund_no == refund.refund_no  # a replay
+    found = client.refund_query(refund_no=refund.refund_no)
+    assert found.mch_refund_no == "sdk-rf-1" and found.currency == "PHP"
+
+    error = call_error(lambda: client.refund_create(mch_order_no="sdk-rf-pay", mch_refund_no="sdk-rf-2",
+                                                    amount=7001))
+    assert (type(error), error.code, error.http_status) == (pm.RefundExceedsRefundableError, "2008", 422)
+    error = call_error(lambda: client.refund_create(mch_order_no="sdk-rf-unpaid", mch_refund_no="sdk-rf-3",
+                                                    amount=1))
+    assert (type(error), error.code, error.http_status) == (pm.OrderNotRefundableError, "2007", 422)
+    error = call_error(lambda: client.refund_query(mch_refund_no="never"))
+    assert type(error) is pm.OrderNotFoundError
+
+
 def call_error(call) -> pm.PaymentsError:
     with pytest.raises(pm.PaymentsError) as caught:
         call()
@@ -150,7 +177,7 @@ def test_every_contract_code_maps_to_its_class(code):
 
 def test_the_sdk_knows_every_code_of_contract_section_3():
     assert set(pm.ERRORS_BY_CODE) == {"1000", "1001", "1002", "1003", "1004", "1101", "1102", "1103", "1104", "1105",
-                                      "1106", "2001", "2002", "2003", "2006", "9999"}
+                                      "1106", "2001", "2002", "2003", "2006", "2007", "2008", "9999"}
     unknown = pm.errors.error_for("7777", "new", 418)
     assert type(unknown) is pm.PaymentsError
     assert (unknown.code, unknown.msg, unknown.http_status) == ("7777", "new", 418)

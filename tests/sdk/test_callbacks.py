@@ -86,6 +86,27 @@ def test_payout_callbacks_become_their_event_type(hooked_merchant, callback_rece
         assert event.fail_reason == (payload.get("fail_reason") or None)
 
 
+def test_a_refund_callback_becomes_a_refund_terminal_event(hooked_merchant, callback_receiver, enqueue):
+    from types import SimpleNamespace
+
+    from apps.callbacks.enqueue import refund_terminal_payload
+    from tests.callbacks.conftest import paid_order
+
+    refund = SimpleNamespace(mch_refund_no="RF-1", refund_no="R20260101000000abc", currency_id="PHP", amount=1099,
+                             status="FAILED", fail_reason="closed", order=paid_order("C20260101000000abc"),
+                             finished_at=paid_order("C1").paid_at)
+    event = enqueue(hooked_merchant, type=CallbackEvent.Type.REFUND_TERMINAL, no=refund.refund_no,
+                    payload=refund_terminal_payload(refund))
+    callback_deliver(event_id=event.pk)
+    [raw] = delivered_bodies(callback_receiver)
+    received = pm.verify_callback(raw, platform_public_keys())
+    assert type(received) is pm.RefundTerminal
+    assert (received.event, received.refund_no, received.mch_refund_no, received.platform_order_no,
+            received.amount, received.status, received.fail_reason) == (
+        "refund.terminal", "R20260101000000abc", "RF-1", "C20260101000000abc", 1099, "FAILED", "closed")
+    assert isinstance(received.finished_at, int)
+
+
 def test_routing_uses_event_before_status():
     base = {"platform_order_no": "P1", "mch_order_no": "W", "amount": 1, "fee": 0, "currency": "PHP",
             "key_version": 1}

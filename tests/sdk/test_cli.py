@@ -102,3 +102,24 @@ def test_cli_piped_into_a_reader_that_stopped_exits_quietly_like_sigpipe(tmp_pat
     finally:
         os.close(write)
     assert (done.returncode, done.stderr) == (141, "")
+
+
+def test_cli_refunds_a_paid_order_and_queries_the_refund(live_server, merchant, key_file):
+    from apps.collection.services import collection_notify_paid
+
+    env = {"PAYMENTS_API_ROOT": live_server.url, "PAYMENTS_MERCHANT_NO": merchant.merchant_no,
+           "PAYMENTS_APP_ID": merchant.app_id, "PAYMENTS_KEY_FILE": key_file}
+    order = json.loads(run_cli("pay-create", "--mch-order-no", "cli-rf", "--product-code", "PHP_COLLECT_D0",
+                               "--amount", "10000", "--currency", "PHP", env=env).stdout)
+    collection_notify_paid(platform_order_no=order["platform_order_no"])
+    created = run_cli("refund-create", "--mch-order-no", "cli-rf", "--mch-refund-no", "cli-rf-1", "--amount", "2500",
+                      "--reason", "wrong size", env=env)
+    assert created.returncode == 0, created.stderr
+    refund = json.loads(created.stdout)
+    assert (refund["status"], refund["refundable"]) == ("PROCESSING", 7500)
+    queried = run_cli("refund/query", "--refund-no", refund["refund_no"], env=env)
+    assert json.loads(queried.stdout)["mch_refund_no"] == "cli-rf-1"
+    beyond = run_cli("refund-create", "--platform-order-no", order["platform_order_no"], "--mch-refund-no", "cli-rf-2",
+                     "--amount", "7501", env=env)
+    assert beyond.returncode == 1
+    assert json.loads(beyond.stdout)["code"] == "2008"

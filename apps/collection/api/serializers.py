@@ -1,11 +1,13 @@
-"""Request and response shapes of /pay/create and /pay/query (docs/api.md, "Endpoints", "Field formats")."""
+"""Request and response shapes of /pay/create, /pay/query, /refund/create and /refund/query (docs/api.md,
+"Endpoints", "Refunds", "Field formats")."""
 
 from urllib.parse import urlsplit
 
 from rest_framework import serializers
 
 from apps.collection.models import DEFAULT_EXPIRE_SECONDS, MAX_EXPIRE_SECONDS, MIN_EXPIRE_SECONDS
-from apps.common.api.fields import AmountField, CodeField, OrderNoField, StrictCharField, StrictIntegerField
+from apps.common.api.fields import (AmountField, CodeField, OrderNoField, PlatformOrderNoField, StrictCharField,
+                                    StrictIntegerField)
 from apps.common.api.serializers import RequestSerializer
 
 
@@ -89,4 +91,67 @@ def pay_query_data(order) -> dict:
         data["paid_at"] = int(order.paid_at.timestamp())
     if order.attach:
         data["attach"] = order.attach
+    return data
+
+
+class RefundCreateRequestSerializer(RequestSerializer):
+    """refund/create: the paid pay-in by one of its numbers (platform_order_no wins when both are sent)."""
+
+    mch_order_no = OrderNoField(required=False)
+    platform_order_no = PlatformOrderNoField(required=False)
+    mch_refund_no = OrderNoField()
+    amount = AmountField()
+    reason = StrictCharField(max_length=256, required=False, default="", trim_whitespace=False)
+
+    def validate(self, attrs):
+        if not attrs.get("mch_order_no") and not attrs.get("platform_order_no"):
+            raise serializers.ValidationError("one of mch_order_no or platform_order_no is required.")
+        return attrs
+
+
+class RefundQueryRequestSerializer(RequestSerializer):
+    """refund/query: one of the refund's numbers; refund_no wins when both are sent."""
+
+    mch_refund_no = OrderNoField(required=False)
+    refund_no = PlatformOrderNoField(required=False)
+
+    def validate(self, attrs):
+        if not attrs.get("mch_refund_no") and not attrs.get("refund_no"):
+            raise serializers.ValidationError("one of mch_refund_no or refund_no is required.")
+        return attrs
+
+
+class RefundSerializer(serializers.Serializer):
+    mch_refund_no = serializers.CharField()
+    refund_no = serializers.CharField()
+    mch_order_no = serializers.CharField()
+    platform_order_no = serializers.CharField()
+    currency = serializers.CharField()
+    amount = serializers.IntegerField()
+    status = serializers.CharField(help_text="PROCESSING, SUCCESS or FAILED.")
+    created_at = serializers.IntegerField(help_text="Unix seconds.")
+    refunded_total = serializers.IntegerField(help_text="The order's refunds not FAILED, this one included.")
+    refundable = serializers.IntegerField(help_text="What the order can still be refunded: amount − refunded_total.")
+    finished_at = serializers.IntegerField(required=False, help_text="Unix seconds; once terminal.")
+    fail_reason = serializers.CharField(required=False, help_text="On FAILED.")
+
+
+def refund_data(refund) -> dict:
+    """The answer of refund/create and refund/query; `refund` carries its order's refunded_total and refundable."""
+    data = {
+        "mch_refund_no": refund.mch_refund_no,
+        "refund_no": refund.refund_no,
+        "mch_order_no": refund.order.mch_order_no,
+        "platform_order_no": refund.order.platform_order_no,
+        "currency": refund.currency_id,
+        "amount": refund.amount,
+        "status": refund.status,
+        "created_at": int(refund.created_at.timestamp()),
+        "refunded_total": refund.refunded_total,
+        "refundable": refund.refundable,
+    }
+    if refund.finished_at is not None:
+        data["finished_at"] = int(refund.finished_at.timestamp())
+    if refund.status == refund.Status.FAILED:
+        data["fail_reason"] = refund.fail_reason
     return data

@@ -1,8 +1,11 @@
 from drf_spectacular.utils import extend_schema
 
 from apps.collection.api.serializers import (PAY_QUERY_FIELDS, PayCreateRequestSerializer, PayCreateSerializer,
-                                             PayQuerySerializer, pay_create_data, pay_query_data)
-from apps.collection.selectors import collection_order_for_merchant
+                                             PayQuerySerializer, RefundCreateRequestSerializer,
+                                             RefundQueryRequestSerializer, RefundSerializer, pay_create_data,
+                                             pay_query_data, refund_data)
+from apps.collection.refunds import refund_create, refund_with_totals
+from apps.collection.selectors import collection_order_for_merchant, refund_for_merchant
 from apps.collection.services import collection_create
 from apps.common.api.schema import signed_request_schema
 from apps.common.api.serializers import OrderLookupRequestSerializer
@@ -42,3 +45,37 @@ class PayQueryView(SignedAPIView):
         if order is None:
             raise ApiError(ErrorCode.ORDER_NOT_FOUND, "collection order not found.")
         return self.answer(pay_query_data(order))
+
+
+_REFUND_EXAMPLE = {"mch_refund_no": "rf-1", "refund_no": "R20261125091500Hq4Zt8Lm2Xc6Vb1N", "mch_order_no": "demo-1",
+                   "platform_order_no": "C20261125083012Xk3Pq9Rt2Vw7Yz4M", "currency": "PHP", "amount": 3000,
+                   "status": "PROCESSING", "created_at": 1764062100, "refunded_total": 3000, "refundable": 7000}
+
+
+class RefundCreateView(SignedAPIView):
+    """POST /openapi/v1/refund/create (docs/api.md, "Refunds"): holds the amount; PROCESSING, or the replayed one."""
+
+    @extend_schema(**signed_request_schema(
+        "refund_create", RefundCreateRequestSerializer, RefundSerializer,
+        example_request={"mch_order_no": "demo-1", "mch_refund_no": "rf-1", "amount": 3000,
+                         "reason": "returned goods"},
+        example_data=_REFUND_EXAMPLE))
+    def post(self, request):
+        params = self.validated(RefundCreateRequestSerializer)
+        refund = refund_create(merchant=self.signed.merchant, **params)
+        return self.answer(refund_data(refund))
+
+
+class RefundQueryView(SignedAPIView):
+    """POST /openapi/v1/refund/query (docs/api.md, "Refunds"): refund_no wins when both numbers are sent."""
+
+    @extend_schema(**signed_request_schema(
+        "refund_query", RefundQueryRequestSerializer, RefundSerializer, example_request={"mch_refund_no": "rf-1"},
+        example_data={**_REFUND_EXAMPLE, "status": "SUCCESS", "finished_at": 1764062103}))
+    def post(self, request):
+        params = self.validated(RefundQueryRequestSerializer)
+        refund = refund_for_merchant(merchant_id=self.signed.merchant.pk, refund_no=params.get("refund_no"),
+                                     mch_refund_no=params.get("mch_refund_no"))
+        if refund is None:
+            raise ApiError(ErrorCode.ORDER_NOT_FOUND, "refund not found.")
+        return self.answer(refund_data(refund_with_totals(refund)))

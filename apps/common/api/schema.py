@@ -93,6 +93,8 @@ SUMMARIES = {
     "pay_query": "Query a collection order",
     "payout_create": "Create a payout",
     "payout_query": "Query a payout",
+    "refund_create": "Refund a paid collection order",
+    "refund_query": "Query a refund",
     "callbacks_list": "List your callback events",
     "callbacks_resend": "Re-send one callback event",
     "statement": "Signed statement of one day",

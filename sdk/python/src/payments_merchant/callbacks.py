@@ -25,6 +25,7 @@ logger = logging.getLogger("payments_merchant.callbacks")
 PublicKeys: TypeAlias = Mapping[int, signing.PublicKeyLike]
 SUCCESS_REPLY = "success"
 PAYOUT_REVERSED = "payout.reversed"
+REFUND_TERMINAL = "refund.terminal"
 PAYOUT_TERMINAL_STATUSES = frozenset({"SUCCESS", "FAILED", "REJECTED"})
 MAX_BODY_BYTES = 1 << 20
 
@@ -78,7 +79,26 @@ class PayoutReversed:
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
-CallbackEvent: TypeAlias = CollectionSuccess | PayoutTerminal | PayoutReversed
+@dataclass(frozen=True, slots=True)
+class RefundTerminal:
+    """A refund reached SUCCESS or FAILED (with `fail_reason`), sent to the collection callback URL. Deduplicate by
+    `refund_no`; `platform_order_no` is the refunded pay-in's."""
+
+    mch_refund_no: str
+    refund_no: str
+    mch_order_no: str
+    platform_order_no: str
+    currency: str
+    amount: int
+    status: str
+    finished_at: int
+    fail_reason: str | None
+    key_version: int
+    event: str = REFUND_TERMINAL
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+CallbackEvent: TypeAlias = CollectionSuccess | PayoutTerminal | PayoutReversed | RefundTerminal
 
 
 def _parse_body(body: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
@@ -122,8 +142,18 @@ def verify_callback(body: bytes | str | Mapping[str, Any], public_keys: PublicKe
 
 
 def parse_event(fields: Mapping[str, Any]) -> CallbackEvent:
-    """The typed event of a verified body: `event` first (only `payout.reversed` has one), then `status`."""
+    """The typed event of a verified body: `event` first (`payout.reversed` and `refund.terminal` have one), then
+    `status`."""
     try:
+        if fields.get("event") == REFUND_TERMINAL:
+            if fields.get("status") not in ("SUCCESS", "FAILED"):
+                raise UnknownCallbackError(f"unknown refund status {fields.get('status')!r}")
+            return RefundTerminal(
+                mch_refund_no=fields["mch_refund_no"], refund_no=fields["refund_no"],
+                mch_order_no=fields["mch_order_no"], platform_order_no=fields["platform_order_no"],
+                currency=fields["currency"], amount=fields["amount"], status=fields["status"],
+                finished_at=fields["finished_at"], fail_reason=fields.get("fail_reason") or None,
+                key_version=fields["key_version"], raw=fields)
         if "event" in fields:
             if fields["event"] != PAYOUT_REVERSED:
                 raise UnknownCallbackError(f"unknown callback event {fields['event']!r}")

@@ -64,9 +64,23 @@ def _parser() -> argparse.ArgumentParser:
     payout_create.add_argument("--bank-code", required=True)
     payout_create.add_argument("--attach")
 
+    refund_create = command("refund-create", aliases=["refund/create"], help="refund a paid collection order")
+    order = refund_create.add_mutually_exclusive_group(required=True)
+    order.add_argument("--mch-order-no")
+    order.add_argument("--platform-order-no")
+    refund_create.add_argument("--mch-refund-no", required=True)
+    refund_create.add_argument("--amount", type=int, required=True, help="minor units, e.g. 10000 for 100.00")
+    refund_create.add_argument("--reason")
+
+    refund_query = command("refund-query", aliases=["refund/query"], help="query a refund")
+    refund_numbers = refund_query.add_mutually_exclusive_group(required=True)
+    refund_numbers.add_argument("--mch-refund-no")
+    refund_numbers.add_argument("--refund-no")
+
     events = command("events", help="this merchant's callback events with their attempts, newest first")
     events.add_argument("--platform-order-no")
-    events.add_argument("--type", choices=["collection.success", "payout.terminal", "payout.reversed"])
+    events.add_argument("--type", choices=["collection.success", "payout.terminal", "payout.reversed",
+                                           "refund.terminal"])
     events.add_argument("--status", choices=["pending", "delivered", "dead"])
     events.add_argument("--created-from", type=int, metavar="UNIX_SECONDS")
     events.add_argument("--created-to", type=int, metavar="UNIX_SECONDS")
@@ -161,6 +175,11 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Any:
         return {"file": args.csv, "bytes": len(content), "digest": header.get("digest")}
     if command == "balance":
         return client.balance(args.currency).raw
+    if command == "refund-create":
+        return client.refund_create(mch_order_no=args.mch_order_no, platform_order_no=args.platform_order_no,
+                                    mch_refund_no=args.mch_refund_no, amount=args.amount, reason=args.reason).raw
+    if command == "refund-query":
+        return client.refund_query(mch_refund_no=args.mch_refund_no, refund_no=args.refund_no).raw
     if command in ("pay-query", "payout-query"):
         query = client.pay_query if command == "pay-query" else client.payout_query
         return query(mch_order_no=args.mch_order_no, platform_order_no=args.platform_order_no).raw

@@ -14,7 +14,7 @@ import requests
 from payments_merchant import signing
 from payments_merchant.errors import PaymentsError, TransportError, error_for
 from payments_merchant.models import (Balance, CallbackEventPage, Currency, PayOrder, PayoutOrder,
-                                      PayoutQueryResult, PayQueryResult, Statement)
+                                      PayoutQueryResult, PayQueryResult, Refund, Statement)
 
 DEFAULT_TIMEOUT: float = 10.0
 Timeout = float | tuple[float, float]
@@ -139,6 +139,20 @@ class PaymentsClient:
                      platform_order_no: str | None = None) -> PayoutQueryResult:
         """`payout/query` (docs/api.md, "Endpoints") by either number."""
         return PayoutQueryResult.from_data(self.call("payout/query", _order_numbers(mch_order_no, platform_order_no)))
+
+    def refund_create(self, *, mch_refund_no: str, amount: int, mch_order_no: str | None = None,
+                      platform_order_no: str | None = None, reason: str | None = None) -> Refund:
+        """`refund/create` (docs/api.md, "Refunds"): gives `amount` of a paid order back; held from available at
+        once, PROCESSING until the channel answers. The same mch_refund_no with the same fields replays the refund."""
+        return Refund.from_data(self.call("refund/create", {
+            **_order_numbers(mch_order_no, platform_order_no), "mch_refund_no": mch_refund_no,
+            "amount": _amount(amount), "reason": reason}))
+
+    def refund_query(self, *, mch_refund_no: str | None = None, refund_no: str | None = None) -> Refund:
+        """`refund/query` (docs/api.md, "Refunds") by either number; refund_no wins when both are given."""
+        if not mch_refund_no and not refund_no:
+            raise ValueError("give mch_refund_no or refund_no")
+        return Refund.from_data(self.call("refund/query", {"mch_refund_no": mch_refund_no, "refund_no": refund_no}))
 
     def callback_events(self, *, platform_order_no: str | None = None, type: str | None = None,
                         status: str | None = None, created_from: int | None = None, created_to: int | None = None,

@@ -111,6 +111,18 @@ class UnknownBankCodeError(PaymentsError):
     default_http_status = 422
 
 
+class OrderNotRefundableError(PaymentsError):
+    """2007 (422): the order cannot be refunded: not paid, or its channel does not take the refund."""
+    code = "2007"
+    default_http_status = 422
+
+
+class RefundExceedsRefundableError(PaymentsError):
+    """2008 (422): the amount is more than the order can still be refunded (paid minus refunds not FAILED)."""
+    code = "2008"
+    default_http_status = 422
+
+
 class InternalServerError(PaymentsError):
     """9999 (500): the platform failed; for a create, query the order before trying another mch_order_no."""
     code = "9999"
@@ -129,7 +141,8 @@ ERRORS_BY_CODE: dict[str, type[PaymentsError]] = {
     for cls in (InvalidRequestError, CurrencyNotAvailableError, ProductNotAvailableError, AmountOutOfRangeError,
                 EndpointNotFoundError, InvalidSignatureError, TimestampOutOfToleranceError, NonceReusedError,
                 UnknownCredentialsError, MerchantDisabledError, RateLimitedError, DuplicateOrderError,
-                OrderNotFoundError, InsufficientBalanceError, UnknownBankCodeError, InternalServerError)
+                OrderNotFoundError, InsufficientBalanceError, UnknownBankCodeError, OrderNotRefundableError,
+                RefundExceedsRefundableError, InternalServerError)
 }
 
 

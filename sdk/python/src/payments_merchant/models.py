@@ -130,6 +130,35 @@ class PayoutQueryResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Refund:
+    """`refund/create` and `refund/query`: the refund, and its order's `refunded_total` (refunds not FAILED, this one
+    included) and `refundable` as they are now; `finished_at` once terminal, `fail_reason` on FAILED."""
+
+    mch_refund_no: str
+    refund_no: str
+    mch_order_no: str
+    platform_order_no: str
+    currency: str
+    amount: int
+    status: str
+    created_at: int
+    refunded_total: int
+    refundable: int
+    finished_at: int | None = None
+    fail_reason: str | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Refund:
+        return cls(mch_refund_no=data["mch_refund_no"], refund_no=data["refund_no"],
+                   mch_order_no=data["mch_order_no"], platform_order_no=data["platform_order_no"],
+                   currency=data["currency"], amount=data["amount"], status=data["status"],
+                   created_at=data["created_at"], refunded_total=data["refunded_total"],
+                   refundable=data["refundable"], finished_at=_int_or_none(data.get("finished_at")),
+                   fail_reason=_str_or_none(data.get("fail_reason")), raw=data)
+
+
+@dataclass(frozen=True, slots=True)
 class CallbackEventPage:
     """`callbacks/list`: one page of events, newest first; `next_cursor` is None on the last page. Each event is
     the platform's object as sent (`event_id`, `type`, `status`, `attempts`, `body`, ...; docs/api.md, "Callback
