@@ -101,36 +101,33 @@ def key_upload(request):
     return redirect("portal:developers")
 
 
-@sensitive_post_parameters("code")
-@require_POST
-@portal_view("manage_keys")
-def key_confirm(request, version: int):
+def _key_decision(request, version: int, decide, done: str):
+    """A second-factor step on one key version (confirm or revoke): the service decides, the page says how it went."""
     try:
-        developers.portal_key_confirm(actor=request.merchant_user, key_version=version,
-                                      otp_code=request.POST.get("code", ""))
+        decide(actor=request.merchant_user, key_version=version, otp_code=request.POST.get("code", ""))
     except PortalNotFound:
         raise Http404 from None
     except (PortalRefused, SecondFactorRefused) as exc:
         messages.error(request, str(exc))
         return redirect("portal:developers")
-    messages.success(request, f"Key version {version} is live: requests signed with it verify from now on.")
+    messages.success(request, done)
     return redirect("portal:developers")
+
+
+@sensitive_post_parameters("code")
+@require_POST
+@portal_view("manage_keys")
+def key_confirm(request, version: int):
+    return _key_decision(request, version, developers.portal_key_confirm,
+                         f"Key version {version} is live: requests signed with it verify from now on.")
 
 
 @sensitive_post_parameters("code")
 @require_POST
 @portal_view("manage_keys")
 def key_revoke(request, version: int):
-    try:
-        developers.portal_key_revoke(actor=request.merchant_user, key_version=version,
-                                     otp_code=request.POST.get("code", ""))
-    except PortalNotFound:
-        raise Http404 from None
-    except (PortalRefused, SecondFactorRefused) as exc:
-        messages.error(request, str(exc))
-        return redirect("portal:developers")
-    messages.success(request, f"Key version {version} is revoked: requests signed with it now get 1104.")
-    return redirect("portal:developers")
+    return _key_decision(request, version, developers.portal_key_revoke,
+                         f"Key version {version} is revoked: requests signed with it now get 1104.")
 
 
 @sensitive_post_parameters("code")
