@@ -11,6 +11,7 @@ Sandbox only: the rule and its paths are the same code in both deployments, and 
 load time and Xendit's actor besides.
 """
 
+import html
 import random
 import re
 import time
@@ -93,8 +94,8 @@ class Person:
 
     def post(self, path: str, data: dict, **kwargs) -> requests.Response:
         token = self.session.cookies.get("csrftoken")
-        if not token:
-            token = CSRF.search(self.get(path).text).group(1)
+        if not token:  # a first visit: the page's form (a link that does not work has none: the sign-in page's)
+            token = (CSRF.search(self.get(path).text) or CSRF.search(self.get("/portal/signin/").text)).group(1)
         return self.session.post(f"{self.base}{path}", data={"csrfmiddlewaretoken": token, **data},
                                  headers={"Referer": f"{self.base}{path}"}, timeout=30, **kwargs)
 
@@ -134,20 +135,33 @@ class Person:
             raise RuntimeError(f"{self.username} could not sign in to the portal")
 
     def code(self) -> str:
-        """The code the person's app shows now (a fresh time step: django-otp takes each step once)."""
+        """A code the person's app shows, of a time step the device has not accepted yet (django-otp takes each step
+        once): when the current step was used (the sign-in a moment ago), the next one, as a phone whose clock runs
+        a few seconds ahead shows it (the device's tolerance, OTP_TOTP_TOLERANCE, accepts one step either side);
+        past that, it waits for the clock."""
+        from django.db import connection
         from django_otp.plugins.otp_totp.models import TOTPDevice
 
-        from tests.support.staff import fresh_totp_code
+        from tests.support.staff import totp_code
 
-        return fresh_totp_code(TOTPDevice.objects.get(user__username=self.username, confirmed=True))
+        device = TOTPDevice.objects.get(user__username=self.username, confirmed=True)
+        connection.close()
+        while True:
+            now = int((time.time() - device.t0) // device.step)
+            for step in range(now, now + device.tolerance + 1):
+                if step > device.last_t:
+                    return totp_code(device, at=device.t0 + step * device.step + 1)
+            time.sleep(1)
+            device.refresh_from_db()
 
 
 def messages(response: requests.Response) -> list[str]:
     found = admin_messages(response.text) + [re.sub(r"<[^>]+>", "", m).strip()
                                              for m in PORTAL_MESSAGE.findall(response.text)]
     if not found and response.status_code == 404:  # a link that does not work says why on its page
-        found = [" ".join(re.sub(r"<[^>]+>", " ", response.text).split())[:300]]
-    return found
+        main = response.text.split("<main", 1)[-1]
+        found = [" ".join(re.sub(r"<[^>]+>", " ", "<main" + main).split())[:300]]
+    return [html.unescape(m) for m in found]
 
 
 # ------------------------------------------------------------------------------------------------------- set-up
@@ -158,7 +172,7 @@ class Insider:
     owners: dict  # "olivia" / "ben" -> username: two owners made by our staff on the server (independent people)
     shell_owners: list = field(default_factory=list)  # owners the harness makes during the run, switched off by ben
     payouts: list = field(default_factory=list)  # the insider's large payouts (platform_order_no)
-    before: dict | None = None  # insider_state() once the insider's own set-up is done
+    before: dict | None = None  # insider_state() at the end of the set-up
     accomplices: list = field(default_factory=list)
 
 
@@ -170,6 +184,7 @@ def insider_set_up(receivers, index: int) -> Insider:
     from apps.common import signing
     from apps.ledger.services import balance_adjust
     from apps.merchants.services import merchant_create
+    from apps.payout.services import payout_create
     from tests.helpers import MerchantCtx
     from tests.portal.support import portal_user
     from tests.support.staff import add_authenticator
@@ -187,7 +202,12 @@ def insider_set_up(receivers, index: int) -> Insider:
     for name in ("olivia", "ben"):
         owners[name] = portal_user(created.merchant, "owner", username=f"{name}@insider.example").username
     ctx = MerchantCtx(created.merchant.merchant_no, created.app.app_id, 1, key, created.merchant)
-    return Insider(Merchant(ctx, index), owners)
+    large = payout_create(merchant=created.merchant, mch_order_no="insider-large", product_code="PHP_PAYOUT",
+                          amount=LARGE_PAYOUT, currency="PHP", payee_name="Insider Payee", payee_account="0099887766",
+                          bank_code="BDO")
+    insider = Insider(Merchant(ctx, index), owners, payouts=[large.platform_order_no])
+    insider.before = insider_state(insider)
+    return insider
 
 
 def insider_state(insider: Insider) -> dict:
@@ -231,9 +251,11 @@ def insider_state(insider: Insider) -> dict:
 
 # ------------------------------------------------------------------------------------------------------- actor
 
-def attempt(soak, actor: str, kind: str, key: str, fn) -> Op:
+def attempt(soak, actor: str, kind: str, key: str, fn, *, unchanged=None) -> Op:
     """One step of the insider: `fn()` returns the platform's answer. A crossing took effect unless the answer is a
-    clear refusal; a set-up step is `ok` when the platform answered below 400."""
+    clear refusal; a set-up step is `ok` when the platform answered below 400. `unchanged()`: for a forged form whose
+    target no page offers (a bulk action over an id not in the list), Django's own silent no-op; it is read from the
+    database and the op says it was ignored without a message."""
     op = Op(actor, f"insider/{kind}", key, {}, time.monotonic())
     try:
         response = fn()
@@ -241,6 +263,10 @@ def attempt(soak, actor: str, kind: str, key: str, fn) -> Op:
         op.http_status, op.detail, op.data = response.status_code, " | ".join(said)[:400], {"messages": said}
         if response.status_code >= 500:
             op.outcome = "error"
+        elif kind.startswith("cross") and not said and unchanged is not None:
+            op.outcome = "fail" if _read(unchanged) else "ok"
+            op.detail = "ignored without a message: nothing changed" if op.outcome == "fail" else ""
+            op.data = {"messages": [], "silent": True}
         elif kind.startswith("cross"):
             op.outcome = "fail" if any(REFUSED.search(m) for m in said) else "ok"
         else:
@@ -251,55 +277,95 @@ def attempt(soak, actor: str, kind: str, key: str, fn) -> Op:
     return soak.history.add(op)
 
 
+def _read(query):
+    from django.db import connection
+
+    try:
+        return query()
+    finally:
+        connection.close()
+
+
 def insider_actor(soak, name: str, insider: Insider, rng: random.Random) -> None:
-    """Rounds of crossings until the load ends: the admin's pages of a merchant user, an accomplice chain approving
-    the superuser's requests and a large payout's second approval, the portal's owner invites, a finance person's
-    batch approved by the owner who invited them, a withdrawn invite link, a recovery approved by an accomplice."""
-    from apps.payout.models import Payout
+    """Crossings until the load ends, one path after another (each path's own set-up made when it first comes up):
+    the admin's pages of a merchant user; an accomplice chain approving the superuser's requests and a large
+    payout's second approval; an owner approving her own owner invite; an owner approving the batch of the finance
+    person she invited; a withdrawn invite link; a recovery approved by an accomplice."""
+    people: dict[str, object] = {}
 
-    root = Person(soak.base, ROOT_NAME)
-    root.admin_sign_in()
-    merchant = insider.merchant
-    large = soak.api(name, merchant, "payout/create", {
-        "mch_order_no": f"S{soak.opts.seed}-insider-large", "product_code": "PHP_PAYOUT", "amount": LARGE_PAYOUT,
-        "currency": "PHP", "payee_name": "Insider Payee", "payee_account": "0099887766", "bank_code": "BDO"})
-    number = (large.data or {}).get("platform_order_no", "")
-    payout_pk = Payout.objects.filter(platform_order_no=number).values_list("pk", flat=True).first()
-    if payout_pk:
-        insider.payouts.append(number)
-        attempt(soak, name, "setup-first-approval", number, lambda: root.post(
-            f"/admin/payout/payoutreviewqueue/{payout_pk}/decide/", {"decision": "approve", "reason": "payee known"}))
-    accomplices = _accomplice_chain(soak, name, root)
-    insider.accomplices = [a.username for a in accomplices]
-    olivia = Person(soak.base, insider.owners["olivia"], _test_password())
-    ben = Person(soak.base, insider.owners["ben"], _test_password())
-    olivia.portal_sign_in()
-    ben.portal_sign_in()
-    insider.before = insider_state(insider)
+    def root() -> Person:
+        if "root" not in people:
+            people["root"] = Person(soak.base, ROOT_NAME)
+            people["root"].admin_sign_in()
+        return people["root"]
 
+    def owner(which: str) -> Person:
+        if which not in people:
+            people[which] = Person(soak.base, insider.owners[which], _test_password())
+            people[which].portal_sign_in()
+        return people[which]
+
+    def chain() -> list[Person]:
+        if "chain" not in people:
+            first_approval(soak, name, root(), insider)
+            people["chain"] = _accomplice_chain(soak, name, root())
+            insider.accomplices = [a.username for a in people["chain"]]
+        return people["chain"]
+
+    paths = [
+        lambda n: _admin_on_a_merchant_user(soak, name, root(), insider, n),
+        lambda n: _portal_owner_invite(soak, name, owner("olivia"), n),
+        lambda n: _accomplices_approve(soak, name, root(), chain(), insider, n),
+        lambda n: _portal_finance_batch(soak, name, owner("olivia"), n),
+        lambda n: _recovery_by_an_accomplice(soak, name, root(), chain(), insider),
+        lambda n: _portal_withdrawn_link(soak, name, insider, owner("ben"), n),
+    ]
     n = 0
     while soak.running() and n < 200:
+        paths[n % len(paths)](n // len(paths) + 1)
         n += 1
-        _admin_on_a_merchant_user(soak, name, root, insider, n)
-        asked = _ask_credit_and_callback(soak, name, root, merchant, n)
-        for accomplice in accomplices:
-            for request_pk in asked:
-                attempt(soak, name, "cross-approve-staff-request", str(request_pk), lambda: accomplice.post(
-                    "/admin/common/staffrequest/", {"action": "approve_selected", "_selected_action": str(request_pk),
-                                                    "apply": "1", "reason": "looks right"}))
-            if payout_pk:
-                attempt(soak, name, "cross-second-approval", number, lambda: accomplice.post(
-                    f"/admin/payout/payoutreviewqueue/{payout_pk}/decide/", {"decision": "approve",
-                                                                             "reason": "agree"}))
-        _portal_owner_invite(soak, name, olivia, n)
-        _portal_finance_batch(soak, name, olivia, n)
-        _portal_withdrawn_link(soak, name, insider, ben, n)
-        recovery = _ask_recovery(soak, name, root, insider)
-        if recovery:
-            attempt(soak, name, "cross-approve-recovery", str(recovery), lambda: accomplices[-1].post(
-                "/admin/common/staffrequest/", {"action": "approve_selected", "_selected_action": str(recovery),
-                                                "apply": "1", "reason": "called back"}))
-        soak.stop.wait(rng.uniform(0.5, 1.5))
+        soak.stop.wait(rng.uniform(0.2, 0.8))
+
+
+def first_approval(soak, name: str, root: Person, insider: Insider) -> None:
+    """The superuser's own first approval of the large payout (allowed: one of the two seats)."""
+    from django.db import connection
+
+    from apps.payout.models import Payout
+
+    for pk, number in Payout.objects.filter(platform_order_no__in=insider.payouts).values_list("pk",
+                                                                                              "platform_order_no"):
+        attempt(soak, name, "setup-first-approval", number, lambda: root.post(
+            f"/admin/payout/payoutreviewqueue/{pk}/decide/", {"decision": "approve", "reason": "payee known"}))
+    connection.close()
+
+
+def _accomplices_approve(soak, name: str, root: Person, accomplices: list[Person], insider: Insider, n: int) -> None:
+    """The superuser asks for a credit and a callback URL of their own; each accomplice approves both, and gives the
+    large payout its second approval."""
+    from django.db import connection
+
+    from apps.payout.models import Payout
+
+    asked = _ask_credit_and_callback(soak, name, root, insider.merchant, n)
+    payouts = list(Payout.objects.filter(platform_order_no__in=insider.payouts).values_list("pk", "platform_order_no"))
+    connection.close()
+    for accomplice in accomplices:
+        for request_pk in asked:
+            attempt(soak, name, "cross-approve-staff-request", str(request_pk), lambda: accomplice.post(
+                "/admin/common/staffrequest/", {"action": "approve_selected", "_selected_action": str(request_pk),
+                                                "apply": "1", "reason": "looks right"}))
+        for pk, number in payouts:
+            attempt(soak, name, "cross-second-approval", number, lambda: accomplice.post(
+                f"/admin/payout/payoutreviewqueue/{pk}/decide/", {"decision": "approve", "reason": "agree"}))
+
+
+def _recovery_by_an_accomplice(soak, name: str, root: Person, accomplices: list[Person], insider: Insider) -> None:
+    recovery = _ask_recovery(soak, name, root, insider)
+    if recovery:
+        attempt(soak, name, "cross-approve-recovery", str(recovery), lambda: accomplices[-1].post(
+            "/admin/common/staffrequest/", {"action": "approve_selected", "_selected_action": str(recovery),
+                                            "apply": "1", "reason": "called back"}))
 
 
 def _test_password() -> str:
@@ -326,10 +392,12 @@ def _admin_on_a_merchant_user(soak, name: str, root: Person, insider: Insider, n
         f"/admin/otp_totp/totpdevice/{device}/delete/", {"post": "yes"}))
     attempt(soak, name, "cross-bulk-delete-owner-authenticator", owner.username, lambda: root.post(
         "/admin/otp_totp/totpdevice/", {"action": "delete_selected", "_selected_action": str(device),
-                                        "post": "yes", "index": "0"}))
+                                        "post": "yes", "index": "0"}),
+            unchanged=lambda: TOTPDevice.objects.filter(pk=device).exists())
     attempt(soak, name, "cross-bulk-delete-owner", owner.username, lambda: root.post(
         "/admin/auth/user/", {"action": "delete_selected", "_selected_action": str(owner.pk), "post": "yes",
-                              "index": "0"}))
+                              "index": "0"}),
+            unchanged=lambda: get_user_model().objects.filter(pk=owner.pk, is_active=True).exists())
 
 
 def _accomplice_chain(soak, name: str, root: Person) -> list[Person]:
@@ -513,6 +581,8 @@ def insider_refused(ops: list[Op], before: dict | None, after: dict | None, samp
                 if before[key] != after.get(key)} if before is not None and after is not None else {})
     ok = bool(crossings) and before is not None and not crossed and not unclear and not errors and not changed
     return {"ok": ok, "attempts": len(crossings), "refused": sum(op.outcome == "fail" for op in crossings),
+            "ignored_without_a_message": sum(bool((op.data or {}).get("silent")) and op.outcome == "fail"
+                                             for op in crossings),
             "unknown": sum(op.outcome == "info" for op in crossings),
             "by_kind": dict(sorted({op.kind: sum(o.kind == op.kind for o in crossings) for op in crossings}.items())),
             "crossed": [sample(op) for op in crossed[:8]], "unclear": [sample(op) for op in unclear[:8]],
