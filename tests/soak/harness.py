@@ -21,6 +21,8 @@ interleaving is not):
   ops-*        reversals (admin staff request + a second person's approval, or `reverse_payout`); one
                `rotate_platform_key`, `reconcile_channels`, `release_settlement --as-of <tomorrow>`
   xendit       (live) Xendit's side on the emulator: tests/soak/upstream.py
+  insider      (sandbox) one person trying to sit in two seats through the admin and the portal, each try refused:
+               tests/soak/insider.py
   faults       SIGKILL a gunicorn worker, SIGKILL the Celery worker (and start a new one), pg_terminate_backend of
                the platform's database sessions, SIGSTOP/SIGCONT of the private redis-server
 

@@ -30,8 +30,9 @@ LARGE_PAYOUT = 30_000_000  # PHP minor units: over the two-approval threshold (2
 
 # What a clear refusal says, page by page (the words a person is shown).
 REFUSED = re.compile(r"not a staff account|belongs to a merchant's portal user|not independent|Refused|"
-                     r"You made this invite|waiting for a second owner|withdrawn|No items have been changed|"
-                     r"Items must be selected|a second person must decide it|does not work", re.I)
+                     r"You made this invite|You uploaded key version|waiting for a second owner|withdrawn|"
+                     r"No items have been changed|Items must be selected|a second person must decide it|"
+                     r"does not work", re.I)
 PORTAL_MESSAGE = re.compile(r'<li class="message message-[a-z ]*">(.*?)</li>', re.S)
 
 
@@ -170,7 +171,9 @@ def messages(response: requests.Response) -> list[str]:
 class Insider:
     merchant: Merchant
     owners: dict  # "olivia" / "ben" -> username: two owners made by our staff on the server (independent people)
-    shell_owners: list = field(default_factory=list)  # owners the harness makes during the run, switched off by ben
+    # Owners added during the run by legitimate steps: made on the server (then switched off by ben), or an owner
+    # invite of olivia's that ben, an independent owner, approved (her puppet).
+    added_owners: list = field(default_factory=list)
     payouts: list = field(default_factory=list)  # the insider's large payouts (platform_order_no)
     before: dict | None = None  # insider_state() at the end of the set-up
     accomplices: list = field(default_factory=list)
@@ -215,7 +218,8 @@ def insider_state(insider: Insider) -> dict:
     owners, the owners' passwords and authenticators, and any decision on what the insider asked for."""
     from django.contrib.auth import get_user_model
     from django.db import connection
-    from django.db.models import Count
+    from django.db.models import Count, Q
+    from django.utils import timezone
 
     from apps.common.models import StaffRequest
     from apps.ledger.selectors import merchant_balances
@@ -231,9 +235,10 @@ def insider_state(insider: Insider) -> dict:
         return {
             "balances": merchant_balances(merchant_id=merchant.pk, currency="PHP"),
             "callback_urls": [merchant.collection_callback_url, merchant.payout_callback_url],
-            "keys": sorted(MerchantKey.objects.filter(merchant=merchant).values_list("version", "fingerprint")),
+            "live_keys": sorted(MerchantKey.objects.filter(merchant=merchant, revoked_at__isnull=True).filter(
+                Q(live_from__isnull=True) | Q(live_from__lte=timezone.now())).values_list("version", "fingerprint")),
             "active_owners": sorted(set(MerchantUser.objects.filter(merchant=merchant, role="owner", is_active=True)
-                                        .values_list("user__username", flat=True)) - set(insider.shell_owners)),
+                                        .values_list("user__username", flat=True)) - set(insider.added_owners)),
             "owner_credentials": sorted((u.username, u.password, sorted(u.totpdevice_set.filter(confirmed=True)
                                                                          .values_list("pk", flat=True)))
                                         for u in users),
@@ -312,6 +317,11 @@ def insider_actor(soak, name: str, insider: Insider, rng: random.Random) -> None
             insider.accomplices = [a.username for a in people["chain"]]
         return people["chain"]
 
+    def puppet() -> Person | None:
+        if "puppet" not in people:
+            people["puppet"] = _olivias_puppet(soak, name, insider, owner("olivia"), owner("ben"))
+        return people["puppet"]
+
     paths = [
         lambda n: _admin_on_a_merchant_user(soak, name, root(), insider, n),
         lambda n: _portal_owner_invite(soak, name, owner("olivia"), n),
@@ -319,10 +329,12 @@ def insider_actor(soak, name: str, insider: Insider, rng: random.Random) -> None
         lambda n: _portal_finance_batch(soak, name, owner("olivia"), n),
         lambda n: _recovery_by_an_accomplice(soak, name, root(), chain(), insider),
         lambda n: _portal_withdrawn_link(soak, name, insider, owner("ben"), n),
+        lambda n: _puppet_approves(soak, name, insider, owner("olivia"), puppet(), n),
     ]
+    first = rng.randrange(len(paths))  # where the rotation starts: a short run's seed decides which paths it reaches
     n = 0
     while soak.running() and n < 200:
-        paths[n % len(paths)](n // len(paths) + 1)
+        paths[(first + n) % len(paths)](n // len(paths) + 1)
         n += 1
         soak.stop.wait(rng.uniform(0.2, 0.8))
 
@@ -527,7 +539,7 @@ def _portal_withdrawn_link(soak, name: str, insider: Insider, ben: Person, n: in
     from tests.portal.support import portal_user
 
     username = f"omar{n}@insider.example"
-    insider.shell_owners.append(username)
+    insider.added_owners.append(username)
     portal_user(insider.merchant.ctx.merchant, "owner", username=username)
     member = MerchantUser.objects.get(user__username=username).pk
     connection.close()
@@ -547,6 +559,75 @@ def _portal_withdrawn_link(soak, name: str, insider: Insider, ben: Person, n: in
         late = Person(soak.base, f"late{n}@insider.example", "Late-comer-Pw-42!")
         attempt(soak, name, "cross-use-withdrawn-link", late.username, lambda: late.post(
             holder["link"], {"password1": late.password, "password2": late.password}))
+
+
+def _olivias_puppet(soak, name: str, insider: Insider, olivia: Person, ben: Person) -> Person | None:
+    """Olivia invites a second account of hers as owner and ben, independent, approves it (legitimate: the account
+    is hers to control, it is no second person); she uploads a key version, which waits for a second owner."""
+    from django.db import connection
+
+    from apps.common import signing
+    from apps.portal.models import Invite
+
+    username = f"olivia.puppet-{soak.opts.seed}@insider.example"
+    holder = {}
+
+    def make():
+        holder["response"], holder["link"] = _invite(olivia, username, "owner")
+        return holder["response"]
+
+    attempt(soak, name, "setup-invite-owner", username, make)
+    invite = Invite.objects.filter(username=username).values_list("pk", flat=True).first()
+    connection.close()
+    if not invite or not holder.get("link"):
+        return None
+    attempt(soak, name, "setup-approve-owner-invite", username, lambda: ben.post(
+        "/portal/team/", {"action": "approve-invite", "invite": str(invite), "code": ben.code()}))
+    insider.added_owners.append(username)
+    puppet = _accept(soak.base, holder["link"], username)
+    pem = signing.public_key_to_pem(signing.generate_private_key().public_key())
+    attempt(soak, name, "setup-upload-key", insider.merchant.ctx.merchant_no, lambda: olivia.post(
+        "/portal/developers/keys/", {"public_key_text": pem, "code": olivia.code()}))
+    return puppet
+
+
+def _puppet_approves(soak, name: str, insider: Insider, olivia: Person, puppet: Person | None, n: int) -> None:
+    """Olivia's puppet confirms her waiting key, approves her new owner invite and the batch of her finance
+    person; she confirms her own key."""
+    from django.db import connection
+
+    from apps.merchant_payouts.models import PayoutBatch
+    from apps.merchants.models import MerchantKey
+    from apps.portal.models import Invite
+
+    if puppet is None:
+        return
+    merchant = insider.merchant.ctx.merchant
+    waiting = MerchantKey.objects.filter(merchant=merchant, revoked_at__isnull=True,
+                                         live_from__gt=timezone_now()).values_list("version", flat=True).first()
+    connection.close()
+    if waiting:
+        for person, kind in ((puppet, "cross-puppet-confirms-key"), (olivia, "cross-confirm-own-key")):
+            attempt(soak, name, kind, str(waiting), lambda: person.post(
+                f"/portal/developers/keys/{waiting}/confirm/", {"code": person.code()}))
+    username = f"olivia.alt-p{n}@insider.example"
+    attempt(soak, name, "setup-invite-owner", username, lambda: _invite(olivia, username, "owner")[0])
+    invite = Invite.objects.filter(username=username).values_list("pk", flat=True).first()
+    batch = (PayoutBatch.objects.filter(merchant=merchant, status="PENDING").order_by("-pk")
+             .values_list("pk", flat=True).first())
+    connection.close()
+    if invite:
+        attempt(soak, name, "cross-puppet-approves-owner-invite", username, lambda: puppet.post(
+            "/portal/team/", {"action": "approve-invite", "invite": str(invite), "code": puppet.code()}))
+    if batch:
+        attempt(soak, name, "cross-puppet-approves-batch", str(batch), lambda: puppet.post(
+            f"/portal/payouts/batches/{batch}/approve/", {"code": puppet.code()}))
+
+
+def timezone_now():
+    from django.utils import timezone
+
+    return timezone.now()
 
 
 def _ask_recovery(soak, name: str, root: Person, insider: Insider) -> int | None:

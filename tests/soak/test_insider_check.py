@@ -7,7 +7,7 @@ from tests.soak.insider import REFUSED, insider_refused
 
 STATE = {"balances": {"available": 10 ** 12, "settling": 0, "frozen": 30_001_000},
          "callback_urls": ["http://127.0.0.1:9/m3/collection", "http://127.0.0.1:9/m3/payout"],
-         "keys": [(1, "ab12")], "active_owners": ["ben@insider.example", "olivia@insider.example"],
+         "live_keys": [(1, "ab12")], "active_owners": ["ben@insider.example", "olivia@insider.example"],
          "staff_requests_decided": 0, "payouts_past_review": 0, "second_approvals": 0, "batches_decided": 0,
          "recoveries": 0}
 
