@@ -256,11 +256,13 @@ def insider_state(insider: Insider) -> dict:
 
 # ------------------------------------------------------------------------------------------------------- actor
 
-def attempt(soak, actor: str, kind: str, key: str, fn, *, unchanged=None) -> Op:
+def attempt(soak, actor: str, kind: str, key: str, fn, *, unchanged=None) -> Op | None:
     """One step of the insider: `fn()` returns the platform's answer. A crossing took effect unless the answer is a
     clear refusal; a set-up step is `ok` when the platform answered below 400. `unchanged()`: for a forged form whose
     target no page offers (a bulk action over an id not in the list), Django's own silent no-op; it is read from the
     database and the op says it was ignored without a message."""
+    if not soak.running():  # the load is over: the rest of this path waits for the next run
+        return None
     op = Op(actor, f"insider/{kind}", key, {}, time.monotonic())
     try:
         response = fn()
