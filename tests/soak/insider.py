@@ -11,6 +11,7 @@ Sandbox only: the rule and its paths are the same code in both deployments, and 
 load time and Xendit's actor besides.
 """
 
+import hashlib
 import html
 import random
 import re
@@ -23,7 +24,6 @@ import requests
 
 from tests.soak.harness import CSRF, INSIDER_MERCHANT, PASSWORD, TOP_UP, Merchant, Op, admin_messages, callback_url
 
-MERCHANT_NAME = INSIDER_MERCHANT
 ROOT_NAME = "soak-insider-root"
 ATTACKER_URL = "https://attacker.example/soak-insider"
 LARGE_PAYOUT = 30_000_000  # PHP minor units: over the two-approval threshold (200,000 PHP)
@@ -193,7 +193,7 @@ def insider_set_up(receivers, index: int) -> Insider:
     from tests.support.staff import add_authenticator
 
     key = signing.generate_private_key()
-    created = merchant_create(name=MERCHANT_NAME, currencies=["PHP"],
+    created = merchant_create(name=INSIDER_MERCHANT, currencies=["PHP"],
                               public_key_pem=signing.public_key_to_pem(key.public_key()),
                               collection_callback_url=callback_url(receivers, index, "collection"),
                               payout_callback_url=callback_url(receivers, index, "payout"))
@@ -239,8 +239,9 @@ def insider_state(insider: Insider) -> dict:
                 Q(live_from__isnull=True) | Q(live_from__lte=timezone.now())).values_list("version", "fingerprint")),
             "active_owners": sorted(set(MerchantUser.objects.filter(merchant=merchant, role="owner", is_active=True)
                                         .values_list("user__username", flat=True)) - set(insider.added_owners)),
-            "owner_credentials": sorted((u.username, u.password, sorted(u.totpdevice_set.filter(confirmed=True)
-                                                                         .values_list("pk", flat=True)))
+            # a digest of each password hash: the JSON shows that one changed, never the hash
+            "owner_credentials": sorted((u.username, hashlib.sha256(u.password.encode()).hexdigest()[:16],
+                                         sorted(u.totpdevice_set.filter(confirmed=True).values_list("pk", flat=True)))
                                         for u in users),
             "staff_requests_decided": StaffRequest.objects.filter(requested_by__username=ROOT_NAME).exclude(
                 status=StaffRequest.Status.PENDING).count(),
@@ -601,6 +602,7 @@ def _puppet_approves(soak, name: str, insider: Insider, olivia: Person, puppet: 
     """Olivia's puppet confirms her waiting key, approves her new owner invite and the batch of her finance
     person; she confirms her own key."""
     from django.db import connection
+    from django.utils import timezone
 
     from apps.merchant_payouts.models import PayoutBatch
     from apps.merchants.models import MerchantKey
@@ -610,7 +612,7 @@ def _puppet_approves(soak, name: str, insider: Insider, olivia: Person, puppet: 
         return
     merchant = insider.merchant.ctx.merchant
     waiting = MerchantKey.objects.filter(merchant=merchant, revoked_at__isnull=True,
-                                         live_from__gt=timezone_now()).values_list("version", flat=True).first()
+                                         live_from__gt=timezone.now()).values_list("version", flat=True).first()
     connection.close()
     if waiting:
         for person, kind in ((puppet, "cross-puppet-confirms-key"), (olivia, "cross-confirm-own-key")):
@@ -628,12 +630,6 @@ def _puppet_approves(soak, name: str, insider: Insider, olivia: Person, puppet: 
     if batch:
         attempt(soak, name, "cross-puppet-approves-batch", str(batch), lambda: puppet.post(
             f"/portal/payouts/batches/{batch}/approve/", {"code": puppet.code()}))
-
-
-def timezone_now():
-    from django.utils import timezone
-
-    return timezone.now()
 
 
 def _ask_recovery(soak, name: str, root: Person, insider: Insider) -> int | None:
