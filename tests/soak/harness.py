@@ -21,6 +21,8 @@ interleaving is not):
   ops-*        reversals (admin staff request + a second person's approval, or `reverse_payout`); one
                `rotate_platform_key`, `reconcile_channels`, `release_settlement --as-of <tomorrow>`
   xendit       (live) Xendit's side on the emulator: tests/soak/upstream.py
+  insider      (sandbox) one person trying to sit in two seats through the admin and the portal, each try refused:
+               tests/soak/insider.py
   faults       SIGKILL a gunicorn worker, SIGKILL the Celery worker (and start a new one), pg_terminate_backend of
                the platform's database sessions, SIGSTOP/SIGCONT of the private redis-server
 
@@ -64,6 +66,7 @@ PASSWORD = "Lantern-Quartz-917"
 TERMINAL_PAYOUT = ("SUCCESS", "FAILED", "REJECTED")
 DEPLOYMENTS = ("sandbox", "live")
 SHARE = {"sandbox": 2, "live": 1}  # of the load time, when both run
+INSIDER_MERCHANT = "Soak insider merchant"  # tests/soak/insider.py: its payouts wait for the insider's accomplices
 WAITING_PAYOUT = ("FROZEN",)  # awaiting a reviewer: legitimately waiting (docs/faults.md)
 
 
@@ -563,8 +566,8 @@ def frozen_payouts() -> list[tuple[int, str, int]]:
     from apps.payout.models import Payout
 
     try:
-        return list(Payout.objects.filter(status="FROZEN").order_by("id").values_list("pk", "platform_order_no",
-                                                                                     "approvals_required")[:50])
+        return list(Payout.objects.filter(status="FROZEN").exclude(merchant__name=INSIDER_MERCHANT)  # its own
+                    .order_by("id").values_list("pk", "platform_order_no", "approvals_required")[:50])
     finally:
         connection.close()
 
@@ -1112,6 +1115,7 @@ def run_deployment(opts: Options) -> dict:
 
     django.setup()
     from tests.soak import upstream
+    from tests.soak.insider import insider_actor, insider_refused, insider_set_up, insider_state
 
     from tests.support.receiver import CallbackReceiver
 
@@ -1121,6 +1125,7 @@ def run_deployment(opts: Options) -> dict:
     try:
         redis.start()
         merchants, staff = set_up_data(opts, receivers)
+        insider = None if live else insider_set_up(receivers, len(merchants))
         if live:
             upstream.xendit_channels_create(emulator)
         if stack is not None:
@@ -1150,6 +1155,8 @@ def run_deployment(opts: Options) -> dict:
                    ("ops-batch", batch_actor, ())]
         if live:
             actors += [("xendit", upstream.upstream_actor, (xendit,))]
+        if insider is not None:
+            actors += [("insider", insider_actor, (insider,))]
         threads, faults = [], None
         for name, fn, args in actors:
             kwargs = {}
@@ -1173,6 +1180,9 @@ def run_deployment(opts: Options) -> dict:
             faults.join(timeout=60)
         quiet = quiet_period(soak, platform, redis, opts.quiet_seconds, xendit=xendit, rng=rng("quiet"))
         result.update(run_checks(soak))
+        if insider is not None:
+            result["checks"]["insider_refused"] = insider_refused(soak.history.ops, insider.before,
+                                                                  insider_state(insider), soak.history.sample)
         if live:
             result["checks"]["upstream_agrees"] = upstream.upstream_agrees(emulator)
         with open(logdir / "history.jsonl", "w") as handle:  # the client-side history, for a person to read

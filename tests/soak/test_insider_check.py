@@ -1,0 +1,77 @@
+"""The soak's insider check (tests/soak/insider.py, insider_refused), fed histories: it passes only when every
+crossing was refused with a message and nothing a crossing would change changed; the insider's own set-up steps go
+either way."""
+
+from tests.soak.harness import History, Op
+from tests.soak.insider import REFUSED, insider_refused
+
+STATE = {"balances": {"available": 10 ** 12, "settling": 0, "frozen": 30_001_000},
+         "callback_urls": ["http://127.0.0.1:9/m3/collection", "http://127.0.0.1:9/m3/payout"],
+         "live_keys": [(1, "ab12")], "active_owners": ["ben@insider.example", "olivia@insider.example"],
+         "staff_requests_decided": 0, "payouts_past_review": 0, "second_approvals": 0, "batches_decided": 0,
+         "recoveries": 0}
+
+
+def op(kind: str, outcome: str, detail: str = "", **extra) -> Op:
+    return Op("insider", f"insider/{kind}", "K", {}, 1.0, 1.2, 200, None, outcome, extra or None, detail)
+
+
+def refused_history() -> list[Op]:
+    return [op("setup-add-staff", "ok", "The user was added successfully."),
+            op("setup-ask-credit", "fail", "Refused for a reason of its own"),  # set-up may go either way
+            op("cross-approve-staff-request", "fail", "Request #4 refused: root and acc are not independent: ..."),
+            op("cross-second-approval", "fail", "Refused: root and acc are not independent: ..."),
+            op("cross-bulk-delete-owner", "fail", "ignored without a message: nothing changed", silent=True),
+            op("cross-second-approval", "info", "ConnectionError")]  # a fault in flight: the state decides
+
+
+def check(ops, before=STATE, after=STATE) -> dict:
+    return insider_refused(ops, before, after, History().sample)
+
+
+def test_a_history_where_every_crossing_was_refused_and_nothing_changed_passes():
+    result = check(refused_history(), after=dict(STATE))
+    assert result["ok"] is True
+    assert (result["attempts"], result["refused"], result["unknown"], result["ignored_without_a_message"]) == (
+        4, 3, 1, 1)
+    assert result["set_up_steps"] == 2
+
+
+def test_one_crossing_the_platform_took_fails_the_check():
+    ops = refused_history() + [op("cross-approve-invitees-batch", "ok", "Approved: 1 payout created")]
+    result = check(ops)
+    assert result["ok"] is False
+    assert [c["kind"] for c in result["crossed"]] == ["insider/cross-approve-invitees-batch"]
+
+
+def test_a_refusal_without_a_message_or_with_a_server_error_fails_the_check():
+    assert check(refused_history() + [op("cross-approve-recovery", "fail", "")])["ok"] is False
+    result = check(refused_history() + [op("cross-approve-recovery", "error", "HTTP 500")])
+    assert result["ok"] is False and len(result["errors"]) == 1
+
+
+def test_a_crossing_answered_as_refused_that_still_changed_a_callback_url_fails_the_check():
+    after = {**STATE, "callback_urls": [STATE["callback_urls"][0], "https://attacker.example/soak-insider"]}
+    result = check(refused_history(), after=after)
+    assert result["ok"] is False and set(result["changed"]) == {"callback_urls"}
+    assert result["changed"]["callback_urls"]["after"][1] == "https://attacker.example/soak-insider"
+
+
+def test_money_moved_or_a_second_approval_given_fails_the_check():
+    for change in ({"balances": {**STATE["balances"], "available": 10 ** 12 + 1_000_000}},
+                   {"second_approvals": 1}, {"staff_requests_decided": 1}, {"recoveries": 1},
+                   {"active_owners": STATE["active_owners"] + ["olivia.alt1@insider.example"]}):
+        result = check(refused_history(), after={**STATE, **change})
+        assert result["ok"] is False and set(result["changed"]) == set(change), change
+
+
+def test_a_run_where_the_insider_tried_nothing_fails_the_check():
+    assert check([op("setup-add-staff", "ok", "added")])["ok"] is False
+    assert check(refused_history(), before=None)["ok"] is False
+
+
+def test_the_success_messages_of_the_pages_are_not_read_as_refusals():
+    for said in ("Approved: 1 payout created", "Request #4 approved and applied.", "Password changed successfully.",
+                 "The invite works now.", "Payout PO1 approved: now APPROVED",
+                 "The totp device “Authenticator app” was deleted successfully."):
+        assert not REFUSED.search(said), said
