@@ -125,6 +125,9 @@ class PayinAdapter(ABC):
 
 class PayoutAdapter(ABC):
     name: str
+    # The HTTP calls one submission to this upstream makes at most (its lookups' pages included): the failover's send
+    # lease lasts that many timeouts, so a sender killed mid-send frees the payout within one submission's time.
+    send_calls: int = 4
 
     @abstractmethod
     def start_disbursement(self, *, payout) -> str:

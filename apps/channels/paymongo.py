@@ -282,6 +282,7 @@ def transfers_listed(client: PayMongoClient, *, reference_number: str) -> list[d
 class PayMongoPayoutAdapter(PayoutAdapter):
     name = ADAPTER
     is_sandbox = False
+    send_calls = 2 * LOOKUP_PAGES + 2  # the lookup's pages, wallets, create, the lookup's pages again
 
     @staticmethod
     def configuration_check(*, channel: Channel) -> None:

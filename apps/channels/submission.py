@@ -36,8 +36,10 @@ def one_submission_at_a_time(key: str, *, calls: int, wait: bool = True):
         time.sleep(0.05)
     held = [until]
 
-    def renew() -> None:
-        later = timezone.now() + lease
+    def renew(calls: int | None = None) -> None:
+        """Extend the lease by `calls` HTTP timeouts from now (the claim's number when None)."""
+        later = timezone.now() + (lease if calls is None else timedelta(
+            seconds=settings.CHANNEL_HTTP_TIMEOUT_SECONDS * calls))
         if not UpstreamSubmissionLease.objects.filter(platform_order_no=key, leased_until=held[0]).update(
                 leased_until=later):
             raise UpstreamUnavailable(f"the lease on {key} ran out and was taken")

@@ -46,7 +46,7 @@ from apps.channels.base import (
     UpstreamRejected,
     UpstreamUnavailable,
 )
-from apps.channels.lookups import LOOKUP_PAGE_SIZE, every_page
+from apps.channels.lookups import LOOKUP_PAGE_SIZE, LOOKUP_PAGES, every_page
 from apps.channels.models import BankCode, Channel, UpstreamPayin
 from apps.channels.registry import (
     payin_handlers,
@@ -263,6 +263,7 @@ class XenditPayinAdapter(PayinAdapter):
 class XenditPayoutAdapter(PayoutAdapter):
     name = ADAPTER
     is_sandbox = False
+    send_calls = LOOKUP_PAGES + 2  # create, then the list's pages after a 409 or a refusal
 
     def start_disbursement(self, *, payout) -> str:
         """POST /v2/payouts with Idempotency-key = platform_order_no; returns the disbursement bound to that key, the

@@ -21,7 +21,6 @@ from django.utils import timezone
 
 from apps.channels.base import UpstreamDeclined, UpstreamUnavailable
 from apps.channels.health import breaker_record, channel_sendable
-from apps.channels.lookups import LOOKUP_PAGES
 from apps.channels.models import Channel
 from apps.channels.registry import payout_adapter
 from apps.channels.routing import route_next
@@ -33,11 +32,10 @@ from apps.payout.models import Payout
 logger = logging.getLogger(__name__)
 
 
-# Turns of a send (each a move to another channel), and the lease renewed before each: one turn's HTTP calls at most
-# (PayMongo: the lookup's pages, wallets, create, the lookup's pages again; apps.channels.lookups bounds the pages), so
-# a sender killed mid-send frees the payout within one turn's lease (three minutes at the 15 s timeout).
+# Turns of a send (each a move to another channel), and the lease renewed before each for that turn's channel: its
+# adapter's send_calls HTTP timeouts (PayMongo: the lookup's pages, wallets, create, the lookup's pages again), so a
+# sender killed mid-send frees the payout within one turn of that channel, not of the slowest one.
 MOVES = 8
-SEND_LEASE_CALLS = 2 * LOOKUP_PAGES + 2
 
 
 def payout_send(*, payout: Payout, first: bool) -> Payout:
@@ -50,8 +48,8 @@ def payout_send(*, payout: Payout, first: bool) -> Payout:
     mark while its request is in flight and the other moving the payout on the strength of its own refusal. The
     second sender does not wait: it raises UpstreamUnavailable and the sweeper sends the payout again later, when it
     sees what the first did."""
-    with one_submission_at_a_time(f"send:{payout.platform_order_no}", calls=SEND_LEASE_CALLS,
-                                  wait=False) as renew:
+    with one_submission_at_a_time(f"send:{payout.platform_order_no}",
+                                  calls=payout_adapter(payout.channel).send_calls, wait=False) as renew:
         payout.refresh_from_db(fields=["status", "upstream_reference", "channel", "channel_declined_at",
                                        "submitted_at", "route_reason"])
         if payout.status != Payout.Status.PROCESSING or payout.upstream_reference:
@@ -61,8 +59,8 @@ def payout_send(*, payout: Payout, first: bool) -> Payout:
 
 def _payout_send_leased(*, payout: Payout, first: bool, renew) -> Payout:
     for _ in range(MOVES):
-        renew()  # each turn moves the payout to another channel; a bound against a ping-pong
         channel = payout.channel
+        renew(payout_adapter(channel).send_calls)  # each turn moves the payout to another channel: a bound
         if not channel_sendable(channel):
             movable = first or payout.channel_declined_at is not None or _nothing_there(payout)
             if first:

@@ -305,17 +305,18 @@ def test_a_sender_killed_mid_send_frees_the_payout_within_one_rounds_lease(upstr
     eight minutes so)."""
     import time
 
+    from apps.channels.registry import payout_adapter
     from apps.channels.submission import one_submission_at_a_time
-    from apps.payout.failover import SEND_LEASE_CALLS
 
     payout = payout_new(shop, amount=13_000)
+    calls = payout_adapter(payout.channel).send_calls
     timeout = settings.CHANNEL_HTTP_TIMEOUT_SECONDS
     settings.CHANNEL_HTTP_TIMEOUT_SECONDS = 0.05
-    dead = one_submission_at_a_time(f"send:{payout.platform_order_no}", calls=SEND_LEASE_CALLS, wait=False)
+    dead = one_submission_at_a_time(f"send:{payout.platform_order_no}", calls=calls, wait=False)
     dead.__enter__()  # the killed sender: claimed, never released
     settings.CHANNEL_HTTP_TIMEOUT_SECONDS = timeout
     assert submit(payout).upstream_reference == ""  # its lease still runs: nothing sent
-    time.sleep(0.05 * SEND_LEASE_CALLS + 0.1)
+    time.sleep(0.05 * calls + 0.1)
     backdate(payout, seconds=120)  # the sweeper's re-submission, RESUBMIT_AFTER later
     payout = submit(payout)
     [(code, disbursement)] = once_across(upstreams, payout)
