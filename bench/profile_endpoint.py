@@ -73,7 +73,6 @@ def main() -> None:
 
     django.setup()
     call_command("migrate", "--noinput", verbosity=0)
-    call_command("createcachetable", verbosity=0)
     call_command("bootstrap", verbosity=0)
 
     from django.core.handlers.wsgi import WSGIHandler

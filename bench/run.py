@@ -138,7 +138,6 @@ class Bench:
         """A fresh database, migrated and bootstrapped; Django set up in this process with the bench environment."""
         recreate_database(self.args.postgres.rstrip("/") + "/postgres", self.args.database)
         self.manage("migrate", "--noinput")
-        self.manage("createcachetable")
         self.manage("bootstrap")
         os.environ.update(self.env)
         import django

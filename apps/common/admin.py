@@ -18,7 +18,6 @@ from django.utils.safestring import mark_safe
 from django_otp.plugins.otp_static.models import StaticDevice
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from apps.common.amounts import MAX_AMOUNT
 from apps.common.errors import DomainError
 from apps.common.formatting import utc
 from apps.common.history import (TRACKED_MODELS, event_changes, event_model_of, event_who, grant_relations,
@@ -428,22 +427,11 @@ def staff_request_change_view(request_obj: StaffRequest) -> dict:
             "decided": request_obj.status != StaffRequest.Status.PENDING}
 
 
-class BalanceAdjustmentRequestForm(forms.Form):
-    merchant_no = forms.CharField(max_length=32)
-    currency = forms.CharField(max_length=3)
-    amount = forms.IntegerField(min_value=-MAX_AMOUNT, max_value=MAX_AMOUNT,
-                                help_text="Minor units; negative to debit. Not zero.")
-    reason = forms.CharField(max_length=255, help_text="Why (ticket, correction...). Kept in the audit trail.")
-
-    def clean_currency(self):
-        return self.cleaned_data["currency"].strip().upper()
-
-
 @admin.register(StaffRequest)
 class StaffRequestAdmin(admin.ModelAdmin):
     """Four eyes for staff changes: what one person asked for, waiting for a second person's decision. A new
-    request here is a balance adjustment; reversals are asked for on the payout list, key uploads on the merchant
-    key page."""
+    request here is the kind with a request page of its own (the balance adjustment, from apps.ledger); reversals
+    are asked for on the payout list, key uploads on the merchant key page."""
 
     list_display = ["id", "kind", "what", "status", "requested_by_name", "created_at_utc", "decided_by_name"]
     list_filter = []  # the filter column would cut the table off at 1280 px; the status column sorts
@@ -500,8 +488,13 @@ class StaffRequestAdmin(admin.ModelAdmin):
     def has_module_permission(self, request):
         return self.has_view_permission(request)
 
+    def _request_page(self, request):
+        """The page "Add" opens: the first registered kind with a request page this person may ask for, or None."""
+        return next((spec.request_page for spec in KINDS.values()
+                     if spec.request_page is not None and request.user.has_perm(spec.permission)), None)
+
     def has_add_permission(self, request):
-        return request.user.has_perm("common.adjust_balance")
+        return self._request_page(request) is not None
 
     def has_change_permission(self, request, obj=None):
         return False
@@ -529,33 +522,10 @@ class StaffRequestAdmin(admin.ModelAdmin):
         return super().changelist_view(request, {**(extra_context or {}), "is_nav_sidebar_enabled": False})
 
     def add_view(self, request, form_url="", extra_context=None):
-        if not self.has_add_permission(request):
+        page = self._request_page(request)
+        if page is None:
             raise PermissionDenied
-        form = BalanceAdjustmentRequestForm(request.POST if request.method == "POST" else None)
-        if request.method == "POST" and form.is_valid():
-            data = form.cleaned_data
-            try:
-                created = staff_request_create(
-                    kind=StaffRequest.Kind.BALANCE_ADJUSTMENT, requested_by=request.user, reason=data["reason"],
-                    payload={"merchant_no": data["merchant_no"], "currency": data["currency"],
-                             "amount": data["amount"]})
-            except (ValueError, LookupError, KeyError) as exc:
-                form.add_error(None, str(exc) if isinstance(exc, StaffRequestRefused) else f"Refused: {exc}")
-            else:
-                self.message_user(request, f"Balance adjustment requested (request #{created.pk}): it takes effect "
-                                           f"when a second person approves it.", messages.SUCCESS)
-                return redirect(reverse("admin:common_staffrequest_changelist"))
-        context = {
-            **self.admin_site.each_context(request), "opts": self.model._meta, "form": form,
-            "title": "Ask for a balance adjustment", "submit_label": "Request adjustment",
-            "intro": "A credit (or debit) of a merchant's available balance, as a ledger posting. It takes effect "
-                     "only when a second person approves it.",
-            # The amount's live preview in major units (the template's script): each currency's scale and symbol,
-            # from the kind's owner (apps.ledger), since apps.common knows no other app.
-            "currencies": {},
-            **KINDS[StaffRequest.Kind.BALANCE_ADJUSTMENT].form_context(),
-        }
-        return TemplateResponse(request, "admin/common/staffrequest/adjustment_form.html", context)
+        return page(request, {**self.admin_site.each_context(request), "opts": self.model._meta})
 
     def _decide(self, request, queryset, *, approve: bool):
         form = StaffReasonForm(request.POST if "apply" in request.POST else None)

@@ -2,22 +2,27 @@
 
 Django's RedisCache builds a new `redis.Redis` client (copying its ~200 response callbacks) for every cache call;
 a script registered here runs on a client built once (docs/performance.md: the signed request's admission, the
-callback wake marks). With another cache (make run without REDIS_URL: the database cache) there is no script, and
-the caller does the same through Django's cache API.
+callback wake marks). The cache is Redis in every configuration (apps.common.limits.check_limit_cache refuses
+another at start-up).
 """
 
 from collections.abc import Callable
 from functools import lru_cache
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 
-def cache_script(source: str) -> Callable | None:
-    """The script, callable as `script(keys=[...], args=[...])` (keys through `cache.make_key`), or None when the
-    cache is not Redis."""
+def is_redis_cache(backend: str) -> bool:
+    """Whether a CACHES backend path is Django's Redis cache (or a subclass named for it)."""
+    return "RedisCache" in backend
+
+
+def cache_script(source: str) -> Callable:
+    """The script, callable as `script(keys=[...], args=[...])` (keys through `cache.make_key`)."""
     config = settings.CACHES["default"]
-    if "RedisCache" not in config["BACKEND"]:
-        return None
+    if not is_redis_cache(config["BACKEND"]):
+        raise ImproperlyConfigured(f"CACHES['default'] is {config['BACKEND']}: the cache must be Redis")
     return _registered(config["LOCATION"], source)
 
 

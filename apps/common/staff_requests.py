@@ -63,9 +63,10 @@ class StaffRequestKind:
     # Why this person may neither ask for nor decide this request ("" when nothing stands in the way), e.g.
     # "administers merchant M100001": a merchant's own administrator never handles its money or keys.
     conflict: Callable[[dict, Any], str]
-    # What the kind's request form needs from its domain (e.g. each currency's scale and symbol for the balance
-    # adjustment's live amount preview); {} when it needs nothing.
-    form_context: Callable[[], dict] = lambda: {}
+    # The page that asks for this kind from the staff request list's "Add" (request, context) -> response, made by
+    # its domain (the balance adjustment's, apps/ledger/admin_views.py); None for a kind asked for on the page of
+    # what it changes (a reversal on the payout list, a key upload on the merchant key page).
+    request_page: Callable[[Any, dict], Any] | None = None
 
 
 KINDS: dict[str, StaffRequestKind] = {}

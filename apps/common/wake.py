@@ -33,8 +33,6 @@ def wake_mark_set(keys: list[str], *, seconds: int) -> bool:
     """Set the first free mark of `keys`; True if one was free (the caller queues a task), False if all were set
     (their tasks look for the caller's work). Raises when Redis is down: the caller decides."""
     script = cache_script(_FIRST_FREE)
-    if script is None:  # the database cache (make run without REDIS_URL)
-        return any(cache.add(key, 1, seconds) for key in keys)
     make_key = cache.make_key  # one lookup of the cache (a thread-local), not one per key
     return script(keys=[make_key(key) for key in keys], args=[seconds]) == 1
 

@@ -5,7 +5,7 @@ from apps.common.amounts import AmountOutOfBounds, signed_amount_check
 from apps.common.models import StaffRequest
 from apps.common.staff_requests import ChangeLine, StaffRequestKind, StaffRequestRefused, staff_request_kind_register
 from apps.currencies.formatting import format_minor
-from apps.currencies.models import Currency
+from apps.ledger.admin_views import balance_adjustment_request_page
 from apps.ledger.selectors import merchant_balances
 from apps.ledger.services import balance_adjust_in_transaction
 from apps.merchants.models import MerchantCurrency
@@ -57,11 +57,6 @@ def _conflict(payload: dict, user) -> str:
     return merchant_administrator_conflict(merchant_no=payload["merchant_no"], user=user)
 
 
-def _form_context() -> dict:
-    """Each currency's scale and symbol, for the request form's live preview of the amount in major units."""
-    return {"currencies": {c.code: {"code": c.code, "symbol": c.symbol, "minor_unit": c.minor_unit}
-                           for c in Currency.objects.order_by("code")}}
-
-
 staff_request_kind_register(StaffRequest.Kind.BALANCE_ADJUSTMENT, StaffRequestKind(
-    permission=ADJUST_PERMISSION, describe=_describe, changes=_changes, apply=_apply, conflict=_conflict, form_context=_form_context))
+    permission=ADJUST_PERMISSION, describe=_describe, changes=_changes, apply=_apply, conflict=_conflict,
+    request_page=balance_adjustment_request_page))

@@ -9,7 +9,7 @@ class PortalConfig(AppConfig):
     verbose_name = "Merchant portal"
 
     def ready(self):
-        from apps.merchant_payouts.services import payout_approver_hold_register
+        from apps.payout_batches.services import payout_approver_hold_register
         from apps.portal import staff_requests  # noqa: F401 - registers the access recovery (four eyes)
         from apps.portal.recovery import payout_approval_hold
 

@@ -1,4 +1,4 @@
-"""Payouts by hand (docs/portal.md, "Payouts by hand"): thin views over apps.merchant_payouts.services."""
+"""Payouts by hand (docs/portal.md, "Payouts by hand"): thin views over apps.payout_batches.services."""
 
 import re
 from collections import Counter
@@ -15,9 +15,9 @@ from django.views.decorators.http import require_POST
 from apps.common.step_up import SecondFactorRefused
 from apps.currencies.selectors import currency_get
 from apps.ledger.selectors import merchant_balances
-from apps.merchant_payouts import services
-from apps.merchant_payouts.models import PayoutBatch
-from apps.merchant_payouts.services import BatchInvalid, BatchNotFound, BatchRefused
+from apps.payout_batches import services
+from apps.payout_batches.models import PayoutBatch
+from apps.payout_batches.services import BatchInvalid, BatchNotFound, BatchRefused
 from apps.merchants.models import MerchantProduct, Product
 from apps.payout.models import Payout
 from apps.portal import selectors as portal_selectors
@@ -244,7 +244,7 @@ def batch_approve(request, batch_id: int):
                                   "this page to see each row's result.")
         return redirect("portal:payout-batch", batch_id=batch.pk)
     # Created now, one by one (each in payout_create's own transaction); a request lost half-way is finished by the
-    # sweep (apps.merchant_payouts.tasks.resume_payout_batches).
+    # sweep (apps.payout_batches.tasks.resume_payout_batches).
     batch = services.payout_batch_process(batch_id=batch.pk)
     created = batch.rows.filter(status="CREATED").count()
     failed = batch.rows.filter(status="FAILED").count()
@@ -258,7 +258,7 @@ def _dispatch(batch_id: int) -> None:
     """Queue the batch's processing; a broker outage is logged, not raised: the sweep picks the batch up."""
     import logging
 
-    from apps.merchant_payouts.tasks import process_payout_batch
+    from apps.payout_batches.tasks import process_payout_batch
 
     try:
         process_payout_batch.delay(batch_id)

@@ -239,5 +239,5 @@ def recovery_cooling_refusal(*, user_id: int, doing: str) -> str:
 
 
 def payout_approval_hold(user_id: int) -> str:
-    """The cooling-off as payouts by hand asks for it (apps.merchant_payouts.services.APPROVER_HOLDS)."""
+    """The cooling-off as payouts by hand asks for it (apps.payout_batches.services.APPROVER_HOLDS)."""
     return recovery_cooling_refusal(user_id=user_id, doing="approve payouts")

@@ -40,7 +40,7 @@ INSTALLED_APPS = [
     "apps.callbacks",
     "apps.collection",
     "apps.payout",
-    "apps.merchant_payouts",  # payouts by hand in the merchant portal (docs/portal.md)
+    "apps.payout_batches",  # payouts by hand in the merchant portal (docs/portal.md)
     "apps.operations",  # above the domains: reads several of them (the operations overview)
     "apps.portal",  # the merchant's own back office (docs/portal.md)
 ]
@@ -157,7 +157,7 @@ CELERY_BEAT_SCHEDULE = {
     "payout-sweep": {"task": "apps.payout.tasks.sweep_stuck_payouts", "schedule": timedelta(seconds=15)},
     "collection-sweep": {"task": "apps.collection.tasks.sweep_stranded_payins", "schedule": timedelta(seconds=15)},
     # Payouts by hand: an approved batch whose processing stopped is resumed (docs/portal.md).
-    "merchant-payout-batches-resume": {"task": "apps.merchant_payouts.tasks.resume_payout_batches",
+    "merchant-payout-batches-resume": {"task": "apps.payout_batches.tasks.resume_payout_batches",
                                        "schedule": timedelta(seconds=60)},
     "channels-reconcile": {"task": "apps.channels.tasks.reconcile_channels", "schedule": timedelta(minutes=5)},
     # Yesterday's statements, after the settlement cut-off and STATEMENT_CLOSE_DELAY_SECONDS (docs/api.md,

@@ -1,7 +1,6 @@
 """The limits that guard money or abuse hold under concurrency on every cache the platform runs with
 (apps.common.limits, docs/back-office.md "Limits under concurrency"): requests fired at the same moment from real
-threads, each on its own database connection, and exactly the limit passes, on Redis and on the database cache
-(`make run` without REDIS_URL)."""
+threads, each on its own database connection, and exactly the limit passes on Redis, the platform's one cache."""
 
 from unittest import mock
 
@@ -9,7 +8,6 @@ import pytest
 import time_machine
 from django.core import checks
 from django.core.cache import cache
-from django.core.management import call_command
 
 from apps.callbacks.resend import merchant_resend_allowed
 from apps.common.limits import check_limit_cache
@@ -20,17 +18,13 @@ from tests.helpers import at_once
 pytestmark = pytest.mark.django_db(transaction=True)
 
 THREADS = 15
-DATABASE_CACHE = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "cache_table"}}
 
 
-@pytest.fixture(params=["redis", "database"])
-def backend(request, settings):
-    """Each cache the settings allow: the test settings' Redis, and the database cache of `make run`."""
-    if request.param == "database":
-        settings.CACHES = DATABASE_CACHE
-        call_command("createcachetable", verbosity=0)
+@pytest.fixture
+def backend():
+    """The test settings' Redis, emptied before and after."""
     cache.clear()
-    yield request.param
+    yield
     cache.clear()
 
 
@@ -65,12 +59,16 @@ def test_one_nonce_sent_fifteen_times_at_once_is_admitted_once(backend, settings
     assert passed(outcomes) == 1
 
 
-def test_a_cache_that_cannot_count_exactly_is_refused_at_start_up(settings):
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+@pytest.mark.parametrize("backend_path", ["django.core.cache.backends.locmem.LocMemCache",
+                                          "django.core.cache.backends.db.DatabaseCache"])
+def test_a_cache_that_is_not_redis_is_refused_at_start_up(settings, backend_path):
+    redis = settings.CACHES
+    assert check_limit_cache() == []  # the test settings' Redis
+    settings.CACHES = {"default": {"BACKEND": backend_path, "LOCATION": "anywhere"}}
     [error] = check_limit_cache()
-    assert isinstance(error, checks.Error) and "LocMemCache" in error.msg
-    settings.CACHES = DATABASE_CACHE
-    assert check_limit_cache() == []
+    assert isinstance(error, checks.Error) and error.id == "common.E001"
+    assert backend_path in error.msg and "must be Redis" in error.msg and "REDIS_URL" in error.hint
+    settings.CACHES = redis
 
 
 @pytest.mark.parametrize("page", ["/admin/login/", "/portal/signin/"])

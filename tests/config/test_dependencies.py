@@ -62,7 +62,7 @@ ALLOWED: dict[str, dict[str, str]] = {
         "collection": "above the domains: the operations overview reads today's pay-ins and pending settlement",
         "payout": "above the domains: the operations overview reads today's payouts and the review queue",
     },
-    "merchant_payouts": {  # a merchant's own payouts by hand (docs/portal.md); above payout, below the portal
+    "payout_batches": {  # a merchant's own payouts by hand (docs/portal.md); above payout, below the portal
         "common": DOWN + "; the second factor asked again (step_up), the retry policy",
         "channels": DOWN + "; a row is checked as payout/create checks it: the route and the bank code",
         "merchants": REFERENCE + "; a batch belongs to a merchant and its people",
@@ -76,7 +76,7 @@ ALLOWED: dict[str, dict[str, str]] = {
         "callbacks": "an order's callbacks with every attempt, the re-send, the test callback",
         "collection": "the merchant's pay-ins",
         "payout": "the merchant's payouts",
-        "merchant_payouts": "payouts by hand: the pages of the batches",
+        "payout_batches": "payouts by hand: the pages of the batches",
     },
 }
 

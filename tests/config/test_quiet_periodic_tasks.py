@@ -10,7 +10,7 @@ from apps.callbacks.tasks import sweep_due_deliveries
 from apps.channels.tasks import reconcile_channels
 from apps.collection.tasks import expire_due_orders, release_settlement, sweep_stranded_payins
 from apps.ledger.tasks import prepare_daily_statements
-from apps.merchant_payouts.tasks import resume_payout_batches
+from apps.payout_batches.tasks import resume_payout_batches
 from apps.payout.tasks import sweep_stuck_payouts
 from config.celery import QuietPeriodicTasks
 

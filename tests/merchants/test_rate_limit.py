@@ -6,7 +6,6 @@ import time
 
 import pytest
 import time_machine
-from django.core.management import call_command
 from django.test import override_settings
 
 from apps.collection.models import CollectionOrder
@@ -43,20 +42,6 @@ def test_the_budget_is_shared_by_all_endpoints_and_a_refused_create_creates_noth
         assert_ok(signed_post(client, merchant, PAY_CREATE, {
             "mch_order_no": "RL-1", "product_code": "PHP_COLLECT_D1", "amount": 10_000, "currency": "PHP"}))
         assert CollectionOrder.objects.count() == 1
-
-
-@override_settings(RATE_LIMIT_PER_SECOND=2,
-                   CACHES={"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache",
-                                       "LOCATION": "cache_table"}})
-def test_without_redis_the_cache_api_path_keeps_the_same_rules(client, merchant):
-    """make run without REDIS_URL uses the database cache: the rate limit and the nonce rule hold there too (at the
-    same moment too: tests/common/test_limits.py)."""
-    call_command("createcachetable", verbosity=0)
-    with time_machine.travel(time.time(), tick=False):
-        body = merchant.signed_body({})
-        assert_ok(post_json(client, BALANCE, body))
-        assert_error(post_json(client, BALANCE, body), "1103", 401)  # the same nonce again
-        assert_error(signed_post(client, merchant, BALANCE, {}), "1106", 429)  # the third request of the second
 
 
 def test_the_admission_survives_a_redis_connection_closed_between_requests_and_a_flushed_script(client, merchant):

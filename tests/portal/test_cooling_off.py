@@ -6,9 +6,9 @@ import pytest
 from django.test import Client
 
 from apps.common.models import AuditLog
-from apps.merchant_payouts import services as batches
-from apps.merchant_payouts.models import PayoutBatch
-from apps.merchant_payouts.services import BatchRefused
+from apps.payout_batches import services as batches
+from apps.payout_batches.models import PayoutBatch
+from apps.payout_batches.services import BatchRefused
 from apps.merchants.models import Merchant, MerchantKey
 from apps.portal.models import Invite
 from tests.payout.conftest import fund

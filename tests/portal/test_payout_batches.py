@@ -1,4 +1,4 @@
-"""Payouts by hand (apps/merchant_payouts): a finance user asks, an owner who is not the maker approves, each row goes
+"""Payouts by hand (apps/payout_batches): a finance user asks, an owner who is not the maker approves, each row goes
 through payout_create as an API call would; replays, per-row errors with the contract's codes, roles, races."""
 
 from datetime import timedelta
@@ -8,9 +8,9 @@ import pytest
 from apps.common.models import AuditLog
 from apps.common.step_up import SecondFactorRefused
 from apps.ledger.selectors import merchant_balances
-from apps.merchant_payouts import services
-from apps.merchant_payouts.models import PayoutBatch, PayoutBatchRow
-from apps.merchant_payouts.services import BatchInvalid, BatchNotFound, BatchRefused
+from apps.payout_batches import services
+from apps.payout_batches.models import PayoutBatch, PayoutBatchRow
+from apps.payout_batches.services import BatchInvalid, BatchNotFound, BatchRefused
 from apps.payout.models import Payout
 from tests.helpers import at_once
 from tests.payout.conftest import PHP_FEE, fund, new_payout

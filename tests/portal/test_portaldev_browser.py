@@ -6,7 +6,7 @@ owner approves it from the home page's "waiting for you". Screenshots at 1280 an
 import pytest
 
 from apps.common import signing
-from apps.merchant_payouts.models import PayoutBatch
+from apps.payout_batches.models import PayoutBatch
 from apps.merchants.models import MerchantKey
 from apps.merchants.selectors import public_key_object
 from apps.payout.models import Payout

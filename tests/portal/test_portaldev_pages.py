@@ -8,7 +8,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from apps.common import signing
-from apps.merchant_payouts.models import PayoutBatch
+from apps.payout_batches.models import PayoutBatch
 from apps.merchants.models import MerchantKey
 from apps.payout.models import Payout
 from tests.payout.conftest import fund
@@ -24,7 +24,7 @@ def client_of(person) -> Client:
 
 
 def _batch(team):
-    from apps.merchant_payouts import services
+    from apps.payout_batches import services
 
     return services.payout_batch_from_csv(actor=team["finance"], file_name="p.csv", data=GOOD).batch
 
@@ -217,7 +217,7 @@ def test_one_payout_by_hand_with_the_amount_in_pesos(merchant, team):
 
 
 def test_the_maker_owner_sees_no_approve_button_and_cannot_post_one(merchant, team):
-    from apps.merchant_payouts import services
+    from apps.payout_batches import services
 
     batch = services.payout_batch_from_csv(actor=team["owner"], file_name="p.csv", data=GOOD).batch
     owner = client_of(team["owner"])
@@ -237,7 +237,7 @@ def test_owner_rejects_on_the_page(merchant, team):
 
 
 def test_a_large_batch_is_approved_at_once_and_created_by_the_task(merchant, team, monkeypatch):
-    from apps.merchant_payouts import services, tasks
+    from apps.payout_batches import services, tasks
 
     fund(merchant, 10_000_000)
     queued = []

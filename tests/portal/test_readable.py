@@ -103,7 +103,7 @@ def test_the_team_pages_invite_form_starts_at_the_least_access(client, shops):
 def test_an_approved_batch_is_not_done_while_its_payouts_are_on_their_way_and_its_page_follows_them(merchant, team):
     from django.test import Client
 
-    from apps.merchant_payouts import services as batch_services
+    from apps.payout_batches import services as batch_services
     from tests.payout.conftest import fund
     from tests.portal.team import step_up_code
     from tests.portal.test_payout_batches import GOOD

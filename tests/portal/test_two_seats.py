@@ -11,7 +11,7 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.common.models import AccountAct, AuditLog
 from apps.ledger.selectors import merchant_balances
-from apps.merchant_payouts.models import PayoutBatch, PayoutBatchRow
+from apps.payout_batches.models import PayoutBatch, PayoutBatchRow
 from apps.payout.models import Payout
 from apps.portal.models import Invite, MerchantUser
 from tests.payout.conftest import PHP_FEE, create_ok, fund
@@ -388,7 +388,7 @@ def test_a_row_whose_order_number_the_api_used_for_another_payee_fails_with_2001
 def test_a_row_that_failed_for_another_reason_never_adopts_a_different_order_with_its_number(merchant, team):
     """The processor's other path: payout_create failed (here 2003), and an order with the row's number exists by
     then. It is the row's result only when it is the same payout (a concurrent processor made it)."""
-    from apps.merchant_payouts import services
+    from apps.payout_batches import services
     from tests.payout.conftest import new_payout
     from tests.portal.test_payout_batches import csv_of
 

@@ -5,7 +5,7 @@ it cannot approve its maker's batch; a sole owner's batch page says to ask our s
 
 import pytest
 
-from apps.merchant_payouts.models import PayoutBatch
+from apps.payout_batches.models import PayoutBatch
 from apps.payout.models import Payout
 from apps.portal.models import Invite
 from tests.helpers import screenshot

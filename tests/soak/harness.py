@@ -748,7 +748,6 @@ def set_up_data(opts: Options, receivers) -> tuple[list[Merchant], dict]:
     from tests.support.staff import add_authenticator
 
     call_command("migrate", verbosity=0)  # everything, or nothing on a copy of a migrated template
-    call_command("createcachetable", verbosity=0)
     call_command("bootstrap", stdout=StringIO())
     merchants = []
     for i in range(opts.merchants):

@@ -12,7 +12,6 @@ from rest_framework.authentication import BaseAuthentication
 from apps.common import signing
 from apps.common.cache_scripts import cache_script
 from apps.common.errors import ApiError, ErrorCode
-from apps.common.limits import limit_spend
 from apps.merchants.models import App, Merchant, MerchantKey
 from apps.merchants.selectors import merchant_key_for_request, public_key_object
 
@@ -53,16 +52,6 @@ def _require_integer(body: dict, field: str) -> int:
     return value
 
 
-def nonce_claim(*, merchant_id: int, nonce: str) -> bool:
-    """Record the nonce for NONCE_TTL_SECONDS; False if it was already used."""
-    return cache.add(_nonce_key(merchant_id, nonce), 1, timeout=settings.NONCE_TTL_SECONDS)
-
-
-def rate_limit_allows(*, merchant_id: int) -> bool:
-    """Fixed one-second window per merchant (docs/api.md, "Error codes", code 1106)."""
-    return limit_spend(_rate_key(merchant_id), limit=settings.RATE_LIMIT_PER_SECOND, timeout=5)
-
-
 def _nonce_key(merchant_id: int, nonce: str) -> str:
     return f"nonce:{merchant_id}:{nonce}"
 
@@ -86,12 +75,8 @@ return 2
 
 def request_admit(*, merchant_id: int, nonce: str) -> ErrorCode | None:
     """Spend one unit of the merchant's rate budget, then the nonce; the error if refused. On the cache's Redis, in
-    one script; with another cache (make run without REDIS_URL: the database cache) through Django's cache API."""
+    one script."""
     script = cache_script(_ADMIT)
-    if script is None:
-        if not rate_limit_allows(merchant_id=merchant_id):
-            return ErrorCode.RATE_LIMITED
-        return None if nonce_claim(merchant_id=merchant_id, nonce=nonce) else ErrorCode.NONCE_REUSED
     keys = [cache.make_key(_rate_key(merchant_id)), cache.make_key(_nonce_key(merchant_id, nonce))]
     outcome = script(keys=keys, args=[settings.RATE_LIMIT_PER_SECOND, settings.NONCE_TTL_SECONDS])
     return {0: None, 1: ErrorCode.RATE_LIMITED, 2: ErrorCode.NONCE_REUSED}[int(outcome)]

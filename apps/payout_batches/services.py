@@ -28,7 +28,7 @@ from apps.common.errors import DomainError, ErrorCode
 from apps.common.independence import independence_conflict
 from apps.common.orders import replay_or_conflict
 from apps.common.step_up import second_factor_confirm
-from apps.merchant_payouts.models import LIVE, PayoutBatch, PayoutBatchRow
+from apps.payout_batches.models import LIVE, PayoutBatch, PayoutBatchRow
 from apps.merchants.models import Merchant, MerchantProduct, Product
 from apps.payout.api.serializers import PayoutCreateRequestSerializer
 from apps.payout.selectors import payout_for_merchant
