@@ -60,7 +60,7 @@ def test_schema_describes_the_callback_events_endpoints(schema):
     assert listing["properties"]["limit"]["minimum"] == 1 and listing["properties"]["limit"]["maximum"] == 100
     enum = {name: schema["components"]["schemas"][listing["properties"][name]["$ref"].rsplit("/", 1)[1]]["enum"]
             for name in ("type", "status")}
-    assert enum == {"type": ["collection.success", "payout.terminal", "payout.reversed"],
+    assert enum == {"type": ["collection.success", "payout.terminal", "payout.reversed", "refund.terminal"],
                     "status": ["pending", "delivered", "dead"]}
     resend = _request_component(schema, "/openapi/v1/callbacks/resend")
     assert {"event_id", "platform_order_no", "type"} <= set(resend["properties"])

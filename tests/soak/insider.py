@@ -223,7 +223,7 @@ def insider_state(insider: Insider) -> dict:
 
     from apps.common.models import StaffRequest
     from apps.ledger.selectors import merchant_balances
-    from apps.merchant_payouts.models import PayoutBatch
+    from apps.payout_batches.models import PayoutBatch
     from apps.merchants.models import Merchant as MerchantModel
     from apps.merchants.models import MerchantKey
     from apps.payout.models import Payout
@@ -512,7 +512,7 @@ def _portal_finance_batch(soak, name: str, olivia: Person, n: int) -> None:
     """The owner invites a finance person (works at once), who asks for a payout the owner then approves."""
     from django.db import connection
 
-    from apps.merchant_payouts.models import PayoutBatch
+    from apps.payout_batches.models import PayoutBatch
 
     username = f"fin{n}@insider.example"
     holder = {}
@@ -604,7 +604,7 @@ def _puppet_approves(soak, name: str, insider: Insider, olivia: Person, puppet: 
     from django.db import connection
     from django.utils import timezone
 
-    from apps.merchant_payouts.models import PayoutBatch
+    from apps.payout_batches.models import PayoutBatch
     from apps.merchants.models import MerchantKey
     from apps.portal.models import Invite
 
