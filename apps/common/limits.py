@@ -12,9 +12,10 @@ from django.conf import settings
 from django.core import checks
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import transaction
 
 from apps.common.cache_scripts import cache_script, is_redis_cache
+from apps.common.locks import advisory_xact_lock
 
 _COUNT = """
 local n = redis.call('INCR', KEYS[1])
@@ -56,8 +57,7 @@ class OneSignInAtATime:
     def clean(self):
         username = str(self.cleaned_data.get("username") or "").casefold()
         with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"sign-in:{username}"])
+            advisory_xact_lock(f"sign-in:{username}")
             try:
                 return super().clean()
             except ValidationError as exc:

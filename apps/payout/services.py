@@ -18,6 +18,7 @@ from apps.callbacks.enqueue import callback_enqueue, payout_reversed_payload, pa
 from apps.channels.routing import Route, order_route
 from apps.common import audit
 from apps.common.independence import independence_conflict
+from apps.common.locks import advisory_xact_lock
 from apps.common.models import mark_saved
 from apps.common.orders import order_create_or_replay, replay_or_conflict
 from apps.common.retry import retry_conflicts
@@ -106,13 +107,9 @@ def _replay(existing: Payout, request: dict) -> Payout:
 
 # The velocity rule counts the merchant's payouts to a payee account; two creates to the same account must not
 # both count before either commits. No row stands for a payee account, so the lock is a transaction-scoped
-# advisory lock on (merchant, payee account): released at COMMIT, and safe behind PgBouncer's transaction pooling.
-_LOCK_PAYEE_ACCOUNT = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
-
-
+# advisory lock on (merchant, payee account) (apps.common.locks).
 def _lock_payee_account(*, merchant_id: int, payee_account: str) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(_LOCK_PAYEE_ACCOUNT, [f"payout-payee:{merchant_id}:{payee_account}"])
+    advisory_xact_lock(f"payout-payee:{merchant_id}:{payee_account}")
 
 
 # The new order's INSERT, written by hand (docs/performance.md, "Measured changes"): `save(force_insert=True)`
