@@ -60,6 +60,8 @@ class PayinState:
     currency: str
     upstream_status: str
     paid_at: datetime | None = None
+    # How the payer paid, in the upstream's words ("gcash", "card", "QRPH"); "" when it does not say.
+    payment_method: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,11 +80,24 @@ class PayoutState:
 
 @dataclass(frozen=True)
 class RefundState:
-    """What the channel says about a refund. outcome: 'pending', 'succeeded' or 'failed'."""
+    """What the channel says about a refund, looked up by our refund_no. outcome: 'pending', 'succeeded', 'failed',
+    or 'missing' (the channel answered, read all it holds, and has no refund of ours: one whose submission timed out
+    never arrived and may be submitted again)."""
 
     outcome: str
     reference: str = ""
     fail_reason: str = ""
+
+
+@dataclass(frozen=True)
+class RefundRuleDefault:
+    """An adapter's refund rule for one payment method ("" for every other), used by a channel that has no
+    RefundRule rows of its own (apps.channels.refund_rules)."""
+
+    method: str = ""
+    refundable: bool = True
+    partial: bool = True
+    window_days: int | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +125,12 @@ class PayinAdapter(ABC):
 
     # Whether this channel gives a payment back (a refund of it is refused at create, 2007, when not).
     takes_refunds = False
+    # The upstream's own refund rules by payment method, for a channel without RefundRule rows (docs/channels.md,
+    # "Refund rules"); none: every paid payment can be refunded, in parts, at any time.
+    refund_rules: tuple[RefundRuleDefault, ...] = ()
+    # The HTTP calls one refund submission makes at most (its lookups included): the submission lease lasts that many
+    # timeouts (apps.channels.submission).
+    refund_calls: int = 2
 
     def start_refund(self, *, refund) -> str:
         """Ask the upstream to give `refund.amount` of the payment of `refund.order` back; returns the upstream
@@ -119,7 +140,9 @@ class PayinAdapter(ABC):
         raise UpstreamRejected(f"{self.name}: refunds are not supported")
 
     def refund_state(self, *, refund) -> RefundState:
-        """The upstream's current view of the refund (the refund sweep asks when its answer is late)."""
+        """The upstream's current view of the refund, looked up by our refund_no (the refund sweep asks when the
+        answer is late, and before submitting again a refund whose submission was ambiguous). Raises
+        UpstreamUnavailable (LookupUnknown for a list not read to its end) when it cannot tell."""
         raise NotImplementedError
 
 

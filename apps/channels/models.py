@@ -158,6 +158,8 @@ class UpstreamPayin(models.Model):
     reference = models.CharField(max_length=128)
     redirect_url = models.URLField(max_length=1024)
     upstream_status = models.CharField(max_length=32, blank=True)
+    # How the payer paid, in the upstream's words ("gcash", "card", "QRPH"), once it says: its refund rules follow it.
+    payment_method = models.CharField(max_length=32, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -228,3 +230,26 @@ class SandboxDisbursement(models.Model):
 
     def __str__(self) -> str:
         return self.reference
+
+
+@tracked()
+class RefundRule(models.Model):
+    """A channel's refund rule for one payment method (reference data, docs/channels.md, "Refund rules"): whether its
+    payments can be refunded, in parts or only in full, and for how long after payment. The row with an empty method
+    holds for every method without a row of its own. A channel with no rows uses its adapter's `refund_rules`."""
+
+    channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="refund_rules")
+    method = models.CharField(max_length=32, blank=True,
+                              help_text="The upstream's name of the payment method (e.g. 'gcash', 'QRPH'); empty: "
+                                        "every method without a rule of its own.")
+    refundable = models.BooleanField(default=True, help_text="Off: payments by this method cannot be refunded.")
+    partial = models.BooleanField(default=True, help_text="Off: only one refund, of the whole amount paid.")
+    window_days = models.PositiveIntegerField(null=True, blank=True,
+                                              help_text="Days after payment within which a refund can be made; "
+                                                        "empty: no limit.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["channel", "method"], name="refund_rule_one_per_method")]
+
+    def __str__(self) -> str:
+        return f"{self.channel.code} {self.method or 'every method'}"

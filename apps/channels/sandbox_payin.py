@@ -60,7 +60,10 @@ class SandboxPayinAdapter(PayinAdapter):
         return f"SBXR{refund.refund_no}"
 
     def refund_state(self, *, refund) -> RefundState:
-        """The sandbox's answer as the task gives it once due, 'pending' before."""
+        """The sandbox's answer as the task gives it once due, 'pending' before; 'missing' for a refund never
+        submitted (the sandbox keeps no record: a submission leaves the reference on the refund)."""
+        if not refund.upstream_reference:
+            return RefundState(outcome="missing")
         if timezone.now() < refund.created_at + timedelta(seconds=settings.SANDBOX_REFUND_SETTLE_SECONDS):
             return RefundState(outcome="pending", reference=f"SBXR{refund.refund_no}")
         outcome = sandbox_refund_outcome(refund.amount)

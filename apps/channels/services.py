@@ -102,10 +102,13 @@ def bank_codes_seed(*, currencies: list[Currency]) -> dict[str, list[str]]:
 # services registered in apps.channels.registry (payout_handlers / payin_handlers), which decide what moves.
 
 
-def upstream_payin_status_record(*, platform_order_no: str, upstream_status: str) -> None:
-    """The last final status the upstream reported for the order's opened payment; reconciliation stops asking."""
-    UpstreamPayin.objects.filter(platform_order_no=platform_order_no).update(
-        upstream_status=upstream_status, updated_at=timezone.now())
+def upstream_payin_status_record(*, platform_order_no: str, upstream_status: str, payment_method: str = "") -> None:
+    """The last final status the upstream reported for the order's opened payment (reconciliation stops asking), and
+    how the payer paid when it says (the refund rules follow the method)."""
+    fields = {"upstream_status": upstream_status, "updated_at": timezone.now()}
+    if payment_method:
+        fields["payment_method"] = payment_method
+    UpstreamPayin.objects.filter(platform_order_no=platform_order_no).update(**fields)
 
 
 def channels_reconcile(*, now: datetime | None = None) -> dict:

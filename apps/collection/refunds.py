@@ -19,6 +19,8 @@ from apps.callbacks.enqueue import callback_enqueue, refund_terminal_payload
 from apps.callbacks.models import CallbackEvent
 from apps.channels.base import UpstreamRejected, UpstreamUnavailable
 from apps.channels.environment import ChannelNotAllowed
+from apps.channels.refund_rules import refund_refusal
+from apps.channels.submission import one_submission_at_a_time
 from apps.channels.registry import payin_adapter
 from apps.collection.models import CollectionOrder, Refund
 from apps.collection.selectors import collection_order_for_merchant, refund_for_merchant
@@ -85,15 +87,16 @@ def refund_with_totals(refund: Refund) -> Refund:
     return refund
 
 
-def _channel_takes_refunds(order: CollectionOrder) -> str:
-    """Why the pay-in's channel cannot take a refund now, or "" when it can."""
+def _channel_refusal(order: CollectionOrder, *, amount: int, refunded_before: int) -> str:
+    """Why the pay-in's channel cannot take this refund now, or "" when it can (its adapter, then its refund rules)."""
     try:
         adapter = payin_adapter(order.channel)
     except ChannelNotAllowed as exc:
         return str(exc)
     if not getattr(adapter, "takes_refunds", False):
         return f"channel {order.channel.code} does not take refunds."
-    return ""
+    return refund_refusal(order=order, adapter=adapter, amount=amount, refunded_before=refunded_before,
+                          now=timezone.now())
 
 
 @retry_conflicts
@@ -111,10 +114,10 @@ def _refund_insert(*, merchant: Merchant, order: CollectionOrder, mch_refund_no:
     if order.status != CollectionOrder.Status.SUCCESS:
         raise DomainError(ErrorCode.ORDER_NOT_REFUNDABLE, f"order {order.mch_order_no} is {order.status}, not paid: "
                                                           f"only a paid pay-in can be refunded.")
-    refusal = _channel_takes_refunds(order)
+    earlier = refunded_total(order_id=order.pk, exclude_id=refund.pk)
+    refusal = _channel_refusal(order, amount=amount, refunded_before=earlier)
     if refusal:
         raise DomainError(ErrorCode.ORDER_NOT_REFUNDABLE, f"order {order.mch_order_no} cannot be refunded: {refusal}")
-    earlier = refunded_total(order_id=order.pk, exclude_id=refund.pk)
     refundable = order.amount - earlier
     if amount > refundable:
         raise DomainError(ErrorCode.REFUND_EXCEEDS_REFUNDABLE,
@@ -148,14 +151,23 @@ def refund_submit_dispatch(*, refund_id: int) -> None:
 
 
 def refund_submit(*, refund_id: int) -> str | None:
-    """Hand a PROCESSING refund to the channel that took its payment (the refund_no is the channel's idempotency key,
-    so a second submission is the same refund). A refusal fails the refund (its hold goes back); an unavailable
-    channel leaves it for the sweep. Returns the upstream reference, None when nothing was submitted."""
+    """Hand a PROCESSING refund to the channel that took its payment, once: one worker at a time per refund (the
+    submission lease), and never a refund that already has its upstream reference (the task redelivered, or the
+    sweep's turn). A refusal fails the refund (its hold goes back); an unavailable channel leaves it for the sweep,
+    which looks it up before anything is sent again. Returns the upstream reference, None when nothing was
+    submitted."""
     refund = Refund.objects.select_related("channel", "order").filter(pk=refund_id).first()
-    if refund is None or refund.status != Refund.Status.PROCESSING:
+    if refund is None or refund.status != Refund.Status.PROCESSING or refund.upstream_reference:
         return None
     try:
-        reference = payin_adapter(refund.channel).start_refund(refund=refund)
+        adapter = payin_adapter(refund.channel)
+        with one_submission_at_a_time(f"refund:{refund.refund_no}", calls=adapter.refund_calls, wait=False):
+            refund.refresh_from_db(fields=["status", "upstream_reference"])
+            if refund.status != Refund.Status.PROCESSING or refund.upstream_reference:
+                return None
+            reference = adapter.start_refund(refund=refund)
+            Refund.objects.filter(pk=refund.pk, upstream_reference="").update(upstream_reference=reference,
+                                                                              updated_at=timezone.now())
     except ChannelNotAllowed as exc:  # a sandbox channel in a live deployment or the reverse: an operator's case
         logger.error("refund %s not submitted: %s", refund.refund_no, exc)
         return None
@@ -163,10 +175,8 @@ def refund_submit(*, refund_id: int) -> str | None:
         refund_channel_result(refund_no=refund.refund_no, outcome=OUTCOME_FAILED, fail_reason=str(exc))
         return None
     except UpstreamUnavailable as exc:
-        logger.warning("refund %s not submitted (%s); the sweep will try again", refund.refund_no, exc)
+        logger.warning("refund %s not submitted (%s); the sweep looks it up and tries again", refund.refund_no, exc)
         return None
-    Refund.objects.filter(pk=refund.pk, upstream_reference="").update(upstream_reference=reference,
-                                                                      updated_at=timezone.now())
     return reference
 
 
@@ -226,25 +236,29 @@ def refunds_waiting(*, before: datetime):
 
 
 def refunds_sweep(*, now: datetime | None = None) -> dict[str, int]:
-    """Finish refunds whose submission or answer was lost: one never submitted is submitted again (the refund_no is
-    the channel's idempotency key); a submitted one is asked of its channel, and a final answer is applied through
-    refund_channel_result. Returns how many of each it handled."""
+    """Finish refunds whose submission or answer was lost. Each is first looked up at its channel by our refund_no: a
+    final answer is applied through refund_channel_result, a pending one keeps waiting (its reference recorded), and
+    only one the channel says it does not have ('missing') is submitted again; a refund whose submission timed out may
+    have arrived, so it is never sent blind. Returns how many of each it handled."""
     now = now or timezone.now()
     handled = {"refund.unsubmitted": 0, "refund.unanswered": 0}
-    for refund in refunds_waiting(before=now - REFUND_SWEEP_GRACE).select_related("channel")[:REFUND_SWEEP_LIMIT]:
-        if not refund.upstream_reference:
-            refund_submit(refund_id=refund.pk)
-            handled["refund.unsubmitted"] += 1
-            continue
+    for refund in refunds_waiting(before=now - REFUND_SWEEP_GRACE).select_related("channel", "order")[
+            :REFUND_SWEEP_LIMIT]:
         try:
             state = payin_adapter(refund.channel).refund_state(refund=refund)
         except (UpstreamUnavailable, NotImplementedError, ChannelNotAllowed) as exc:
             logger.warning("refund %s: its channel could not say what became of it (%s)", refund.refund_no, exc)
             continue
-        if state.outcome in (OUTCOME_SUCCEEDED, OUTCOME_FAILED):
+        if state.outcome == "missing":
+            refund_submit(refund_id=refund.pk)
+            handled["refund.unsubmitted"] += 1
+        elif state.outcome in (OUTCOME_SUCCEEDED, OUTCOME_FAILED):
             refund_channel_result(refund_no=refund.refund_no, outcome=state.outcome, fail_reason=state.fail_reason,
                                   upstream_reference=state.reference)
             handled["refund.unanswered"] += 1
+        elif state.reference and not refund.upstream_reference:
+            Refund.objects.filter(pk=refund.pk, upstream_reference="").update(upstream_reference=state.reference,
+                                                                              updated_at=timezone.now())
     if any(handled.values()):
         logger.warning("refund sweep: %s", handled)
     return {kind: count for kind, count in handled.items() if count}

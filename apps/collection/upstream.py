@@ -46,7 +46,8 @@ def collection_upstream_apply(*, state: PayinState, adapter: str) -> str | None:
                      state.reference, state.amount, state.currency, order.amount, order.currency_id)
         return None
     if state.upstream_status and state.outcome in ("paid", "expired"):
-        upstream_payin_status_record(platform_order_no=order.platform_order_no, upstream_status=state.upstream_status)
+        upstream_payin_status_record(platform_order_no=order.platform_order_no, upstream_status=state.upstream_status,
+                                     payment_method=state.payment_method)
     if (state.outcome == "paid" and order.status == CollectionOrder.Status.SUCCESS
             and order.upstream_reference and order.upstream_reference != state.reference):
         # The payer paid a second upstream payment of one order (two invoices opened by racing first openings): the
