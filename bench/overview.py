@@ -146,12 +146,12 @@ def measure(runs: int) -> list[float]:
     session = client.session
     session[DEVICE_ID_SESSION_KEY] = device.persistent_id
     session.save()
-    response = client.get("/admin/common/operationsoverview/")  # warm-up: template and connection
+    response = client.get("/admin/operations/operationsoverview/")  # warm-up: template and connection
     assert response.status_code == 200, response.status_code
     timings = []
     for _ in range(runs):
         started = time.perf_counter()
-        response = client.get("/admin/common/operationsoverview/")
+        response = client.get("/admin/operations/operationsoverview/")
         timings.append((time.perf_counter() - started) * 1000)
         assert response.status_code == 200
     return timings

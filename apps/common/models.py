@@ -102,7 +102,6 @@ class StaffRequest(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["status", "created_at"], name="staff_request_status_idx")]
-        permissions = [("adjust_balance", "Can ask for and approve merchant balance adjustments")]
         constraints = [
             models.CheckConstraint(condition=models.Q(decided_by__isnull=True) | ~models.Q(decided_by=models.F("requested_by")),
                                    name="staff_request_not_self_decided"),
@@ -110,16 +109,6 @@ class StaffRequest(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.get_kind_display()}: {self.summary}"
-
-
-class OperationsOverview(Heartbeat):
-    """The admin's operations overview page (its reads and page: apps.operations); a proxy so that it has an admin
-    entry and a view permission of its own. It stays here, where its content type and permission were created."""
-
-    class Meta:
-        proxy = True
-        verbose_name = "operations overview"
-        verbose_name_plural = "Operations overview"
 
 
 # --- Staff accounts and roles in the settings trail (apps.common.history, docs/staff-access.md) ---------------------

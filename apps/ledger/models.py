@@ -74,6 +74,9 @@ class Posting(models.Model):
     class Meta:
         ordering = ["id"]
         constraints = [models.UniqueConstraint(fields=["kind", "cause"], name="ledger_posting_unique_cause")]
+        # A balance adjustment is a posting made by hand, asked by one person and approved by another
+        # (apps.ledger.staff_requests).
+        permissions = [("adjust_balance", "Can ask for and approve merchant balance adjustments")]
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.cause}"

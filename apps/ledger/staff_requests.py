@@ -12,7 +12,7 @@ from apps.merchants.models import MerchantCurrency
 from apps.merchants.selectors import merchant_administrator_conflict
 
 # Declared on StaffRequest (a permission row of apps.common since its migration 0002; kept there, not moved).
-ADJUST_PERMISSION = "common.adjust_balance"
+ADJUST_PERMISSION = "ledger.adjust_balance"
 
 
 def _enabled(payload: dict) -> MerchantCurrency:

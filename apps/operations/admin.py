@@ -1,6 +1,4 @@
-"""The operations overview page. Its model, common.OperationsOverview, is a proxy that stays in apps.common: its
-content type and its view permission (held by the "Payout operations" group) predate this app, and the page keeps
-its URL, /admin/common/operationsoverview/ (docs/back-office.md)."""
+"""The operations overview page, /admin/operations/operationsoverview/ (docs/back-office.md)."""
 
 from django.conf import settings
 from django.contrib import admin
@@ -11,10 +9,10 @@ from django.utils.safestring import mark_safe
 
 from apps.common.admin import ReadOnlyAdminMixin
 from apps.common.formatting import short_age, utc
-from apps.common.models import OperationsOverview
 from apps.currencies.formatting import money
 from apps.currencies.models import Currency
 from apps.operations.charts import hourly_chart_svg
+from apps.operations.models import OperationsOverview
 from apps.operations.selectors import operations_overview
 
 
@@ -37,7 +35,7 @@ class OperationsOverviewAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     awaiting release, the periodic jobs' last runs and a chart of the last 24 h. Read-only."""
 
     def has_view_permission(self, request, obj=None):
-        return request.user.has_perm("common.view_operationsoverview")
+        return request.user.has_perm("operations.view_operationsoverview")
 
     def changelist_view(self, request, extra_context=None):
         if not self.has_view_permission(request):

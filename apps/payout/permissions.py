@@ -6,8 +6,8 @@ GROUPS = {
                       "add_denylistedaccount", "change_denylistedaccount"],
     # Operations: see the orders, ask for and approve (someone else's) reversals and balance adjustments
     # (four eyes: apps.common.staff_requests).
-    "Payout operations": ["reverse_payout", "view_payout", "common.adjust_balance", "common.view_staffrequest",
-                          "common.view_operationsoverview"],
+    "Payout operations": ["reverse_payout", "view_payout", "ledger.adjust_balance", "common.view_staffrequest",
+                          "operations.view_operationsoverview"],
 }
 
 

@@ -17,7 +17,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
-from apps.common.models import Heartbeat, OperationsOverview, StaffRequest
+from apps.common.models import Heartbeat, StaffRequest
+from apps.operations.models import OperationsOverview
 from apps.collection.refunds import refund_create
 from apps.collection.services import collection_create, collection_notify_paid
 from apps.common.staff_requests import KINDS, staff_request_changes, staff_request_changes_digest
@@ -27,6 +28,7 @@ from apps.ledger.statements import statement_today
 from apps.merchants.models import MerchantKey
 from apps.payout import services as payout_services
 from apps.payout.models import DenyListedAccount, Payout
+from apps.channels.models import RefundRule
 from tests.conftest import bootstrap_with, make_merchant
 from tests.support.built_once import fresh, one_transaction
 from tests.support.staff import add_authenticator, admin_login
@@ -93,6 +95,7 @@ def _build_world(merchant):
     payout_services.payout_submit(payout_id=paid.pk)
     payout_services.payout_channel_result(platform_order_no=paid.platform_order_no, outcome="paid")
     DenyListedAccount.objects.create(payee_account="0099990000", reason="fraud")
+    RefundRule.objects.create(channel=order.channel, method="otc", refundable=False)  # and its trail's event
     group = Group.objects.create(name="Somebody's group")
     someone = User.objects.create_user("someone", password="pw-for-tests-1", is_staff=True)
     someone.groups.add(group)  # a role and a direct permission granted: the staff roles' trail has rows
@@ -112,7 +115,7 @@ def _build_world(merchant):
 
     person = MerchantUser.objects.get(user=portal_user(merchant, "owner"))  # a merchant user, with an authenticator
     return {"auth.user": someone, "portal.merchantuser": person, "payout.payoutreviewqueue": frozen, "common.staffrequest": asked,
-            "common.operationsoverview": OperationsOverview.objects.get(pk=beat.pk),
+            "operations.operationsoverview": OperationsOverview.objects.get(pk=beat.pk),
             "payout.payout": Payout.objects.get(pk=paid.pk), "callbacks.callbackevent": event,
             "merchants.merchantkey": MerchantKey.objects.get(merchant=merchant.merchant),
             "collection.collectionorder": order, "collection.refund": refund}
@@ -234,14 +237,14 @@ ACTIONS = {
     # Deciding needs the permission of the request's kind (a balance adjustment here); every kind's permission
     # is excluded so the action is not even offered, then adjust_balance alone is added back.
     ("common.staffrequest", "approve_selected"): (
-        ["common.adjust_balance", *sorted({spec.permission for spec in KINDS.values()} - {"common.adjust_balance"})],
+        ["ledger.adjust_balance", *sorted({spec.permission for spec in KINDS.values()} - {"ledger.adjust_balance"})],
         lambda w: {"apply": "1", "reason": "checked", **_seen(w["common.staffrequest"])},
         lambda w: StaffRequest.objects.get(pk=w["common.staffrequest"].pk).status == "APPROVED"),
     ("portal.merchantuser", "ask_recovery"): (  # asks for the recovery; a second person approves it
         ["portal.recover_access"], lambda w: {"apply": "1", "reason": "lost phone, called back"},
         lambda w: StaffRequest.objects.filter(kind=StaffRequest.Kind.ACCESS_RECOVERY).exists()),
     ("common.staffrequest", "reject_selected"): (
-        ["common.adjust_balance", *sorted({spec.permission for spec in KINDS.values()} - {"common.adjust_balance"})],
+        ["ledger.adjust_balance", *sorted({spec.permission for spec in KINDS.values()} - {"ledger.adjust_balance"})],
         lambda w: {"apply": "1", "reason": "no ticket"},
         lambda w: StaffRequest.objects.get(pk=w["common.staffrequest"].pk).status == "REJECTED"),
 }
@@ -318,7 +321,7 @@ ADD_VIEWS = {
     # A staff upload is a request (four eyes): the key exists only after a second person approves it.
     "merchants.merchantkey": ("add_merchantkey", _key_form,
                               lambda: StaffRequest.objects.filter(kind=StaffRequest.Kind.MERCHANT_KEY).exists()),
-    "common.staffrequest": ("adjust_balance",
+    "common.staffrequest": ("ledger.adjust_balance",
                             lambda world, keys: {"merchant_no": world["merchants.merchantkey"].merchant.merchant_no,
                                                  "currency": "PHP", "amount": "250", "reason": "goodwill credit"},
                             lambda: StaffRequest.objects.filter(summary__contains="2.50").exists()),
@@ -333,9 +336,10 @@ ADD_VIEWS = {
 
 @pytest.mark.parametrize("label", sorted(ADD_VIEWS))
 def test_custom_add_page_is_refused_to_staff_with_every_permission_but_add(client, world, rsa_keys, label):
-    codename, form, happened = ADD_VIEWS[label]
+    permission, form, happened = ADD_VIEWS[label]
     app_label, model_name = label.split(".")
-    user = staff("almost", _permissions_except([f"{app_label}.{codename}"]))
+    permission = permission if "." in permission else f"{app_label}.{permission}"
+    user = staff("almost", _permissions_except([permission]))
     admin_login(client, user)
     url = f"/admin/{app_label}/{model_name}/add/"
     before = everything()
@@ -343,7 +347,8 @@ def test_custom_add_page_is_refused_to_staff_with_every_permission_but_add(clien
     assert client.post(url, form(world, rsa_keys)).status_code == 403
     assert not happened() and everything() == before
 
-    user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    permission_label, codename = permission.split(".")
+    user.user_permissions.add(Permission.objects.get(content_type__app_label=permission_label, codename=codename))
     response = client.post(url, form(world, rsa_keys))
     assert response.status_code == 302, response.content.decode()[:1000]
     assert happened()

@@ -190,7 +190,7 @@ def test_one_person_alone_cannot_change_a_money_setting(client, world, case):
     with pytest.raises(StaffRequestRefused):
         staff_request_approve(request_id=request.pk, approver=root, reason="mine")
     # Nor can a staff member whose role is another (balance adjustments): the request is not even in their list.
-    otto = staff_with("otto", "common.adjust_balance")
+    otto = staff_with("otto", "ledger.adjust_balance")
     assert "approved" not in approve_in_admin(otto, request).lower()
     assert f"{REQUESTS}{request.pk}/change/" not in admin_login(Client(), otto).get(REQUESTS).content.decode()
     with pytest.raises(StaffRequestRefused, match="may not approve"):

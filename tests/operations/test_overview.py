@@ -18,7 +18,7 @@ from apps.payout.models import Payout
 from tests.payout.conftest import PHP_THRESHOLD, adapter_calls, fund, new_payout, staff_user  # noqa: F401
 from tests.support.staff import add_authenticator, admin_login, browser_sign_in
 
-URL = "/admin/common/operationsoverview/"
+URL = "/admin/operations/operationsoverview/"
 
 
 @pytest.fixture(autouse=True)

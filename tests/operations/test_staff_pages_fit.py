@@ -132,7 +132,7 @@ def test_every_changelist_fits_1280_px(realistic, superuser_page, live_server):
 def test_the_overview_the_decision_page_and_the_request_form_fit_1280_px(realistic, superuser_page, live_server):
     ctx, (paid, frozen) = realistic
     page = superuser_page
-    pages = {"overview": "/admin/common/operationsoverview/",
+    pages = {"overview": "/admin/operations/operationsoverview/",
              "decide": f"/admin/payout/payoutreviewqueue/{frozen.pk}/decide/",
              "decide-reversible": f"/admin/payout/payoutreviewqueue/{paid.pk}/decide/",
              "payout": f"/admin/payout/payout/{paid.pk}/change/",
