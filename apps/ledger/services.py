@@ -272,9 +272,9 @@ def _statement_build(*, merchant: Merchant, currency: str, day: date,
                      now: datetime | None) -> tuple[SignedStatement, bool]:
     """The stored statement if there is one; else built and signed with the current platform key, and stored when
     the day is closed and had movements. Returns it and whether this call stored it."""
-    stored = Statement.objects.filter(merchant=merchant, currency_id=currency, date=day).first()
+    stored = statement_stored(merchant=merchant, currency=currency, day=day)
     if stored is not None:
-        return _from_stored(stored, merchant.merchant_no), False
+        return stored, False
     closed = day_is_closed(day, now)
     # A day not closed yet (today) gives a provisional statement, which says so in its closing rows.
     body, movements = statement_body(merchant_id=merchant.pk, currency=currency, day=day, final=closed)
@@ -293,6 +293,13 @@ def _statement_build(*, merchant: Merchant, currency: str, day: date,
         stored = Statement.objects.get(merchant=merchant, currency_id=currency, date=day)
         return _from_stored(stored, merchant.merchant_no), False
     return signed, True
+
+
+def statement_stored(*, merchant: Merchant, currency: str, day: date) -> SignedStatement | None:
+    """The statement stored for a closed day, or None: a stored statement never changes, so any copy of the database
+    that has it serves it."""
+    stored = Statement.objects.filter(merchant=merchant, currency_id=currency, date=day).first()
+    return _from_stored(stored, merchant.merchant_no) if stored is not None else None
 
 
 def statement_get(*, merchant: Merchant, currency: str, day: date, now: datetime | None = None) -> SignedStatement:

@@ -22,7 +22,8 @@ def pair(django_db_setup, django_db_blocker) -> StreamingPair:
         default = connections["default"].settings_dict
     pair = StreamingPair().start(source_database=default["NAME"])
     connections.settings[REPLICA] = {
-        **default, "HOST": "127.0.0.1", "PORT": str(pair.replica.port), "TEST": {**default["TEST"], "MIRROR": "default"},
+        **default, "HOST": "127.0.0.1", "PORT": str(pair.replica.port),
+        "TEST": {**default["TEST"], "MIRROR": "default"},
         "OPTIONS": {**default["OPTIONS"], "connect_timeout": 2}}
     yield pair
     connections[REPLICA].close()

@@ -6,10 +6,12 @@ only."""
 
 import logging
 import time
+from contextlib import contextmanager
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import connections, transaction
 from django.test import Client
 from prometheus_client import REGISTRY
 
@@ -33,6 +35,21 @@ def fallbacks(reason: str) -> float:
 
 def replica_pages() -> float:
     return REGISTRY.get_sample_value("payments_lag_tolerant_reads_total", {"database": "replica"}) or 0.0
+
+
+@contextmanager
+def statements_read_on(alias: str):
+    """Whether each statement read on `alias` found a row, in order (a wrapper on that connection's queries)."""
+    found = []
+
+    def wrapper(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if sql.startswith("SELECT") and '"ledger_statement"' in sql:
+            found.append(context["cursor"].rowcount > 0)
+        return result
+
+    with connections[alias].execute_wrapper(wrapper):
+        yield found
 
 
 def pay_in(ctx, mch_order_no: str, amount: int = 10_000) -> CollectionOrder:
@@ -170,3 +187,47 @@ def test_a_down_replica_costs_one_connect_per_interval(on_pair, shop, settings):
     time.sleep(0.6)
     assert not reads_from().on_replica
     assert fallbacks("down") == before + 2
+
+
+def test_admin_changelists_read_from_the_replica_and_their_actions_from_the_primary(on_pair, shop, settings):
+    ctx, _, admin = shop
+    settings.DATABASE_REPLICA_MAX_LAG = 120
+    later = made_while_paused(on_pair, ctx)
+    changelist = "/admin/collection/collectionorder/"
+
+    page = admin.get(changelist).content.decode()
+    assert "SEEN-1" in page and "LATER-2" not in page and "Read from the replica, as of" in page
+    assert "LATER-2" in admin.get(f"{changelist}{later.pk}/change/").content.decode()  # an object's page: primary
+
+
+def store_statement(ctx, day):
+    from apps.ledger.models import Statement
+    from apps.ledger.services import statement_get
+
+    built = statement_get(merchant=ctx.merchant, currency="PHP", day=day)
+    Statement.objects.create(merchant=ctx.merchant, currency_id="PHP", date=day, csv_text=built.csv_text,
+                             digest=built.digest, signature=built.signature, key_version=built.key_version)
+    return built
+
+
+def test_a_stored_statement_of_a_closed_day_is_served_from_the_replica(on_pair, shop, settings):
+    from apps.ledger.statements import statement_today
+
+    ctx, portal, _ = shop
+    settings.DATABASE_REPLICA_MAX_LAG = 120
+    yesterday, before = statement_today() - timedelta(days=1), statement_today() - timedelta(days=2)
+    stored = store_statement(ctx, yesterday)
+    on_pair.wait_caught_up()
+
+    with statements_read_on("default") as on_primary, statements_read_on(REPLICA) as on_replica:
+        response = portal.get("/portal/statements/", {"currency": "PHP", "date": yesterday.isoformat(),
+                                                      "format": "csv"})
+    assert (response.status_code, response.content.decode()) == (200, stored.csv_text)
+    assert (on_replica, on_primary) == ([True], [])
+
+    on_pair.pause_replay()  # a statement stored now is on the primary only: the page finds it there
+    stored = store_statement(ctx, before)
+    with statements_read_on("default") as on_primary, statements_read_on(REPLICA) as on_replica:
+        response = portal.get("/portal/statements/", {"currency": "PHP", "date": before.isoformat(), "format": "csv"})
+    assert (response.status_code, response.content.decode()) == (200, stored.csv_text)
+    assert (on_replica, on_primary) == ([False], [True])
