@@ -22,6 +22,7 @@ from apps.common.amounts import MAX_AMOUNT, AmountOutOfBounds, signed_amount_che
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.models import mark_saved
 from apps.common.refcache import refcache_get
+from apps.common.replica import lag_tolerant
 from apps.common.retry import retry_conflicts
 from apps.currencies.formatting import money
 from apps.currencies.selectors import currency_get
@@ -305,6 +306,13 @@ def statement_stored(*, merchant: Merchant, currency: str, day: date) -> SignedS
 def statement_get(*, merchant: Merchant, currency: str, day: date, now: datetime | None = None) -> SignedStatement:
     """A merchant's signed statement of one day and currency: the stored one when present, else built now."""
     return _statement_build(merchant=merchant, currency=currency, day=day, now=now)[0]
+
+
+def statement_read(*, merchant: Merchant, currency: str, day: date) -> SignedStatement:
+    """statement_get for the merchant who downloads it: a stored statement from the replica when it has it
+    (docs/architecture.md, "Where reads go"), else statement_get on the primary, which builds it or finds it."""
+    return (lag_tolerant(lambda reads: statement_stored(merchant=merchant, currency=currency, day=day))
+            or statement_get(merchant=merchant, currency=currency, day=day))
 
 
 def statements_prepare(*, day: date | None = None, now: datetime | None = None) -> int:

@@ -19,7 +19,7 @@ from apps.common.errors import DomainError, ErrorCode
 from apps.common.exports import csv_cell
 from apps.common.replica import ReadsFrom, lag_tolerant, lagging_reads
 from apps.common.step_up import SecondFactorRefused
-from apps.ledger.services import statement_get, statement_stored
+from apps.ledger.services import statement_read
 from apps.ledger.statements import statement_data, statement_today
 from apps.payout.models import Payout, mask_account
 from apps.portal import notices, recovery, selectors, services
@@ -222,11 +222,8 @@ def statements(request):
     form = StatementForm(request.GET or None, currencies=currencies, today=today)
     data = None
     if form.is_valid():
-        currency, day = form.cleaned_data["currency"], form.cleaned_data["date"]
-        # A closed day's stored statement never changes: the replica serves it when it has it (docs/architecture.md,
-        # "Where reads go"); else the primary builds it, or finds it stored after all.
-        statement = (lag_tolerant(lambda reads: statement_stored(merchant=merchant, currency=currency, day=day))
-                     or statement_get(merchant=merchant, currency=currency, day=day))
+        statement = statement_read(merchant=merchant, currency=form.cleaned_data["currency"],
+                                   day=form.cleaned_data["date"])
         fmt = request.GET.get("format", "")
         name = f"statement-{merchant.merchant_no}-{statement.currency}-{statement.date.isoformat()}"
         if fmt == "csv":

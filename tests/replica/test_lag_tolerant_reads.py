@@ -224,6 +224,11 @@ def test_a_stored_statement_of_a_closed_day_is_served_from_the_replica(on_pair, 
                                                       "format": "csv"})
     assert (response.status_code, response.content.decode()) == (200, stored.csv_text)
     assert (on_replica, on_primary) == ([True], [])
+    with statements_read_on("default") as on_primary, statements_read_on(REPLICA) as on_replica:
+        response = Client().post("/openapi/v1/statement", data=ctx.signed_body(
+            {"currency": "PHP", "date": yesterday.isoformat(), "format": "csv"}), content_type="application/json")
+    assert (response.status_code, response.content.decode()) == (200, stored.csv_text)
+    assert (on_replica, on_primary) == ([True], [])
 
     on_pair.pause_replay()  # a statement stored now is on the primary only: the page finds it there
     stored = store_statement(ctx, before)
