@@ -75,7 +75,7 @@ class _Decision:
 
 
 def replica_configured() -> bool:
-    return REPLICA in settings.DATABASES or REPLICA in connections.settings
+    return REPLICA in connections.settings  # settings.DATABASES, as the connection handler read it
 
 
 def replica_health_forget() -> None:

@@ -236,3 +236,20 @@ def test_a_stored_statement_of_a_closed_day_is_served_from_the_replica(on_pair, 
         response = portal.get("/portal/statements/", {"currency": "PHP", "date": before.isoformat(), "format": "csv"})
     assert (response.status_code, response.content.decode()) == (200, stored.csv_text)
     assert (on_replica, on_primary) == ([False], [True])
+
+
+def test_a_replica_that_is_not_a_standby_is_skipped(on_pair, shop, caplog):
+    """A promoted replica, or a URL naming a primary: its data may go another way than the primary's."""
+    replica = connections[REPLICA]
+    replica.close()
+    port = replica.settings_dict["PORT"]
+    replica.settings_dict["PORT"] = str(on_pair.primary.port)
+    before = fallbacks("not_in_recovery")
+    try:
+        with caplog.at_level(logging.WARNING, logger="apps.common.replica"):
+            assert not reads_from().on_replica
+    finally:
+        replica.close()
+        replica.settings_dict["PORT"] = port
+    assert fallbacks("not_in_recovery") == before + 1
+    assert any("not_in_recovery" in r.getMessage() for r in caplog.records)
