@@ -143,6 +143,7 @@ class XenditEmulator:
         self.refunds: dict[str, dict] = {}
         self.refund_keys: dict[str, str] = {}  # Idempotency-key → the refund it created
         self._refund_bodies: dict[str, dict] = {}
+        self.refund_create_delay = 0.0  # seconds a refund create waits before Xendit takes it
         self.reused_key = reused_key  # "replay": as documented; "409": every reuse refused
         self.page_limit = page_limit
         self.ignore_filters = ignore_filters
@@ -409,7 +410,9 @@ class XenditEmulator:
             with self._lock:
                 fault = self._faults["pages"].pop(0) if self._faults["pages"] else None
             if fault == "5xx":
-                self._reply(handler, 503, _error("SERVER_ERROR", "temporarily unavailable"))
+                refunds = urlsplit(handler.path).path.startswith("/refunds")
+                self._reply(handler, 503, _error("CHANNEL_UNAVAILABLE" if refunds else "SERVER_ERROR",
+                                                 "temporarily unavailable"))
                 return None
             if fault == "429":
                 self._reply(handler, 429, _error("RATE_LIMIT_EXCEEDED", "too many requests"))
@@ -442,6 +445,8 @@ class XenditEmulator:
             return self._reply(handler, 429, _error("RATE_LIMIT_EXCEEDED", "too many requests"))
         if fault == "400":
             return self._reply(handler, 400, _error(*_REJECTIONS.get(endpoint, _REJECTION)))
+        if endpoint == "refunds" and self.refund_create_delay:
+            time.sleep(self.refund_create_delay)  # a slow upstream: the request is on the way, nothing exists yet
         with self._lock:
             status, obj = create()
         if endpoint == "invoices" and status == 200 and self.on_invoice_created:
