@@ -301,3 +301,18 @@ def test_a_payment_refunded_in_parts_through_xendit_calls_the_merchant_back_once
         assert len(refund_callbacks(callback_receiver, refund.refund_no)) == 1
     assert len(xendit_emulator.refunds) == 3 and len(refund_posts(xendit_emulator)) == 3
     assert ledger_verify()["ok"]
+
+
+def test_a_refund_goes_to_the_channel_that_took_the_payment_whatever_the_order_names_now(
+        xendit_channels, merchant, xendit_emulator, live_server):
+    from apps.channels.models import Channel
+
+    order, invoice_id = paid_order(merchant, xendit_emulator, live_server)
+    # The order now names another channel (one this live deployment may not even use); its invoice was paid at Xendit.
+    sandbox = Channel.objects.filter(adapter="sandbox", direction=Channel.Direction.PAYIN, currency_id="PHP").first()
+    CollectionOrder.objects.filter(pk=order.pk).update(channel=sandbox)
+    refund = Refund.objects.get(refund_no=assert_ok(refund_create(merchant, order, "RF-1", 10_000))["refund_no"])
+    assert refund.channel == xendit_channels["payin"]
+    refund_submit(refund_id=refund.pk)
+    [upstream] = xendit_emulator.refunds_by_reference(refund.refund_no)
+    assert upstream["invoice_id"] == invoice_id
