@@ -334,7 +334,7 @@ def test_every_call_our_adapter_makes_is_an_sdk_endpoint_and_its_bodies_pass_the
     from django.utils import timezone
 
     from apps.channels.services import channels_reconcile
-    from apps.channels.xendit import XenditPayoutAdapter
+    from apps.channels.xendit import XenditPayinAdapter, XenditPayoutAdapter
     from apps.payout.services import payout_submit
     from tests.collection.conftest import create_ok as pay_create_ok
     from tests.payout.conftest import create_ok as payout_create_ok
@@ -348,6 +348,15 @@ def test_every_call_our_adapter_makes_is_an_sdk_endpoint_and_its_bodies_pass_the
     xendit_emulator.pay_invoice(invoice["id"])
     webhook = f"{live_server.url}/channels/xendit/{xendit_channels['payin'].code}/webhook"
     assert xendit_emulator.invoice_webhook(invoice["id"], webhook).json()["changed"] == "paid"
+    # Refund: create, its lookup among the invoice's refunds, a webhook re-reads it.
+    from apps.collection.refunds import refund_create, refund_submit
+
+    refund = refund_create(merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-1",
+                           amount=10_000, reason="requested by customer")
+    reference = refund_submit(refund_id=refund.pk)
+    XenditPayinAdapter().refund_state(refund=refund)
+    xendit_emulator.settle_refund(reference, "SUCCEEDED")
+    assert xendit_emulator.refund_webhook("refund.succeeded", reference, webhook).json()["refund"] == "SUCCESS"
     fund(merchant, 10_000_000)
     payout = payout_create_ok(Client(), merchant, amount=150000, bank_code="MBTC", payee_account="0012345678901")
     payout_submit(payout_id=payout.pk)
@@ -375,16 +384,20 @@ def test_every_call_our_adapter_makes_is_an_sdk_endpoint_and_its_bodies_pass_the
     unknown = {(m, p) for m, p in made
                if not any(m == method and re.fullmatch(pattern, p) for method, pattern in sdk_paths())}
     assert not unknown, f"calls the SDK does not make: {unknown}"
-    templates = {(m, re.sub(r"/(disb-)?[0-9a-f]{24}", "/{id}", p)) for m, p in made}
+    templates = {(m, re.sub(r"/((disb-)?[0-9a-f]{24}|rfd-[0-9a-f-]{36})", "/{id}", p)) for m, p in made}
     assert templates == {("GET", "/v2/invoices"), ("POST", "/v2/invoices"), ("GET", "/v2/invoices/{id}"),
                          ("POST", "/invoices/{id}/expire!"), ("POST", "/v2/payouts"), ("GET", "/v2/payouts"),
-                         ("GET", "/v2/payouts/{id}"), ("GET", "/payouts_channels")}  # every call the adapter makes
+                         ("GET", "/v2/payouts/{id}"), ("GET", "/payouts_channels"), ("POST", "/refunds"),
+                         ("GET", "/refunds"), ("GET", "/refunds/{id}")}  # every call the adapter makes
     # What the adapter sent is what the SDK's request models accept (exact decimals arrive as JSON numbers).
     for method, path, _, raw in xendit_emulator.requests:
         if method == "POST" and path.rstrip("/") == "/v2/invoices":
             body = json.loads(raw)
             CreateInvoiceRequest(**{**body, "invoice_duration": float(body["invoice_duration"]),
                                     "amount": float(body["amount"])})
+        if method == "POST" and path == "/refunds":
+            body = json.loads(raw)
+            assert CreateRefund(**{**body, "amount": float(body["amount"])}).reason == "REQUESTED_BY_CUSTOMER"
         if method == "POST" and path == "/v2/payouts":
             body = json.loads(raw, parse_float=Decimal)
             CreatePayoutRequest(**{**body, "amount": float(body["amount"]),
