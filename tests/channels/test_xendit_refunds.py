@@ -316,3 +316,32 @@ def test_a_refund_goes_to_the_channel_that_took_the_payment_whatever_the_order_n
     refund_submit(refund_id=refund.pk)
     [upstream] = xendit_emulator.refunds_by_reference(refund.refund_no)
     assert upstream["invoice_id"] == invoice_id
+
+
+def test_refunds_whose_webhooks_were_lost_are_finished_by_the_beats_sweep_in_the_worker(
+        xendit_channels, bootstrapped, rsa_keys, xendit_emulator, live_server, callback_receiver,
+        live_celery_worker, monkeypatch):
+    from apps.collection import refunds
+    from apps.collection.tasks import sweep_stranded_payins
+
+    shop = make_merchant(rsa_keys[2], name="Refund Shop", collection_callback_url=callback_receiver.url)
+    order, _ = paid_order(shop, xendit_emulator, live_server)
+    made = {}
+    for mch_refund_no, amount, outcome in (("RF-OK", 30_000, "SUCCEEDED"), ("RF-KO", 20_000, "FAILED")):
+        number = assert_ok(refund_create(shop, order, mch_refund_no, amount))["refund_no"]
+        [upstream] = wait_until(lambda: xendit_emulator.refunds_by_reference(number), what="the refund at Xendit")
+        xendit_emulator.settle_refund(upstream["id"], outcome)  # and its webhook never arrives
+        made[number] = "SUCCESS" if outcome == "SUCCEEDED" else "FAILED"
+    wait_until(lambda: all(Refund.objects.get(refund_no=n).upstream_reference for n in made),
+               what="both references recorded")
+    assert set(Refund.objects.filter(refund_no__in=made).values_list("status", flat=True)) == {"PROCESSING"}
+
+    monkeypatch.setattr(refunds, "REFUND_SWEEP_GRACE", timedelta(0))  # the worker runs in this process
+    sweep_stranded_payins.delay()  # what beat sends every 15 s
+    for number, status in made.items():
+        [callback] = wait_until(lambda: refund_callbacks(callback_receiver, number), what=f"{number} called back")
+        assert callback["status"] == status and merchant_verifies(callback)
+        assert Refund.objects.get(refund_no=number).status == status
+    assert balances(shop) == {"available": AMOUNT - order.fee - 30_000, "settling": 0, "frozen": 0}
+    assert len(refund_posts(xendit_emulator)) == 2
+    assert ledger_verify()["ok"]
