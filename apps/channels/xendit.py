@@ -83,10 +83,16 @@ REFUND_OUTCOMES = {"PENDING": "pending", "SUCCEEDED": "succeeded", "FAILED": "fa
 # The reasons Xendit's Refund API takes (CreateRefund.reason); the merchant's free text is kept with us.
 REFUND_REASONS = ("FRAUDULENT", "DUPLICATE", "REQUESTED_BY_CUSTOMER", "CANCELLATION", "OTHERS")
 
-# Xendit's refund rules by the invoice's payment_channel (docs/channels.md, "Refund rules"): QR Ph payments cannot be
-# refunded through the Refund API; any other payment in parts, with no window of our own (Xendit refuses at create
-# what its partner does not take: the refund then fails and its amount comes back). RefundRule rows override these.
-REFUND_RULES = (RefundRuleDefault(method="QRPH", refundable=False, partial=False),)
+# Xendit's refund rules by the invoice's payment_channel (docs/channels.md, "Refund rules", with their sources): no
+# refunds of QR Ph payments nor, in the Philippines, of PayLater ones through the API; cards within six months of the
+# charge; any other payment in parts, with no window of our own (Xendit refuses at create what its partner does not
+# take: the refund then fails and its amount comes back). RefundRule rows override these.
+REFUND_RULES = (
+    RefundRuleDefault(method="QRPH", refundable=False, partial=False),
+    RefundRuleDefault(method="BILLEASE", refundable=False, partial=False),
+    RefundRuleDefault(method="CASHALO", refundable=False, partial=False),
+    RefundRuleDefault(method="CREDIT_CARD", window_days=180),
+)
 
 _AMOUNT = "\x00amount\x00"
 

@@ -171,6 +171,18 @@ def test_refund_rule_rows_override_xendits_defaults(xendit_channels, merchant, x
     assert balances(merchant) == before
 
 
+def test_a_card_payment_is_refundable_within_xendits_window_only(xendit_channels, merchant, xendit_emulator,
+                                                                 live_server):
+    order, _ = paid_order(merchant, xendit_emulator, live_server, method="CREDIT_CARD", channel="CREDIT_CARD")
+    CollectionOrder.objects.filter(pk=order.pk).update(paid_at=timezone.now() - timedelta(days=181))
+    before = state(merchant)
+    body = assert_error(refund_create(merchant, order, "RF-LATE", 10_000), "2007", 422)
+    assert body["msg"].endswith(f"channel {PAYIN_CODE} refunds CREDIT_CARD payments only within 180 days of payment.")
+    assert state(merchant) == before
+    CollectionOrder.objects.filter(pk=order.pk).update(paid_at=timezone.now() - timedelta(days=179))
+    assert assert_ok(refund_create(merchant, order, "RF-LATE", 10_000))["status"] == "PROCESSING"
+
+
 # --- webhooks ------------------------------------------------------------------------------------------------------
 
 
