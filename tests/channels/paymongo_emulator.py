@@ -42,7 +42,7 @@ Faults, for the adapter's tests and the routing helper's failover tests:
   outage(True) answers every request 503 until outage(False); latency(seconds) delays every answer.
 The test plays PayMongo's side: `pay_session`, `expire_session`, `settle_transfer`, `settle_refund` (succeeded or
 failed), and `webhook(...)` POSTs a documented event signed with Paymongo-Signature (t, te, li) to our endpoint;
-every webhook sent is kept in `webhooks_sent` (body, header) for the Node SDK's check.
+every webhook it signs itself is kept in `webhooks_sent` (body, header) for the Node SDK's check.
 """
 
 import base64
@@ -260,8 +260,9 @@ class PayMongoEmulator:
             body=payload, secret=self.webhook_secret if secret is None else secret,
             timestamp=int(time.time()) if timestamp is None else timestamp,
             livemode=self.livemode if livemode is None else livemode)
-        with self._lock:
-            self.webhooks_sent.append((payload, header))
+        if signature is None and secret is None:  # signed as PayMongo signs: the SDK's constructEvent must take it
+            with self._lock:
+                self.webhooks_sent.append((payload, header))
         return requests.post(url, data=payload, timeout=30,
                              headers={"Content-Type": "application/json", "Paymongo-Signature": header})
 
