@@ -256,3 +256,23 @@ def test_the_lookup_answers_unknown_unless_every_page_was_read(paymongo_channels
     assert refunds_sweep(now=later()) == {}
     assert refund_posts(paymongo_emulator) == 2 and len(paymongo_emulator.refunds_of(payment["id"])) == 2
     assert set(Refund.objects.values_list("status", flat=True)) == {"PROCESSING"}
+
+
+def test_a_refund_goes_to_the_paymongo_account_that_took_the_payment_whatever_the_routing_says_now(
+        paymongo_channels, merchant, paymongo_emulator, live_server):
+    from tests.channels.conftest import paymongo_channel_create
+    from tests.channels.paymongo_emulator import PayMongoEmulator
+
+    order, payment = paid_on_paymongo(merchant, paymongo_emulator, live_server)
+    # Routing moved on: the channel that took the payment is drained and another PayMongo account now serves pay-ins.
+    newer = PayMongoEmulator(secret_key="sk_test_newer", stall_seconds=0.5).start()
+    try:
+        paymongo_channel_create(code="PAYMONGO_PHP_PAYIN_2", direction="payin", emulator=newer, priority=1)
+        paymongo_channels["payin"].is_draining = True
+        paymongo_channels["payin"].save(update_fields=["is_draining"])
+        refund = refund_of(merchant, order, "RF-1", 30_000)
+        reference = refund_submit(refund_id=refund.pk)
+        assert paymongo_emulator.refunds[reference]["attributes"]["payment_id"] == payment["id"]
+        assert not newer.requests
+    finally:
+        newer.stop()
