@@ -22,6 +22,7 @@ from apps.ledger.selectors import ledger_verify
 from tests.channels.conftest import PAYMONGO_PAYIN_CODE
 from tests.collection.conftest import balances
 from tests.collection.conftest import create_ok as pay_create_ok
+from tests.helpers import at_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -276,3 +277,17 @@ def test_a_refund_goes_to_the_paymongo_account_that_took_the_payment_whatever_th
         assert not newer.requests
     finally:
         newer.stop()
+
+
+def test_one_refund_submitted_by_workers_and_the_sweep_at_once_is_one_refund_at_paymongo(
+        paymongo_channels, merchant, paymongo_emulator, live_server):
+    order, payment = paid_on_paymongo(merchant, paymongo_emulator, live_server)
+    refund = refund_of(merchant, order, "RF-RACE", 30_000)
+    paymongo_emulator.latency(0.3)  # every call slow: the submissions overlap
+    outcomes = at_once(lambda i: refunds_sweep(now=later()) if i % 2 else refund_submit(refund_id=refund.pk), 6)
+    assert all(exc is None for _, exc in outcomes), outcomes
+    paymongo_emulator.latency(0)
+    [upstream] = paymongo_emulator.refunds_of(payment["id"])
+    assert refund_posts(paymongo_emulator) == 1
+    refund.refresh_from_db()
+    assert refund.upstream_reference == upstream["id"]
