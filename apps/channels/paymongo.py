@@ -234,7 +234,8 @@ def refund_state_of(refund: dict) -> RefundState:
     outcome = REFUND_OUTCOMES.get(status, "pending")
     reason = ""
     if outcome == "failed":
-        reason = str(fields.get("failure_code") or fields.get("failed_code") or fields.get("notes") or status)
+        reason = str(fields.get("failure_code") or fields.get("failed_code") or fields.get("failure_message")
+                     or status)
     return RefundState(outcome=outcome, reference=str(refund.get("id", "")), fail_reason=f"paymongo: {reason}"
                        if reason else "")
 
