@@ -1,5 +1,5 @@
-"""PayMongo (docs/channels.md, "PayMongo"): PHP pay-ins through Checkout Sessions, payouts through its transfers
-(InstaPay / PESONet from our PayMongo wallet).
+"""PayMongo (docs/channels.md, "PayMongo"): PHP pay-ins through Checkout Sessions, refunded through its refunds
+("PayMongo refunds"), payouts through its transfers (InstaPay / PESONet from our PayMongo wallet).
 
 Plain `requests` on the documented endpoints, as for Xendit. Auth is HTTP Basic with the channel's secret key as the
 user name and no password; the API root is PAYMONGO_API_BASE_URL (a channel's own api_base_url only where

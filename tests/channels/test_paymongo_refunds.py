@@ -291,3 +291,19 @@ def test_one_refund_submitted_by_workers_and_the_sweep_at_once_is_one_refund_at_
     assert refund_posts(paymongo_emulator) == 1
     refund.refresh_from_db()
     assert refund.upstream_reference == upstream["id"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("method", "refundable", "window_days"), [
+    ("card", True, 60), ("gcash", True, 180), ("grab_pay", True, 90), ("paymaya", True, 365), ("billease", True, 60),
+    ("dob", True, 30), ("brankas_bdo", True, 30), ("qrph", False, None), ("dob_ubp", False, None),
+    ("7eleven", False, None), ("shopee_pay", True, 30), ("", True, 30),
+])
+def test_paymongos_own_rules_hold_by_payment_method(bootstrapped, live, method, refundable, window_days):
+    from apps.channels.models import Channel
+    from apps.channels.refund_rules import refund_rule_for
+
+    channel = Channel.objects.create(code="PM_RULES", name="PayMongo", adapter="paymongo",
+                                     direction=Channel.Direction.PAYIN, currency_id="PHP")
+    rule = refund_rule_for(channel=channel, adapter=PayMongoPayinAdapter, payment_method=method)
+    assert (rule.refundable, rule.partial, rule.window_days) == (refundable, True, window_days)
