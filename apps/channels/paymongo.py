@@ -229,6 +229,7 @@ def paid_payment(session: dict) -> dict:
 
 
 def refund_state_of(refund: dict) -> RefundState:
+    """A refund PayMongo listed, as a RefundState: pending and processing wait, succeeded and failed are final."""
     fields = _fields(refund)
     status = str(fields.get("status", "")).lower()
     outcome = REFUND_OUTCOMES.get(status, "pending")
