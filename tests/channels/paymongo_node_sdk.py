@@ -1,6 +1,7 @@
 """PayMongo's official SDK is for Node (paymongo-node): installed with npm from the pinned package.json and
 package-lock.json in tests/channels/paymongo_node into var/paymongo-node (gitignored), then its check.js run against
-the emulator (tests/channels/test_paymongo_node_sdk.py). npm reaches the registry once per clean checkout; later runs
+the emulator (tests/channels/test_paymongo_node_sdk.py), and on every webhook any PayMongo test's emulator signed
+(tests/channels/conftest.py). npm reaches the registry once per clean checkout; later runs
 find the installed tree."""
 
 import fcntl
@@ -42,3 +43,20 @@ def node_sdk_run(request: dict) -> dict:
                           text=True, timeout=60, env={**os.environ, "NODE_PATH": str(folder / "node_modules")})
     assert done.returncode == 0, f"paymongo-node check failed:\n{done.stderr}"
     return json.loads(done.stdout)
+
+
+def assert_sdk_constructs_every_webhook(emulator) -> int:
+    """webhooks.constructEvent of paymongo-node on every webhook the emulator signed (emulator.webhooks_sent), each
+    taken with its type and resource, and refused once a byte of its body changes. Returns how many were checked."""
+    sent = list(emulator.webhooks_sent)
+    if not sent:
+        return 0
+    out = node_sdk_run({"url": emulator.url, "secret_key": emulator.secret_key,
+                        "webhook_secret": emulator.webhook_secret,
+                        "webhooks": [{"payload": body.decode(), "header": header} for body, header in sent]})
+    for (body, _), event in zip(sent, out["webhooks"], strict=True):
+        expected = json.loads(body)["data"]
+        assert (event["id"], event["type"], event["resource_id"]) == (
+            expected["id"], expected["attributes"]["type"], expected["attributes"]["data"].get("id")), event
+        assert event["tampered"] == "SignatureVerificationError", event
+    return len(sent)
