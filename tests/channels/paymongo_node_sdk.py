@@ -29,8 +29,9 @@ def node_sdk_folder() -> Path:
         if not (stamp.exists() and stamp.read_text() == wanted and (folder / "node_modules/paymongo-node").is_dir()):
             for name in PINNED:
                 shutil.copyfile(SOURCE / name, folder / name)
-            subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=folder, check=True,
-                           capture_output=True, timeout=300)
+            done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=folder,
+                                  capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, f"npm ci of paymongo-node into {folder} failed:\n{done.stderr}"
             stamp.write_text(wanted)
     return folder
 
