@@ -37,7 +37,8 @@ newer than ours.
 Faults, for the adapter's tests and the routing helper's failover tests:
   fail_next("checkout_sessions" | "batch_transfers" | "refunds", mode, ...) scripts the next creates: "timeout"
       processes the request, then stalls past the client's timeout (the answer is lost, the object exists); "5xx"
-      answers 503 and creates nothing; "429" answers rate limited, nothing created; "400" refuses (parameter_invalid), nothing created.
+      answers 503 and creates nothing; "429" answers rate limited, nothing created; "400" refuses (parameter_invalid),
+      nothing created.
   fail_next_page("5xx" | "429", ...) scripts the next list requests that ask for a page after the first.
   outage(True) answers every request 503 until outage(False); latency(seconds) delays every answer.
 The test plays PayMongo's side: `pay_session`, `expire_session`, `settle_transfer`, `settle_refund` (succeeded or
