@@ -19,7 +19,8 @@ from apps.callbacks.enqueue import callback_enqueue, refund_terminal_payload
 from apps.callbacks.models import CallbackEvent
 from apps.channels.base import UpstreamRejected, UpstreamUnavailable
 from apps.channels.environment import ChannelNotAllowed
-from apps.channels.refund_rules import refund_refusal
+from apps.channels.models import Channel
+from apps.channels.refund_rules import payment_channel_of, refund_refusal
 from apps.channels.submission import one_submission_at_a_time
 from apps.channels.registry import payin_adapter
 from apps.collection.models import CollectionOrder, Refund
@@ -87,16 +88,17 @@ def refund_with_totals(refund: Refund) -> Refund:
     return refund
 
 
-def _channel_refusal(order: CollectionOrder, *, amount: int, refunded_before: int) -> str:
-    """Why the pay-in's channel cannot take this refund now, or "" when it can (its adapter, then its refund rules)."""
+def _channel_refusal(order: CollectionOrder, *, channel: Channel, amount: int, refunded_before: int) -> str:
+    """Why the channel that took the payment cannot take this refund now, or "" when it can (its adapter, then its
+    refund rules)."""
     try:
-        adapter = payin_adapter(order.channel)
+        adapter = payin_adapter(channel)
     except ChannelNotAllowed as exc:
         return str(exc)
     if not getattr(adapter, "takes_refunds", False):
-        return f"channel {order.channel.code} does not take refunds."
-    return refund_refusal(order=order, adapter=adapter, amount=amount, refunded_before=refunded_before,
-                          now=timezone.now())
+        return f"channel {channel.code} does not take refunds."
+    return refund_refusal(order=order, channel=channel, adapter=adapter, amount=amount,
+                          refunded_before=refunded_before, now=timezone.now())
 
 
 @retry_conflicts
@@ -115,7 +117,9 @@ def _refund_insert(*, merchant: Merchant, order: CollectionOrder, mch_refund_no:
         raise DomainError(ErrorCode.ORDER_NOT_REFUNDABLE, f"order {order.mch_order_no} is {order.status}, not paid: "
                                                           f"only a paid pay-in can be refunded.")
     earlier = refunded_total(order_id=order.pk, exclude_id=refund.pk)
-    refusal = _channel_refusal(order, amount=amount, refunded_before=earlier)
+    # The refund goes back through the channel that took the payment, whatever the routing says now.
+    refund.channel = payment_channel_of(order=order)
+    refusal = _channel_refusal(order, channel=refund.channel, amount=amount, refunded_before=earlier)
     if refusal:
         raise DomainError(ErrorCode.ORDER_NOT_REFUNDABLE, f"order {order.mch_order_no} cannot be refunded: {refusal}")
     refundable = order.amount - earlier
@@ -126,7 +130,7 @@ def _refund_insert(*, merchant: Merchant, order: CollectionOrder, mch_refund_no:
     refund.hold = ledger.hold_place(merchant_id=merchant.pk, currency=order.currency_id, amount=amount,
                                     cause=refund.refund_no,
                                     memo=f"refund {refund.refund_no} ({mch_refund_no}) of order {order.mch_order_no}")
-    refund.save(update_fields=["hold", "updated_at"])
+    refund.save(update_fields=["hold", "channel", "updated_at"])
     refund.order = order
     refund.refunded_total = earlier + amount
     refund.refundable = refundable - amount
