@@ -92,6 +92,7 @@ class Options:
     deployments: str
     in_turn: bool
     deployment: str | None
+    broker: str = "redis"
 
 
 def parse_args(argv: list[str] | None = None) -> Options:
