@@ -1,8 +1,9 @@
 """The platform on RabbitMQ, production's broker (docs/architecture.md, "The broker"): gunicorn, a Celery worker and
 beat with CELERY_BROKER_URL on a RabbitMQ vhost of the drill's own (Redis stays the cache, nonces and rate counters).
 
-- A pay-in and a payout reach their terminal state and their callbacks arrive; the payout's settlement is a
-  countdown task, delivered through RabbitMQ's native delayed delivery; the task queue is a quorum queue.
+- A pay-in and two payouts reach their terminal state and their callbacks arrive; the payouts' settlement and the
+  sandbox bank's return are countdown tasks, delivered through RabbitMQ's native delayed delivery; the task queue
+  is a quorum queue.
 - A worker SIGKILLed inside a task: RabbitMQ gives the unacknowledged message back at once (no visibility timeout),
   the next worker runs it, and it does nothing twice.
 - The broker's connection cut and back: nothing paid is lost, every callback arrives.
@@ -20,7 +21,7 @@ from apps.ledger.models import Posting
 from apps.ledger.selectors import ledger_verify
 from apps.payout.models import Payout
 from tests.conftest import make_merchant
-from tests.faults.conftest import elapsed_since, pay_create_ok, pay_through_page, payout_create_ok
+from tests.faults.conftest import api_post, elapsed_since, pay_create_ok, pay_through_page, payout_create_ok
 from tests.faults.processes import Platform, wait_until
 from tests.faults.tcp_gate import TcpGate
 from tests.payout.conftest import fund
@@ -49,13 +50,21 @@ def test_payin_payout_and_countdown_task_end_to_end_on_quorum_queues(
     order = pay_create_ok(platform.base, ctx, "RMQ-IN")
     assert pay_through_page(order["pay_url"]).status_code == 302
     payout = payout_create_ok(platform.base, ctx, "RMQ-OUT")  # sandbox: approved on creation, settled by countdown
+    # An account ending 4001: paid, then returned by the sandbox bank (a second countdown task), reversed.
+    status, body = api_post(platform.base, ctx, "payout/create", {
+        "mch_order_no": "RMQ-BACK", "product_code": "PHP_PAYOUT", "amount": 10000, "currency": "PHP",
+        "payee_name": "Juan dela Cruz", "payee_account": "0055554001", "bank_code": "BDO"})
+    assert (status, body["code"]) == (200, "0"), body
+    returned = body["data"]["platform_order_no"]
 
-    wait_until(lambda: delivered(2), timeout=30, interval=0.3, what="the pay-in's and the payout's callbacks")
+    wait_until(lambda: delivered(4), timeout=60, interval=0.3, what="the pay-in's, payouts' and reversal's callbacks")
     assert Payout.objects.get(pk=payout.pk).status == Payout.Status.SUCCESS
+    assert Payout.objects.get(platform_order_no=returned).reversed_at is not None
     assert CollectionOrder.objects.get(mch_order_no="RMQ-IN").status == CollectionOrder.Status.SUCCESS
     assert [h.body["platform_order_no"] for h in endpoints.hits_for("shop-in")] == [order["platform_order_no"]]
-    assert [(h.body["platform_order_no"], h.body["status"]) for h in endpoints.hits_for("shop-out")] == [
-        (payout.platform_order_no, "SUCCESS")]
+    assert sorted((h.body["platform_order_no"], h.body.get("event") or h.body["status"])
+                  for h in endpoints.hits_for("shop-out")) == sorted([
+        (payout.platform_order_no, "SUCCESS"), (returned, "SUCCESS"), (returned, "payout.reversed")])
     # The task queue is a quorum queue, bound for delayed delivery; nothing is left in it.
     queues = rabbit_vhost.queues()
     assert queues["celery"]["type"] == "quorum", queues
