@@ -86,7 +86,8 @@ faults: install redis-server
 # a schedule for SOAK_SECONDS (default 90), then the checks: ONE JSON object on stdout, exit 1 if any check fails.
 # SOAK_SEED=N repeats a run's choices (the seed is printed). make test runs a 90-second one (tests/soak/test_soak.py).
 # SOAK_STACK=make-run: the actors against `make run`'s own default stack instead (embedded PostgreSQL and Valkey in a
-# copy of the checkout; the sandbox deployment, no faults: docs/development.md).
+# copy of the checkout; the sandbox deployment, no faults: docs/development.md). SOAK_BROKER=rabbitmq: the Celery
+# broker on a vhost of its own on the machine's RabbitMQ, production's broker (docs/faults.md, "On RabbitMQ").
 SOAK_SECONDS ?= 90
 soak: export DJANGO_SETTINGS_MODULE = config.settings.test
 soak: install redis-server

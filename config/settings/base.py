@@ -153,9 +153,23 @@ REDIS_SOCKET_TIMEOUT = env.float("REDIS_SOCKET_TIMEOUT", default=2.0)
 REDIS_CLIENT_OPTIONS = {"socket_connect_timeout": REDIS_SOCKET_TIMEOUT, "socket_timeout": REDIS_SOCKET_TIMEOUT}
 CACHES = {"default": {"BACKEND": "config.cache.RedisCache", "LOCATION": REDIS_URL,  # config/cache.py
                       "OPTIONS": REDIS_CLIENT_OPTIONS}}
+# The Celery broker (docs/architecture.md, "The broker"): RabbitMQ in production (amqp://), Redis in development and
+# by default in the suite. A broker URL of each kind gets the settings below; everything else is the same.
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, **REDIS_CLIENT_OPTIONS}
-if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+BROKER_IS_RABBITMQ = CELERY_BROKER_URL.startswith(("amqp://", "amqps://", "pyamqp://"))
+if BROKER_IS_RABBITMQ:
+    # Quorum queues: replicated, and a message delivered to a worker stays the broker's until acknowledged, so a
+    # worker lost (or a connection cut) between delivery and ack gives it back at once, with no visibility timeout.
+    # Celery then uses per-consumer prefetch (quorum queues refuse global QoS) and delivers countdown tasks through
+    # RabbitMQ's native delayed delivery, which needs an exchange that is not direct: topic.
+    CELERY_TASK_DEFAULT_QUEUE_TYPE = "quorum"
+    CELERY_TASK_DEFAULT_EXCHANGE_TYPE = "topic"
+    CELERY_WORKER_DETECT_QUORUM_QUEUES = True
+    # Publisher confirms: a publish returns once RabbitMQ has stored the message, so a task queued after commit is
+    # not lost in a socket buffer when the broker goes away; a refused one raises, and the sweepers queue it again.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"confirm_publish": True}
+else:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, **REDIS_CLIENT_OPTIONS}
     # kombu's Redis transport with acknowledgements that cannot wedge a worker when Redis stalls (config/broker.py)
     CELERY_BROKER_TRANSPORT = "config.broker:Transport"
 
