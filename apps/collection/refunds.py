@@ -28,6 +28,7 @@ from apps.collection.services import lock_collection_order
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.orders import order_create_or_replay
 from apps.common.retry import retry_conflicts
+from apps.ledger import selectors as ledger_selectors
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
 from apps.merchants.models import Merchant
@@ -99,6 +100,37 @@ def _channel_refusal(order: CollectionOrder, *, amount: int, refunded_before: in
                           now=timezone.now())
 
 
+def _order_refusal(order: CollectionOrder, *, amount: int, refunded_before: int) -> DomainError | None:
+    """The order's own refusal of a refund of `amount` (2007 not paid or its channel refuses, 2008 more than is still
+    refundable), None when it takes it."""
+    if order.status != CollectionOrder.Status.SUCCESS:
+        return DomainError(ErrorCode.ORDER_NOT_REFUNDABLE, f"order {order.mch_order_no} is {order.status}, not paid: "
+                                                           f"only a paid pay-in can be refunded.")
+    refusal = _channel_refusal(order, amount=amount, refunded_before=refunded_before)
+    if refusal:
+        return DomainError(ErrorCode.ORDER_NOT_REFUNDABLE, f"order {order.mch_order_no} cannot be refunded: {refusal}")
+    refundable = order.amount - refunded_before
+    if amount > refundable:
+        return DomainError(ErrorCode.REFUND_EXCEEDS_REFUNDABLE,
+                           f"amount {amount} exceeds the {refundable} still refundable of order {order.mch_order_no} "
+                           f"(paid {order.amount}, refunded or being refunded {refunded_before}).")
+    return None
+
+
+def refund_refusal_now(*, order: CollectionOrder, amount: int) -> DomainError | None:
+    """What refund_create would refuse for this refund now (2007, 2008, then 2003), without a lock and without
+    creating anything: for a page that asks before a refund is made (the portal's request). refund_create decides
+    again under the pay-in's row lock."""
+    if refusal := _order_refusal(order, amount=amount, refunded_before=refunded_total(order_id=order.pk)):
+        return refusal
+    available = ledger_selectors.merchant_balances(merchant_id=order.merchant_id,
+                                                   currency=order.currency_id)[AccountKind.AVAILABLE]
+    if amount > available:
+        return DomainError(ErrorCode.INSUFFICIENT_BALANCE,
+                           f"available balance {available} {order.currency_id} does not cover the refund of {amount}.")
+    return None
+
+
 @retry_conflicts
 @transaction.atomic(durable=True)
 def _refund_insert(*, merchant: Merchant, order: CollectionOrder, mch_refund_no: str, amount: int,
@@ -111,18 +143,10 @@ def _refund_insert(*, merchant: Merchant, order: CollectionOrder, mch_refund_no:
     # The pay-in's row lock serializes every refund of the order: the sum below and the hold are decided by one
     # transaction at a time, so refunds from the API and the portal at once never exceed what was paid.
     order = lock_collection_order(order_id=order.pk)
-    if order.status != CollectionOrder.Status.SUCCESS:
-        raise DomainError(ErrorCode.ORDER_NOT_REFUNDABLE, f"order {order.mch_order_no} is {order.status}, not paid: "
-                                                          f"only a paid pay-in can be refunded.")
     earlier = refunded_total(order_id=order.pk, exclude_id=refund.pk)
-    refusal = _channel_refusal(order, amount=amount, refunded_before=earlier)
-    if refusal:
-        raise DomainError(ErrorCode.ORDER_NOT_REFUNDABLE, f"order {order.mch_order_no} cannot be refunded: {refusal}")
+    if refusal := _order_refusal(order, amount=amount, refunded_before=earlier):
+        raise refusal
     refundable = order.amount - earlier
-    if amount > refundable:
-        raise DomainError(ErrorCode.REFUND_EXCEEDS_REFUNDABLE,
-                          f"amount {amount} exceeds the {refundable} still refundable of order {order.mch_order_no} "
-                          f"(paid {order.amount}, refunded or being refunded {earlier}).")
     refund.hold = ledger.hold_place(merchant_id=merchant.pk, currency=order.currency_id, amount=amount,
                                     cause=refund.refund_no,
                                     memo=f"refund {refund.refund_no} ({mch_refund_no}) of order {order.mch_order_no}")

@@ -136,7 +136,9 @@ def parse_filter(params, *, statuses: list[str], currencies: list[str]) -> Order
     return found
 
 
-def _filtered(queryset: QuerySet, merchant_id: int, flt: OrderFilter) -> QuerySet:
+def filtered(queryset: QuerySet, merchant_id: int, flt: OrderFilter) -> QuerySet:
+    """A list of the merchant's rows with `created_at`, `status` and `currency` (orders, refunds) filtered by `flt`,
+    newest first."""
     queryset = queryset.filter(merchant_id=merchant_id)
     if flt.status == "REVERSED":
         queryset = queryset.filter(reversed_at__isnull=False)
@@ -154,11 +156,11 @@ def _filtered(queryset: QuerySet, merchant_id: int, flt: OrderFilter) -> QuerySe
 
 
 def payins(*, merchant_id: int, flt: OrderFilter) -> QuerySet:
-    return _filtered(CollectionOrder.objects.select_related("currency"), merchant_id, flt)
+    return filtered(CollectionOrder.objects.select_related("currency"), merchant_id, flt)
 
 
 def payouts(*, merchant_id: int, flt: OrderFilter) -> QuerySet:
-    return _filtered(Payout.objects.select_related("currency"), merchant_id, flt)
+    return filtered(Payout.objects.select_related("currency"), merchant_id, flt)
 
 
 def encode_cursor(order) -> str:
