@@ -100,9 +100,10 @@ def _request_insert(*, actor, order: CollectionOrder, amount: int, reason: str) 
 
 
 def _request(*, actor, request_id: int, lock: bool = False) -> RefundRequest:
-    requests = RefundRequest.objects.select_related("created_by", "decided_by", "order")
-    if lock:
-        requests = requests.select_for_update(of=("self",))
+    # Locked: the row alone. Joined rows would be read as of the statement's snapshot, not as of the lock's wait (a
+    # concurrent approver's decided_by would read as NULL), so the people are read after the lock is held.
+    requests = RefundRequest.objects.select_for_update() if lock else RefundRequest.objects.select_related(
+        "created_by", "decided_by", "order")
     request = requests.filter(pk=request_id, merchant=actor.merchant).first()
     if request is None:
         raise RefundRequestNotFound(f"No refund request #{request_id}.")
