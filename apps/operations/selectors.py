@@ -23,6 +23,7 @@ from apps.common.models import Heartbeat
 from apps.common.stranded import StrandedCount, stranded_count
 from apps.payout import sweep as payout_sweep
 from apps.payout.models import Payout
+from apps.portal import refunds as portal_refunds
 
 SWEEPERS = {"callbacks.sweeper": "Callback sweeper", "payout.sweeper": "Payout sweeper",
             collection_sweep.SWEEPER_HEARTBEAT: "Pay-in sweeper", "collection.settlement_release": "D1 settlement release"}
@@ -46,11 +47,13 @@ class Overview:
 
 
 def stranded_orders(*, now: datetime | None = None) -> list[StrandedCount]:
-    """Orders whose next step died, per kind (apps/payout/sweep.py, apps/collection/sweep.py): for the overview's
+    """Orders whose next step died, per kind (apps/payout/sweep.py, apps/collection/sweep.py, the portal's approved
+    refunds in apps/portal/refunds.py): for the overview's
     tile and /metrics."""
     now = now or timezone.now()
     return [stranded_count(kind, now=now)
-            for kind in payout_sweep.STRANDED + collection_sweep.STRANDED + collection_sweep.REFUND_STRANDED]
+            for kind in payout_sweep.STRANDED + collection_sweep.STRANDED + collection_sweep.REFUND_STRANDED
+            + portal_refunds.REFUND_REQUEST_STRANDED]
 
 
 def _today_by_currency(queryset, *, since: datetime, paid: Q) -> dict[str, dict[str, int]]:

@@ -19,6 +19,7 @@ from apps.common import audit
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.independence import independence_conflict
 from apps.common.step_up import second_factor_confirm
+from apps.common.stranded import STRANDED_FINISHED, StrandedKind
 from apps.merchants.models import Merchant
 from apps.portal.models import RefundRequest, Role
 from apps.portal.recovery import recovery_cooling_refusal
@@ -261,12 +262,20 @@ def refund_requests_approved_unrecorded(now):
     return RefundRequest.objects.filter(status=RefundRequest.Status.APPROVED, decided_at__lt=now - RESUME_AFTER)
 
 
+# Counted on the operations overview and in payments_stuck_orders (apps/operations/selectors.py, stranded_orders).
+REFUND_REQUEST_STRANDED = [
+    StrandedKind("refund_request.unrecorded", "Portal refund approved, refund not made", "portal.refundrequest",
+                 "decided_at", refund_requests_approved_unrecorded, finisher="resume_refund_requests"),
+]
+
+
 def refund_requests_resume(*, now=None) -> list[int]:
     """Process every approved request left without its result; refund_create replays a refund already made."""
     ids = list(refund_requests_approved_unrecorded(now or timezone.now()).values_list("pk", flat=True)[:200])
     for request_id in ids:
         refund_request_process(request_id=request_id)
     if ids:
+        STRANDED_FINISHED.labels("refund_request.unrecorded").inc(len(ids))
         logger.warning("%d approved refund requests resumed", len(ids))
     return ids
 
