@@ -20,10 +20,9 @@ from apps.collection.models import CollectionOrder
 from apps.collection.selectors import settlement_pending_by_currency
 from apps.collection.services import settlement_cutoff
 from apps.common.models import Heartbeat
-from apps.common.stranded import StrandedCount, stranded_count
+from apps.common.stranded import StrandedCount, stranded_count, stranded_kinds_registered
 from apps.payout import sweep as payout_sweep
 from apps.payout.models import Payout
-from apps.portal import refunds as portal_refunds
 
 SWEEPERS = {"callbacks.sweeper": "Callback sweeper", "payout.sweeper": "Payout sweeper",
             collection_sweep.SWEEPER_HEARTBEAT: "Pay-in sweeper", "collection.settlement_release": "D1 settlement release"}
@@ -47,13 +46,12 @@ class Overview:
 
 
 def stranded_orders(*, now: datetime | None = None) -> list[StrandedCount]:
-    """Orders whose next step died, per kind (apps/payout/sweep.py, apps/collection/sweep.py, the portal's approved
-    refunds in apps/portal/refunds.py): for the overview's
-    tile and /metrics."""
+    """Orders whose next step died, per kind (apps/payout/sweep.py, apps/collection/sweep.py, and the kinds the apps
+    above register: the portal's approved refunds): for the overview's tile and /metrics."""
     now = now or timezone.now()
     return [stranded_count(kind, now=now)
             for kind in payout_sweep.STRANDED + collection_sweep.STRANDED + collection_sweep.REFUND_STRANDED
-            + portal_refunds.REFUND_REQUEST_STRANDED]
+            + stranded_kinds_registered()]
 
 
 def _today_by_currency(queryset, *, since: datetime, paid: Q) -> dict[str, dict[str, int]]:
