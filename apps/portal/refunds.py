@@ -192,6 +192,9 @@ def refund_request_process(*, request_id: int) -> RefundRequest:
     request = RefundRequest.objects.select_related("merchant", "order").get(pk=request_id)
     if request.status != RefundRequest.Status.APPROVED:
         return request
+    if not request.merchant.is_active:  # switched off since the approval: refunded by nobody, as its API calls
+        return _record(request_id=request_id, refund=None, error=(
+            ErrorCode.MERCHANT_DISABLED.code, "Your merchant account was switched off before the refund was made."))
     try:
         refund = refund_create(merchant=request.merchant, platform_order_no=request.order.platform_order_no,
                                mch_refund_no=request.mch_refund_no, amount=request.amount, reason=request.reason)

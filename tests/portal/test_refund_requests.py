@@ -262,3 +262,23 @@ def test_the_portal_and_the_api_refunding_one_order_at_once_never_exceed_what_wa
     assert all(status in (200, 422) for status, _ in api_answers)
     assert balances(merchant) == {"available": 40_000, "settling": 0, "frozen": 60_000}
     assert ledger_verify()["ok"]
+
+
+def test_a_switched_off_merchant_asks_and_approves_nothing_and_an_approved_request_is_not_refunded(client, merchant,
+                                                                                                  team):
+    from apps.merchants.models import Merchant
+
+    order = paid_order(client, merchant)
+    waiting, approved = ask(team["finance"], order, 10_000), ask(team["finance"], order, 20_000)
+    services._approve(actor=team["owner"], request_id=approved.pk)
+    Merchant.objects.filter(pk=merchant.merchant.pk).update(is_active=False)
+    with pytest.raises(RefundRefused, match="switched off") as refused:
+        ask(team["finance"], order, 100)
+    assert refused.value.code == "1105"
+    with pytest.raises(RefundRefused, match="switched off"):
+        approve(team["owner"], waiting)
+    unchanged(waiting, merchant, 100_000)
+    result = services.refund_request_process(request_id=approved.pk)
+    assert (result.status, result.error_code, result.refund_id) == ("FAILED", "1105", None)
+    services.refund_request_reject(actor=team["owner"], request_id=waiting.pk, reason="closing down")
+    assert Refund.objects.count() == 0 and balances(merchant)["available"] == 100_000
