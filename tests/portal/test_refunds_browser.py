@@ -33,6 +33,8 @@ def test_a_refund_asked_for_and_approved_in_a_browser(live_server, bootstrapped,
         browser_sign_in(fpage, base, finance.user.username)
         fpage.goto(f"{base}/portal/payins/{order.platform_order_no}/")
         assert "still refundable ₱700.00" in fpage.inner_text("#refundable")
+        fpage.locator("#refunds").scroll_into_view_if_needed()
+        shots(fpage, "portal-refund-ask")
         fpage.fill("#id_refund_amount", "1,000.00")
         fpage.fill("#id_refund_reason", "order cancelled by the buyer")
         fpage.click("#refund-form button[type=submit]")
