@@ -179,15 +179,13 @@ def _refunds(request):
     flt = selectors.parse_filter(request.GET, statuses=REFUND_STATUSES, currencies=currencies)
     refunds = Refund.objects.filter(merchant=request.merchant).select_related(
         "order", "portal_request__created_by", "portal_request__decided_by")
-    if flt.number:  # either refund number, or either number of the refunded pay-in
-        refunds = refunds.filter(Q(refund_no=flt.number) | Q(mch_refund_no=flt.number)
-                                 | Q(order__platform_order_no=flt.number) | Q(order__mch_order_no=flt.number))
-        flt_number, flt.number = flt.number, ""
-    else:
-        flt_number = ""
-    refunds = selectors.filtered(refunds, request.merchant.pk, flt)
-    flt.number = flt_number
-    return refunds, flt, currencies
+    return selectors.filtered(refunds, request.merchant.pk, flt, numbers=refund_numbers), flt, currencies
+
+
+def refund_numbers(number: str) -> Q:
+    """A refund found by either of its numbers or either number of its pay-in, exactly."""
+    return (Q(refund_no=number) | Q(mch_refund_no=number) | Q(order__platform_order_no=number)
+            | Q(order__mch_order_no=number))
 
 
 @portal_view("view_orders")
