@@ -120,6 +120,26 @@ if DATABASE_PREPARED_STATEMENTS and DATABASE_POOLER == "pgbouncer-transaction":
 if DATABASE_PREPARED_STATEMENTS:
     DATABASES["default"]["OPTIONS"].update(
         server_side_binding=True, prepare_threshold=env.int("DATABASE_PREPARE_THRESHOLD", default=5))
+# A PostgreSQL streaming replica for the reads that tolerate seconds of lag (docs/architecture.md, "Where reads go");
+# absent: every read on the primary. Its connect timeout is short (libpq's least is 2 s): a replica that does not
+# answer costs one such wait per DATABASE_REPLICA_CHECK_INTERVAL seconds and process, then the primary answers. A
+# replica further behind than DATABASE_REPLICA_MAX_LAG seconds is skipped too; a page may show data up to about
+# MAX_LAG + CHECK_INTERVAL seconds old, and says "as of" when.
+DATABASE_REPLICA_MAX_LAG = env.float("DATABASE_REPLICA_MAX_LAG", default=5.0)
+DATABASE_REPLICA_CHECK_INTERVAL = env.float("DATABASE_REPLICA_CHECK_INTERVAL", default=5.0)
+if env("DATABASE_REPLICA_URL", default=""):
+    DATABASES["replica"] = env.db("DATABASE_REPLICA_URL")
+    if DATABASES["replica"]["ENGINE"] != "django.db.backends.postgresql":
+        raise environ.ImproperlyConfigured("DATABASE_REPLICA_URL must be a postgres:// URL")
+    DATABASES["replica"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env.int("DATABASE_REPLICA_CONNECT_TIMEOUT", default=2))
+    DATABASES["replica"].setdefault("CONN_MAX_AGE", DATABASES["default"]["CONN_MAX_AGE"])
+    DATABASES["replica"].setdefault("CONN_HEALTH_CHECKS", True)
+    DATABASES["replica"]["DISABLE_SERVER_SIDE_CURSORS"] = DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"]
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}  # a test run reads its own test database through it
+    # Routes reads to the replica only where a page asked for it (apps/common/replica.py); without a replica, no
+    # router, and no router's cost on any query.
+    DATABASE_ROUTERS = ["apps.common.replica.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Redis (or Valkey): the Celery broker, the cache, the nonce store (SET NX with TTL) and the rate-limit counters.
