@@ -29,6 +29,7 @@ from apps.collection.services import lock_collection_order
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.orders import order_create_or_replay
 from apps.common.retry import retry_conflicts
+from apps.ledger import selectors as ledger_selectors
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
 from apps.merchants.models import Merchant
@@ -101,6 +102,39 @@ def _channel_refusal(order: CollectionOrder, *, channel: Channel, amount: int, r
                           refunded_before=refunded_before, now=timezone.now())
 
 
+def _order_refusal(order: CollectionOrder, *, channel: Channel, amount: int,
+                   refunded_before: int) -> DomainError | None:
+    """The order's own refusal of a refund of `amount` through `channel`, the one that took the payment (2007 not
+    paid or the channel refuses, 2008 more than is still refundable), None when it takes it."""
+    if order.status != CollectionOrder.Status.SUCCESS:
+        return DomainError(ErrorCode.ORDER_NOT_REFUNDABLE, f"order {order.mch_order_no} is {order.status}, not paid: "
+                                                           f"only a paid pay-in can be refunded.")
+    refusal = _channel_refusal(order, channel=channel, amount=amount, refunded_before=refunded_before)
+    if refusal:
+        return DomainError(ErrorCode.ORDER_NOT_REFUNDABLE, f"order {order.mch_order_no} cannot be refunded: {refusal}")
+    refundable = order.amount - refunded_before
+    if amount > refundable:
+        return DomainError(ErrorCode.REFUND_EXCEEDS_REFUNDABLE,
+                           f"amount {amount} exceeds the {refundable} still refundable of order {order.mch_order_no} "
+                           f"(paid {order.amount}, refunded or being refunded {refunded_before}).")
+    return None
+
+
+def refund_refusal_now(*, order: CollectionOrder, amount: int) -> DomainError | None:
+    """What refund_create would refuse for this refund now (2007, 2008, then 2003), without a lock and without
+    creating anything: for a page that asks before a refund is made (the portal's request). refund_create decides
+    again under the pay-in's row lock."""
+    if refusal := _order_refusal(order, channel=payment_channel_of(order=order), amount=amount,
+                                 refunded_before=refunded_total(order_id=order.pk)):
+        return refusal
+    available = ledger_selectors.merchant_balances(merchant_id=order.merchant_id,
+                                                   currency=order.currency_id)[AccountKind.AVAILABLE]
+    if amount > available:
+        return DomainError(ErrorCode.INSUFFICIENT_BALANCE,
+                           f"available balance {available} {order.currency_id} does not cover the refund of {amount}.")
+    return None
+
+
 @retry_conflicts
 @transaction.atomic(durable=True)
 def _refund_insert(*, merchant: Merchant, order: CollectionOrder, mch_refund_no: str, amount: int,
@@ -113,20 +147,12 @@ def _refund_insert(*, merchant: Merchant, order: CollectionOrder, mch_refund_no:
     # The pay-in's row lock serializes every refund of the order: the sum below and the hold are decided by one
     # transaction at a time, so refunds from the API and the portal at once never exceed what was paid.
     order = lock_collection_order(order_id=order.pk)
-    if order.status != CollectionOrder.Status.SUCCESS:
-        raise DomainError(ErrorCode.ORDER_NOT_REFUNDABLE, f"order {order.mch_order_no} is {order.status}, not paid: "
-                                                          f"only a paid pay-in can be refunded.")
     earlier = refunded_total(order_id=order.pk, exclude_id=refund.pk)
     # The refund goes back through the channel that took the payment, whatever the routing says now.
     refund.channel = payment_channel_of(order=order)
-    refusal = _channel_refusal(order, channel=refund.channel, amount=amount, refunded_before=earlier)
-    if refusal:
-        raise DomainError(ErrorCode.ORDER_NOT_REFUNDABLE, f"order {order.mch_order_no} cannot be refunded: {refusal}")
+    if refusal := _order_refusal(order, channel=refund.channel, amount=amount, refunded_before=earlier):
+        raise refusal
     refundable = order.amount - earlier
-    if amount > refundable:
-        raise DomainError(ErrorCode.REFUND_EXCEEDS_REFUNDABLE,
-                          f"amount {amount} exceeds the {refundable} still refundable of order {order.mch_order_no} "
-                          f"(paid {order.amount}, refunded or being refunded {earlier}).")
     refund.hold = ledger.hold_place(merchant_id=merchant.pk, currency=order.currency_id, amount=amount,
                                     cause=refund.refund_no,
                                     memo=f"refund {refund.refund_no} ({mch_refund_no}) of order {order.mch_order_no}")

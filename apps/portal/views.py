@@ -28,6 +28,7 @@ from apps.portal.developer_views import CODE_WIDGET
 from apps.callbacks.resend import callback_resend_by_merchant
 from apps.portal.forms import InviteAcceptForm, InviteForm, MemberForm, StatementForm
 from apps.portal.models import Invite, MerchantUser
+from apps.portal.refund_views import payin_refunds
 
 PAYIN_STATUSES = [s.value for s in CollectionOrder.Status]
 PAYOUT_STATUSES = [s.value for s in Payout.Status] + ["REVERSED"]
@@ -164,6 +165,7 @@ def payout_export(request):
 
 def _order_page(request, kind: str, order, history):
     return render(request, "portal/order.html", {
+        **(payin_refunds(request, order) if kind == "payins" else {}),
         "kind": kind, "order": order, "history": history,
         "callbacks": selectors.order_callbacks(merchant_id=request.merchant.pk,
                                                platform_order_no=order.platform_order_no),

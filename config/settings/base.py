@@ -193,6 +193,9 @@ CELERY_BEAT_SCHEDULE = {
     # Payouts by hand: an approved batch whose processing stopped is resumed (docs/portal.md).
     "merchant-payout-batches-resume": {"task": "apps.payout_batches.tasks.resume_payout_batches",
                                        "schedule": timedelta(seconds=60)},
+    # Refunds asked for in the portal: an approved request left without its refund is finished (docs/portal.md).
+    "merchant-refund-requests-resume": {"task": "apps.portal.tasks.resume_refund_requests",
+                                        "schedule": timedelta(seconds=60)},
     "channels-reconcile": {"task": "apps.channels.tasks.reconcile_channels", "schedule": timedelta(minutes=5)},
     # Yesterday's statements, after the settlement cut-off and STATEMENT_CLOSE_DELAY_SECONDS (docs/api.md,
     # "Statements").
