@@ -1,6 +1,8 @@
 """Outbox of merchant callbacks (docs/api.md, "Callbacks"): one event per (platform_order_no, type), one row per
 attempt."""
 
+from datetime import timedelta
+
 from django.db import models
 
 from apps.merchants.models import Merchant
@@ -62,6 +64,11 @@ class CallbackEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} {self.platform_order_no} ({self.status})"
+
+
+# The web and the workers stamp events and attempts by their own hosts' clocks: a bound on an attempt's start drawn
+# from another row's time leaves this much room (it reads a second month only within it of a month's start).
+ATTEMPT_CLOCK_MARGIN = timedelta(hours=1)
 
 
 class CallbackAttempt(models.Model):
