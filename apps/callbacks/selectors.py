@@ -2,6 +2,7 @@
 
 from datetime import datetime
 
+from django.utils import timezone
 from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 
 from apps.callbacks.models import ATTEMPT_CLOCK_MARGIN, CallbackAttempt, CallbackEvent
@@ -38,9 +39,10 @@ def callback_events_for_merchant(*, merchant_id: int, limit: int, platform_order
     page = page[:limit]
     if not page:
         return page, has_more
-    # An attempt starts after its event is created: the bound skips the attempts' older months (partitions).
-    attempts = CallbackAttempt.objects.filter(
-        started_at__gte=min(e.created_at for e in page) - ATTEMPT_CLOCK_MARGIN)
+    # An attempt starts after its event is created, and not in the future: the bounds skip the attempts' older
+    # months (partitions) and the empty ones made ahead.
+    attempts = CallbackAttempt.objects.filter(started_at__gte=min(e.created_at for e in page) - ATTEMPT_CLOCK_MARGIN,
+                                              started_at__lt=timezone.now() + ATTEMPT_CLOCK_MARGIN)
     # Bodies are read for the last attempt only (below), not for every attempt of the page.
     prefetch_related_objects(page, Prefetch("attempts", queryset=attempts.defer("request_body", "response_excerpt",
                                                                                 "url").order_by("number")))
