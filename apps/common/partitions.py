@@ -164,8 +164,6 @@ def partitions_drop_expired(*, now: datetime | None = None) -> Retention:
     """Detach and drop each registered table's months older than its retention, but a month its domain still needs
     (kept, with the reason, and tried again on the next run). Runs outside a transaction: a partition is detached
     CONCURRENTLY, so readers and writers of the table never wait for it."""
-    if connection.in_atomic_block:
-        raise RuntimeError("partitions_drop_expired detaches concurrently: call it outside a transaction")
     now = now or timezone.now()
     result = Retention([], {})
     for model_plan in _plan(now=now, create=False).model_plans:
@@ -185,6 +183,8 @@ def partitions_drop_expired(*, now: datetime | None = None) -> Retention:
 
 
 def _detach_and_drop(parent: str, name: str) -> None:
+    if connection.in_atomic_block:
+        raise RuntimeError("partitions_drop_expired detaches concurrently: call it outside a transaction")
     quote = connection.ops.quote_name
     with connection.cursor() as cursor:
         cursor.execute(_DETACH_PENDING, [name])
@@ -212,6 +212,7 @@ class TableSwap:
     state knows)."""
 
     table: str
+    key: str  # the month column: rows written recently are looked for in the recent months only
     create: Callable
     mutable: str
     renames: Callable  # (cursor, old_names: dict) -> None
@@ -243,10 +244,11 @@ def table_swap(connection, swap: TableSwap) -> dict:
     table, new = swap.table, f"{swap.table}_rebuilt"
     quote = connection.ops.quote_name
     with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {quote(new)}")  # left by an earlier run that stopped before the swap
         swap.create(cursor, new)
     copy = (f"WITH copied AS (INSERT INTO {quote(new)} SELECT * FROM {quote(table)} WHERE id > %s AND id <= %s "
             f"RETURNING *) SELECT count(*), coalesce(array_agg(id) FILTER (WHERE {swap.mutable}), '{{}}') FROM copied")
-    copied, batches, low, high, changing = 0, 0, 0, 0, []
+    batches, low, high, changing = 0, 0, 0, []
     for passes in itertools.count():
         # Up to the highest id seen, then again for the rows written meanwhile, until less than a batch is left.
         with connection.cursor() as cursor:
@@ -257,23 +259,21 @@ def table_swap(connection, swap: TableSwap) -> dict:
         while low < high:
             with transaction.atomic(), connection.cursor() as cursor:
                 cursor.execute(copy, [low, low + swap.batch_rows])
-                count, mutable = cursor.fetchone()
-            copied, changing = copied + count, changing + mutable
+                changing += cursor.fetchone()[1]
             low, batches = low + swap.batch_rows, batches + 1
+    # Rows copied while they could still change are copied again. So are the last batches' rows missing from the
+    # copy: an id is taken at INSERT and its row seen at COMMIT, so a row of a transaction that was still open when
+    # its batch was copied is missing; the platform's transactions that write these rows last milliseconds, not the
+    # time of a batch. Most of it once before the lock, then under the lock what changed or arrived since.
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"SELECT coalesce(max(id), 0) FROM {quote(table)}")
+        settled = cursor.fetchone()[0]
+        changing = _recopy(cursor, swap, new, changing=changing, after=max(0, low - 2 * swap.batch_rows))
     started = time.monotonic()
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL lock_timeout = '{SWAP_LOCK_TIMEOUT}'")
         cursor.execute(f"LOCK TABLE {quote(table)} IN ACCESS EXCLUSIVE MODE")
-        # Rows copied while they could still change are copied again. So are the last batches' rows missing from the
-        # copy: an id is taken at INSERT and its row seen at COMMIT, so a row of a transaction that was still open
-        # when its batch was copied is missing; the platform's transactions that write these rows last milliseconds,
-        # not the time of two batches.
-        cursor.execute(f"DELETE FROM {quote(new)} WHERE id = ANY(%s)", [changing])
-        cursor.execute(f"""INSERT INTO {quote(new)} SELECT * FROM {quote(table)} o
-                            WHERE o.id = ANY(%s) OR o.id > %s
-                               OR (o.id > %s AND NOT EXISTS (SELECT FROM {quote(new)} n WHERE n.id = o.id))""",
-                       [changing, low, max(0, low - 2 * swap.batch_rows)])
-        copied += cursor.rowcount - len(changing)
+        _recopy(cursor, swap, new, changing=changing, after=max(0, settled - swap.batch_rows // 10))
         cursor.execute(f"SELECT max(id) FROM {quote(table)}")
         last = cursor.fetchone()[0]
         cursor.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), %s, %s)", [new, last or 1, last is not None])
@@ -283,4 +283,39 @@ def table_swap(connection, swap: TableSwap) -> dict:
         cursor.execute(f"ALTER SEQUENCE {_names_of(cursor, table)['sequence']} "
                        f"RENAME TO {quote(old_names['sequence'].split('.')[-1])}")
         swap.renames(cursor, old_names)
-    return {"rows": copied, "batches": batches, "locked_ms": round((time.monotonic() - started) * 1000, 1)}
+    locked_ms = round((time.monotonic() - started) * 1000, 1)
+    figures = {"rows": _count(cursor_of=connection, table=table), "batches": batches, "locked_ms": locked_ms}
+    logger.info("%s rebuilt: %s rows in %s batches, locked %s ms", table, figures["rows"], batches, locked_ms)
+    return figures
+
+
+def _recopy(cursor, swap: TableSwap, new: str, *, changing: list[int], after: int) -> list[int]:
+    """Copy again the rows `changing` (ids copied while they could still change) and copy the rows with an id above
+    `after` missing from the copy. Both are recent: the oldest month among them bounds the statements on the new
+    table to the months since. Returns the rows copied again that can still change."""
+    quote = cursor.db.ops.quote_name
+    table, key = quote(swap.table), quote(swap.key)
+    # Each of the two sets by itself, so that each is found through the primary key (their OR is a scan of every row).
+    sets = [("id = ANY(%s)", changing), ("id > %s", after)]
+    cursor.execute(f"SELECT least({', '.join(f'(SELECT min({key}) FROM {table} WHERE {where})' for where, _ in sets)})",
+                   [value for _, value in sets])
+    since = cursor.fetchone()[0]
+    if since is None:
+        return []
+    cursor.execute(f"DELETE FROM {quote(new)} WHERE id = ANY(%s) AND {key} >= %s", [changing, since])
+    still = []
+    for where, value in sets:
+        cursor.execute(f"""WITH copied AS (INSERT INTO {quote(new)} SELECT * FROM {table} o
+                            WHERE o.{where}
+                              AND NOT EXISTS (SELECT FROM {quote(new)} n WHERE n.id = o.id AND n.{key} >= %s)
+                           RETURNING *)
+                           SELECT coalesce(array_agg(id) FILTER (WHERE {swap.mutable}), '{{}}') FROM copied""",
+                       [value, since])
+        still += cursor.fetchone()[0]
+    return still
+
+
+def _count(*, cursor_of, table: str) -> int:
+    with cursor_of.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {cursor_of.ops.quote_name(table)}")
+        return cursor.fetchone()[0]

@@ -179,9 +179,11 @@ def test_retention_keeps_a_month_holding_an_attempt_of_a_pending_callback(far_mo
     assert not CallbackAttempt.objects.filter(event=pending).exists()
 
 
-def test_retention_refuses_to_run_inside_a_transaction(db):
+def test_retention_refuses_to_detach_inside_a_transaction(db, settings):
+    settings.PARTITIONS_AHEAD_MONTHS, settings.CALLBACK_ATTEMPT_RETENTION_MONTHS = 0, 1
+    partitions_create(now=datetime(2041, 1, 1, tzinfo=UTC))  # rolled back with the test's transaction
     with pytest.raises(RuntimeError, match="outside a transaction"):
-        partitions_drop_expired()
+        partitions_drop_expired(now=datetime(2041, 2, 1, tzinfo=UTC))
 
 
 def test_the_command_creates_the_missing_months_and_applies_the_retention(far_months, capsys):

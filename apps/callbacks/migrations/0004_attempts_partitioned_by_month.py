@@ -50,13 +50,13 @@ def _partitioned(schema_editor):
 
 
 def partition(apps, schema_editor):
-    table_swap(schema_editor.connection, TableSwap(table=TABLE, create=_partitioned(schema_editor),
+    table_swap(schema_editor.connection, TableSwap(table=TABLE, key="started_at", create=_partitioned(schema_editor),
                                                    mutable="finished_at IS NULL", renames=_renames))
 
 
 def unpartition(apps, schema_editor):
     table_swap(schema_editor.connection, TableSwap(
-        table=TABLE, create=lambda cursor, name: _columns_and_keys(cursor, name, partitioned=False),
+        table=TABLE, key="started_at", create=lambda cursor, name: _columns_and_keys(cursor, name, partitioned=False),
         mutable="finished_at IS NULL", renames=_renames))
 
 
