@@ -2,8 +2,8 @@
 
 from datetime import datetime
 
-from django.utils import timezone
 from django.db.models import Prefetch, QuerySet, prefetch_related_objects
+from django.utils import timezone
 
 from apps.callbacks.models import ATTEMPT_CLOCK_MARGIN, CallbackAttempt, CallbackEvent
 

@@ -284,7 +284,9 @@ def table_swap(connection, swap: TableSwap) -> dict:
                        f"RENAME TO {quote(old_names['sequence'].split('.')[-1])}")
         swap.renames(cursor, old_names)
     locked_ms = round((time.monotonic() - started) * 1000, 1)
-    figures = {"rows": _count(cursor_of=connection, table=table), "batches": batches, "locked_ms": locked_ms}
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {quote(table)}")
+        figures = {"rows": cursor.fetchone()[0], "batches": batches, "locked_ms": locked_ms}
     logger.info("%s rebuilt: %s rows in %s batches, locked %s ms", table, figures["rows"], batches, locked_ms)
     return figures
 
@@ -314,8 +316,3 @@ def _recopy(cursor, swap: TableSwap, new: str, *, changing: list[int], after: in
         still += cursor.fetchone()[0]
     return still
 
-
-def _count(*, cursor_of, table: str) -> int:
-    with cursor_of.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM {cursor_of.ops.quote_name(table)}")
-        return cursor.fetchone()[0]

@@ -193,6 +193,10 @@ def test_the_command_creates_the_missing_months_and_applies_the_retention(far_mo
 
 # --- the migration -----------------------------------------------------------------------------------------------
 
+def _attempt_rows() -> list[tuple]:
+    return sorted(CallbackAttempt.objects.values_list("id", "event_id", "number", "started_at", "finished_at"))
+
+
 @pytest.fixture
 def suite_months_again(transactional_db):
     yield
@@ -204,14 +208,14 @@ def test_the_migration_moves_existing_attempts_both_ways(suite_months_again, mer
     events = [_event_with_attempt(merchant.merchant, f"C-move-{n}", moment) for n, moment in enumerate(moments)]
     in_flight = events[2].attempts.get()
     CallbackAttempt.objects.filter(pk=in_flight.pk).update(finished_at=None)
-    before = sorted(CallbackAttempt.objects.values_list("id", "event_id", "number", "started_at", "finished_at"))
+    before = _attempt_rows()
 
     call_command("migrate", "callbacks", "0003", verbosity=0)
     assert _partitions() == set()
-    assert sorted(CallbackAttempt.objects.values_list("id", "event_id", "number", "started_at", "finished_at")) == before
+    assert _attempt_rows() == before
     call_command("migrate", "callbacks", verbosity=0)
 
-    assert sorted(CallbackAttempt.objects.values_list("id", "event_id", "number", "started_at", "finished_at")) == before
+    assert _attempt_rows() == before
     assert _rows_by_partition() == {"2026_jan": 1, "2026_feb": 2}
     with transaction.atomic():  # the identity goes on after the moved rows
         newer = CallbackAttempt.objects.create(event=events[0], number=2, started_at=moments[0], url="https://x/")
