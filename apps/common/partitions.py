@@ -2,9 +2,9 @@
 "Partitioned history").
 
 django-postgres-extra plans the partitions (its monthly strategy, its partitioning manager) and writes their DDL
-(its schema editor); beat runs the plan: the current month and PARTITIONS_AHEAD_MONTHS ahead are created daily, and
-a month older than the table's retention is detached and dropped daily, unless its domain says a row of it is still
-needed. Each domain registers its tables from its own module (`apps/<domain>/partitions.py`); this module knows
+(its schema editor); beat runs the plan: the current month and PARTITIONS_AHEAD_MONTHS ahead are created every 6
+hours, and a month older than the table's retention is detached and dropped daily, unless its domain says a row of it
+is still needed. Each domain registers its tables from its own module (`apps/<domain>/partitions.py`); this module knows
 none of them.
 
 The models stay plain Django models: psqlextra's own model base turns the key into a composite primary key
