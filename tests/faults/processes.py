@@ -219,10 +219,12 @@ class Platform:
             worker.wait_for_log(" ready.", timeout=self.ready_timeout)
         return worker
 
-    def start_beat(self) -> Proc:
+    def start_beat(self, *, extra_env: dict | None = None) -> Proc:
+        """A beat with a schedule file of its own, as each host's is (a second one stands by: config/beat.py)."""
+        index = sum(1 for p in self.procs.started if p.name == "beat")
         beat = self.procs.start("beat", [
             sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO",
-            "--schedule", str(self.procs.tmp_path / "celerybeat-schedule"),
-        ], self.env)
+            "--schedule", str(self.procs.tmp_path / f"celerybeat-schedule-{index}"),
+        ], {**self.env, **(extra_env or {})})
         beat.wait_for_log("beat: Starting", timeout=self.ready_timeout)
         return beat
