@@ -62,12 +62,14 @@ test: install test-debs
 	uv run pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 # The Debian packages make test needs (chromium: browser tests; redis-server: the drills' private servers; pgbouncer:
-# tests/pgbouncer), the same checks as `browsers`, `redis-server` and `pgbouncer` below, but whatever is missing on a
-# clean host installed in ONE apt-get update and install rather than one each (each update alone ~10-30 s).
+# tests/pgbouncer and tests/hosts; haproxy: tests/hosts and the compose file's check), the same checks as `browsers`,
+# `redis-server` and `pgbouncer` below, but whatever is missing on a clean host installed in ONE apt-get update and
+# install rather than one each (each update alone ~10-30 s).
 test-debs:
 	@missing="$$(command -v chromium >/dev/null 2>&1 || echo chromium) \
 	$$(command -v redis-server >/dev/null 2>&1 || echo redis-server) \
-	$$(command -v pgbouncer >/dev/null 2>&1 || test -x /usr/sbin/pgbouncer || echo pgbouncer)"; \
+	$$(command -v pgbouncer >/dev/null 2>&1 || test -x /usr/sbin/pgbouncer || echo pgbouncer) \
+	$$(command -v haproxy >/dev/null 2>&1 || test -x /usr/sbin/haproxy || echo haproxy)"; \
 	if [ -n "$$(echo $$missing)" ]; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
 
