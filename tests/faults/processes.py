@@ -168,11 +168,13 @@ def database_url(*, application_name: str = "", port: int | None = None) -> str:
 class Platform:
     """The platform as it runs in production: gunicorn, a Celery worker, Celery beat; on PostgreSQL and Redis."""
 
-    def __init__(self, procs: Processes, redis: PrivateRedis, *, ready_timeout: float = 40, **settings_env):
+    def __init__(self, procs: Processes, redis: PrivateRedis, *, ready_timeout: float = 40, host: str = "127.0.0.1",
+                 **settings_env):
+        """`host`: the loopback address gunicorn binds (127.0.0.2, 127.0.0.3, ...: one per host of tests/hosts)."""
         self.procs, self.redis = procs, redis
         self.ready_timeout = ready_timeout  # seconds each process may take to be ready (longer on a busy machine)
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.host, self.port = host, free_port()
+        self.base = f"http://{host}:{self.port}"
         self.env = {k: v for k, v in os.environ.items() if k not in {"CELERY_BROKER_URL", "PYTHONPATH"}}
         self.env.update({
             "DJANGO_SETTINGS_MODULE": "config.settings.test", "DATABASE_URL": database_url(),
@@ -192,7 +194,7 @@ class Platform:
     def start_web(self, *, workers: int = 2, extra_env: dict | None = None) -> Proc:
         self.web = self.procs.start("web", [
             sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi:application",
-            "--bind", f"127.0.0.1:{self.port}",
+            "--bind", f"{self.host}:{self.port}",
             "--workers", str(workers), "--timeout", "60", "--graceful-timeout", "2", "--error-logfile", "-",
         ], {**self.env, "DATABASE_URL": database_url(application_name="faults-web"), **(extra_env or {})})
 
@@ -211,7 +213,7 @@ class Platform:
         index = len(self.workers)
         worker = self.procs.start("worker", [
             sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO",
-            "--pool", pool, "--concurrency", str(concurrency), "-n", f"drill{index}-{os.getpid()}@%h",
+            "--pool", pool, "--concurrency", str(concurrency), "-n", f"drill{index}-{self.port}-{os.getpid()}@%h",
             "--without-gossip", "--without-mingle", "--without-heartbeat",
         ], self.env)
         self.workers.append(worker)

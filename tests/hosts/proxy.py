@@ -3,8 +3,12 @@
 Debian's haproxy reads a generated configuration from the caller's directory, listens on a free port of 127.0.0.1
 and sends a host out of rotation while its /healthz is not 200 (checked every half second), and back when it is."""
 
+import csv
+import io
 import shutil
 from pathlib import Path
+
+import requests
 
 from tests.faults.processes import free_port
 
@@ -16,7 +20,7 @@ class HAProxy:
     """The configuration of one HAProxy; the caller starts `argv` and ends the process."""
 
     def __init__(self, workdir: Path, backends: list[tuple[str, int]]):
-        self.port = free_port()
+        self.port, self.stats_port = free_port(), free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.config = Path(workdir) / "haproxy.cfg"
         servers = "\n".join(f"    server host{i} {host}:{port} check inter 500ms fall 2 rise 2"
@@ -40,6 +44,11 @@ frontend platform
     bind 127.0.0.1:{self.port}
     default_backend hosts
 
+listen stats
+    bind 127.0.0.1:{self.stats_port}
+    stats enable
+    stats uri /stats
+
 backend hosts
     balance roundrobin
     option httpchk
@@ -50,3 +59,9 @@ backend hosts
 
     def argv(self) -> list[str]:
         return [HAPROXY, "-db", "-f", str(self.config)]  # -db: in the foreground, logs on stderr
+
+    def servers(self) -> dict[str, dict]:
+        """HAProxy's own statistics of each host: `status` (UP, DOWN, ...) and `stot`, the requests it was sent."""
+        text = requests.get(f"http://127.0.0.1:{self.stats_port}/stats;csv", timeout=5).text.lstrip("# ")
+        return {row["svname"]: row for row in csv.DictReader(io.StringIO(text))
+                if row["pxname"] == "hosts" and row["svname"] not in ("FRONTEND", "BACKEND")}
