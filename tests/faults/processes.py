@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -140,11 +141,13 @@ class Processes:
     def __init__(self, tmp_path: Path):
         self.tmp_path = tmp_path
         self.started: list[Proc] = []
+        self._starting = threading.Lock()  # several hosts start side by side (tests/hosts): one log file each
 
     def start(self, name: str, argv: list[str], env: dict | None = None) -> Proc:
-        index = sum(1 for p in self.started if p.name == name)
-        proc = Proc(name, argv, env or dict(os.environ), self.tmp_path / f"{name}-{index}.log")
-        self.started.append(proc)
+        with self._starting:
+            index = sum(1 for p in self.started if p.name == name)
+            proc = Proc(name, argv, env or dict(os.environ), self.tmp_path / f"{name}-{index}.log")
+            self.started.append(proc)
         return proc
 
     def stop_all(self) -> None:
@@ -183,6 +186,7 @@ class Platform:
         self.env.update({k: str(v) for k, v in settings_env.items()})
         self.web: Proc | None = None
         self.workers: list[Proc] = []
+        self.beats = 0
 
     def start_all(self) -> "Platform":
         """Web, beat and one worker, as production runs them."""
@@ -223,10 +227,10 @@ class Platform:
 
     def start_beat(self, *, extra_env: dict | None = None) -> Proc:
         """A beat with a schedule file of its own, as each host's is (a second one stands by: config/beat.py)."""
-        index = sum(1 for p in self.procs.started if p.name == "beat")
+        self.beats += 1
         beat = self.procs.start("beat", [
             sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO",
-            "--schedule", str(self.procs.tmp_path / f"celerybeat-schedule-{index}"),
+            "--schedule", str(self.procs.tmp_path / f"celerybeat-schedule-{self.port}-{self.beats}"),
         ], {**self.env, **(extra_env or {})})
         beat.wait_for_log("beat: Starting", timeout=self.ready_timeout)
         return beat

@@ -19,9 +19,11 @@ class Host:
         self.processes: list[Proc] = []
 
     def start(self, *, database_url: str) -> "Host":
+        """The worker boots while gunicorn does (on two cores, a host's start-up is mostly Django's)."""
+        worker = self.platform.start_worker(concurrency=8, wait=False)
         web = self.platform.start_web(workers=2, extra_env={"DATABASE_URL": database_url})
-        worker = self.platform.start_worker(concurrency=8)
         beat = self.platform.start_beat()
+        worker.wait_for_log(" ready.", timeout=self.platform.ready_timeout)
         self.processes = [web, worker, beat]
         return self
 
