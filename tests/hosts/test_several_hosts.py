@@ -30,7 +30,7 @@ from tests.hosts.proxy import HAProxy
 from tests.support.receiver import CallbackReceiver
 from tests.support.wait import wait_until
 
-pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("several-hosts")]
+pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
 CLIENTS = 2
 PHASE_SECONDS = 6  # the burst before the kill, while the host is dead, and after it is back

@@ -13,7 +13,7 @@ from tests.faults.conftest import private_redis, procs, pytest_runtest_makerepor
 from tests.faults.processes import Platform
 from tests.support.wait import wait_until
 
-pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("beat-once")]
+pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
 LOCK_SECONDS = 3
 PERIOD = 5  # callbacks-sweep, the shortest entry of CELERY_BEAT_SCHEDULE
