@@ -7,8 +7,8 @@ from django.db import connection
 
 from tests.faults.conftest import private_redis, procs, pytest_runtest_makereport  # noqa: F401 - fixtures, log tails
 from tests.faults.processes import Platform, Proc, Processes
-from tests.hosts.proxy import HAProxy
 from tests.pgbouncer.server import PgBouncer
+from tests.support.receiver import CallbackReceiver
 
 
 class Host:
@@ -42,3 +42,11 @@ def bouncer(procs: Processes, tmp_path) -> PgBouncer:  # noqa: F811 - procs is t
                         server_port=int(s["PORT"] or 5432), pool_size=8)
     bouncer.wait_ready(procs.start("pgbouncer", bouncer.argv()).popen)
     return bouncer
+
+
+@pytest.fixture
+def receiver() -> CallbackReceiver:
+    """The merchants' callback endpoint, a real HTTP server on 127.0.0.1 (keep-alive, as most merchants' are)."""
+    server = CallbackReceiver(keep_alive=True).start()
+    yield server
+    server.stop()

@@ -9,7 +9,6 @@ from datetime import datetime
 import pytest
 import redis
 
-from tests.faults.conftest import private_redis, procs, pytest_runtest_makereport  # noqa: F401 - fixtures, log tails
 from tests.faults.processes import Platform
 from tests.support.wait import wait_until
 
