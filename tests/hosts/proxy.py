@@ -37,6 +37,9 @@ defaults
     timeout connect 2s
     timeout client 60s
     timeout server 60s
+    # A health check waits this long for /healthz (without it, `inter`: a slow answer on a loaded machine would take
+    # a live host out); a dead host refuses the connection at once, so it is out within two checks anyway.
+    timeout check 5s
     retries 2
     option redispatch
 

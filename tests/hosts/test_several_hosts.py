@@ -44,6 +44,7 @@ class Answer:
     at: float  # time.monotonic()
     what: str
     status: int  # 0: the connection failed
+    detail: str = ""  # a failure's error or the start of its body
 
 
 @dataclass
@@ -62,10 +63,11 @@ class Burst:
         for _ in range(10):
             try:
                 response = call()
-            except requests.RequestException:
-                self.answers.append(Answer(time.monotonic(), what, 0))
+            except requests.RequestException as exc:
+                self.answers.append(Answer(time.monotonic(), what, 0, type(exc).__name__))
             else:
-                self.answers.append(Answer(time.monotonic(), what, response.status_code))
+                detail = response.text[:120] if response.status_code >= 500 else ""
+                self.answers.append(Answer(time.monotonic(), what, response.status_code, detail))
                 if response.status_code < 500:
                     return response
             time.sleep(0.2)
@@ -142,7 +144,7 @@ def test_a_host_killed_whole_under_a_burst_through_the_proxy_loses_nothing_and_c
     with ThreadPoolExecutor(max_workers=len(hosts)) as pool:  # the hosts boot side by side, as machines do
         list(pool.map(lambda host: host.start(database_url=web_database), hosts))
     procs.start("haproxy", proxy.argv())
-    wait_until(lambda: _status(f"{proxy.base}/healthz") == 200, timeout=20, what="the proxy answering /healthz")
+    wait_until(lambda: _both_up(proxy), timeout=30, interval=0.2, what="the proxy sending to both hosts")
 
     ready = time.monotonic()
     burst = Burst(proxy.base, contexts)
@@ -172,7 +174,7 @@ def test_a_host_killed_whole_under_a_burst_through_the_proxy_loses_nothing_and_c
     # A 5xx or a refused connection only while the host died: never before the kill, nor once the proxy saw it dead
     # (nor while it started again: the proxy sends it nothing until /healthz answers 200).
     failed = [a for a in burst.answers if a.status == 0 or a.status >= 500]
-    outside = [(round(a.at - killed_at, 2), a.what, a.status) for a in failed
+    outside = [(round(a.at - killed_at, 2), a.what, a.status, a.detail) for a in failed
                if not killed_at <= a.at <= killed_at + KILL_WINDOW_SECONDS]
     assert outside == [], outside
     requests_sent = len(burst.answers)
@@ -223,8 +225,8 @@ def test_a_host_killed_whole_under_a_burst_through_the_proxy_loses_nothing_and_c
           f"ledger verified in {time.monotonic() - checked:.1f} s")
 
 
-def _status(url: str) -> int:
+def _both_up(proxy: HAProxy) -> bool:
     try:
-        return requests.get(url, timeout=2).status_code
-    except requests.RequestException:
-        return 0
+        return {row["status"] for row in proxy.servers().values()} == {"UP"}
+    except requests.RequestException:  # the proxy is starting
+        return False
