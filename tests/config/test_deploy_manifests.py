@@ -21,8 +21,6 @@ ROOT = Path(settings.BASE_DIR)
 K8S = ROOT / "deploy/k8s"
 KUBERNETES_VERSION = "1.30"  # the oldest minor version the manifests are for (docs/deployment.md, "The cluster")
 IMAGE = "payments"  # the platform's image in the manifests; kustomization.yaml's `images` names the real one
-# Set by the manifests and the compose file, read by no settings module yet: the replica's database alias.
-SET_AHEAD_OF_THE_SETTINGS = {"DATABASE_REPLICA_URL"}
 
 
 def _documents(path: Path) -> list[dict]:
@@ -91,9 +89,8 @@ def test_the_settings_scan_sees_what_production_requires_and_optional_names():
         <= production_requires()
     assert {"CELERY_BROKER_URL", "DATABASE_POOLER", "BEAT_LOCK_SECONDS", "PROMETHEUS_MULTIPROC_DIR",
             "DJANGO_SETTINGS_MODULE"} <= settings_read()
-    assert "CELERY_BROKER_URL" not in production_requires()  # it defaults to REDIS_URL
-    # No name is set ahead of the settings once they read it: then it leaves SET_AHEAD_OF_THE_SETTINGS.
-    assert SET_AHEAD_OF_THE_SETTINGS.isdisjoint(settings_read())
+    assert "CELERY_BROKER_URL" in production_requires()  # RabbitMQ in production, named explicitly
+    assert "DATABASE_REPLICA_URL" in settings_read()
 
 
 # --- Kubernetes ---------------------------------------------------------------------------------------------------
@@ -163,7 +160,7 @@ def test_each_platform_container_sets_only_names_the_settings_read_and_every_req
     assert set(containers) == {"web/web", "worker/worker", "beat/beat", "payments-migrate/migrate"}
     for where, container in containers.items():
         environment = _environment(container)
-        assert set(environment) - read - SET_AHEAD_OF_THE_SETTINGS == set(), where
+        assert set(environment) - read == set(), where
         assert required - set(environment) == set(), where
         assert environment["DJANGO_SETTINGS_MODULE"] == "config.settings.production", where
         assert urlsplit(environment["CELERY_BROKER_URL"]).scheme == "amqp", where
@@ -259,7 +256,7 @@ def test_compose_platform_services_set_only_names_the_settings_read_and_every_re
     assert set(platform) == {"migrate", "web", "worker", "beat"}
     for name, service in platform.items():
         environment = service["environment"]
-        assert set(environment) - read - SET_AHEAD_OF_THE_SETTINGS == set(), name
+        assert set(environment) - read == set(), name
         assert required - set(environment) == set(), name
         database = urlsplit(environment["DATABASE_URL"])
         if name == "migrate":
