@@ -198,7 +198,7 @@ def test_a_host_killed_whole_under_a_burst_through_the_proxy_loses_nothing_and_c
     # (at-least-once: the attempt's lease ran out, the sweeper counted it lost, the retry came).
     wait_until(lambda: CallbackEvent.objects.filter(platform_order_no__in=expected,
                                                     status=CallbackEvent.Status.DELIVERED).count() == len(expected),
-               timeout=120, interval=1, what="a delivered callback for every order")
+               timeout=180, interval=1, what="a delivered callback for every order")
     time.sleep(2)  # a duplicate would come now
     successes = CallbackAttempt.objects.filter(success=True, event__platform_order_no__in=expected)
     per_order = successes.values("event__platform_order_no").annotate(n=Count("id"))
