@@ -62,8 +62,9 @@ test: install test-debs
 	uv run pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 # The Debian packages make test needs (chromium: browser tests; redis-server: the drills' private servers; pgbouncer:
-# tests/pgbouncer; npm, with node: PayMongo's Node SDK against its emulator, tests/channels/test_paymongo_node_sdk.py;
-# postgresql-15: the primary and streaming replica tests/replica starts), the same checks as `browsers`,
+# tests/pgbouncer and tests/hosts; npm, with node: PayMongo's Node SDK against its emulator,
+# tests/channels/test_paymongo_node_sdk.py; postgresql-15: the primary and streaming replica tests/replica starts;
+# haproxy: tests/hosts and the compose file's check), the same checks as `browsers`,
 # `redis-server` and `pgbouncer` below, but whatever is missing on a clean host installed in ONE apt-get update and
 # install rather than one each (each update alone ~10-30 s).
 test-debs:
@@ -71,7 +72,8 @@ test-debs:
 	$$(command -v redis-server >/dev/null 2>&1 || echo redis-server) \
 	$$(command -v npm >/dev/null 2>&1 || echo npm) \
 	$$(command -v pgbouncer >/dev/null 2>&1 || test -x /usr/sbin/pgbouncer || echo pgbouncer) \
-	$$(test -x /usr/lib/postgresql/15/bin/pg_basebackup || echo postgresql-15)"; \
+	$$(test -x /usr/lib/postgresql/15/bin/pg_basebackup || echo postgresql-15) \
+	$$(command -v haproxy >/dev/null 2>&1 || test -x /usr/sbin/haproxy || echo haproxy)"; \
 	if [ -n "$$(echo $$missing)" ]; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
 

@@ -164,7 +164,8 @@ def pytest_collection_modifyitems(config, items):
     """`make test` runs the suite in xdist workers, `--dist loadgroup`: a test goes to any free worker, except
     - the fault drills (tests/faults), kept whole: one worker runs them one after another, as `make faults` does.
       Each starts its own gunicorn, Celery worker and redis-server and kills some of them on a timetable; two at a
-      time would double that load on a 2-core machine and each other's timing;
+      time would double that load on a 2-core machine and each other's timing; the same for tests/hosts (several
+      hosts' processes, beats started twice);
     - a module whose tests share a module-scoped fixture (a Chromium, a generated key): one worker runs it, so the
       fixture is made once, not once per worker; except test data built once per module (BUILT_ONCE_PER_WORKER, a
       build of seconds): its tests are spread like any others, and each worker builds it for its share.
@@ -227,6 +228,8 @@ def _xdist_group(item) -> str | None:
     path = item.nodeid.split("::")[0]
     if path.startswith("tests/faults/"):
         return "faults"
+    if path.startswith("tests/hosts/"):
+        return "hosts"  # several hosts' processes at once: one worker runs them one after another, as the drills
     if getattr(getattr(item, "module", None), "BUILT_ONCE_PER_WORKER", False):
         return None  # its module fixture is test data built in seconds (tests/support/built_once.py): spread the tests
     fixtures = getattr(item, "_fixtureinfo", None)

@@ -188,6 +188,11 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A publish on the request path (after commit) tries twice, then gives up: every such task has a sweeper behind it.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Beat sends the schedule from one process however many are started: the one holding a lock in REDIS_URL's Redis;
+# another waits and takes over within BEAT_LOCK_SECONDS of the holder's death (config/beat.py, docs/deployment.md).
+CELERY_BEAT_SCHEDULER = "config.beat:SingleBeatScheduler"
+BEAT_LOCK_KEY = env("BEAT_LOCK_KEY", default="payments:beat-lock")
+BEAT_LOCK_SECONDS = env.int("BEAT_LOCK_SECONDS", default=30)
 CELERY_BEAT_SCHEDULE = {
     "callbacks-sweep": {"task": "apps.callbacks.tasks.sweep_due_deliveries", "schedule": timedelta(seconds=5)},
     "collection-expire": {"task": "apps.collection.tasks.expire_due_orders", "schedule": timedelta(seconds=10)},

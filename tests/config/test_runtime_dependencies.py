@@ -16,6 +16,7 @@ DEV_MODULES = {"pytest": {"pytest", "_pytest"}, "pytest-django": {"pytest_django
                "pytest-xdist": {"xdist"}, "time-machine": {"time_machine"},
                "playwright": {"playwright"}, "hypothesis": {"hypothesis"}, "beautifulsoup4": {"bs4"},
                "schemathesis": {"schemathesis"}, "py-spy": set(), "mypy": {"mypy"}, "types-requests": set(),
+               "kubernetes-validate": {"kubernetes_validate"},  # deploy/k8s against the Kubernetes schemas, offline
                "xendit-python": {"xendit"},  # judges the Xendit emulator in tests/channels; the adapter uses requests
                "payments-merchant": {"payments_merchant"}}  # the SDK, for tests/sdk: merchants install it, the platform never imports it
 

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -140,11 +141,13 @@ class Processes:
     def __init__(self, tmp_path: Path):
         self.tmp_path = tmp_path
         self.started: list[Proc] = []
+        self._starting = threading.Lock()  # several hosts start side by side (tests/hosts): one log file each
 
     def start(self, name: str, argv: list[str], env: dict | None = None) -> Proc:
-        index = sum(1 for p in self.started if p.name == name)
-        proc = Proc(name, argv, env or dict(os.environ), self.tmp_path / f"{name}-{index}.log")
-        self.started.append(proc)
+        with self._starting:
+            index = sum(1 for p in self.started if p.name == name)
+            proc = Proc(name, argv, env or dict(os.environ), self.tmp_path / f"{name}-{index}.log")
+            self.started.append(proc)
         return proc
 
     def stop_all(self) -> None:
@@ -169,12 +172,13 @@ class Platform:
     """The platform as it runs in production: gunicorn, a Celery worker, Celery beat; on PostgreSQL and Redis."""
 
     def __init__(self, procs: Processes, redis: PrivateRedis, *, ready_timeout: float = 40, broker_url: str = "",
-                 **settings_env):
-        """`broker_url`: the Celery broker when it is not `redis` (a RabbitMQ vhost, tests/support/rabbitmq.py)."""
+                 host: str = "127.0.0.1", **settings_env):
+        """`broker_url`: the Celery broker when it is not `redis` (a RabbitMQ vhost, tests/support/rabbitmq.py).
+        `host`: the loopback address gunicorn binds (127.0.0.2, 127.0.0.3, ...: one per host of tests/hosts)."""
         self.procs, self.redis = procs, redis
         self.ready_timeout = ready_timeout  # seconds each process may take to be ready (longer on a busy machine)
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.host, self.port = host, free_port()
+        self.base = f"http://{host}:{self.port}"
         self.env = {k: v for k, v in os.environ.items() if k not in {"CELERY_BROKER_URL", "PYTHONPATH"}}
         self.env.update({
             "DJANGO_SETTINGS_MODULE": "config.settings.test", "DATABASE_URL": database_url(),
@@ -185,6 +189,7 @@ class Platform:
         self.env.update({k: str(v) for k, v in settings_env.items()})
         self.web: Proc | None = None
         self.workers: list[Proc] = []
+        self.beats = 0
 
     def start_all(self) -> "Platform":
         """Web, beat and one worker, as production runs them."""
@@ -196,7 +201,7 @@ class Platform:
     def start_web(self, *, workers: int = 2, extra_env: dict | None = None) -> Proc:
         self.web = self.procs.start("web", [
             sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi:application",
-            "--bind", f"127.0.0.1:{self.port}",
+            "--bind", f"{self.host}:{self.port}",
             "--workers", str(workers), "--timeout", "60", "--graceful-timeout", "2", "--error-logfile", "-",
         ], {**self.env, "DATABASE_URL": database_url(application_name="faults-web"), **(extra_env or {})})
 
@@ -215,7 +220,7 @@ class Platform:
         index = len(self.workers)
         worker = self.procs.start("worker", [
             sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO",
-            "--pool", pool, "--concurrency", str(concurrency), "-n", f"drill{index}-{os.getpid()}@%h",
+            "--pool", pool, "--concurrency", str(concurrency), "-n", f"drill{index}-{self.port}-{os.getpid()}@%h",
             "--without-gossip", "--without-mingle", "--without-heartbeat",
         ], self.env)
         self.workers.append(worker)
@@ -223,10 +228,12 @@ class Platform:
             worker.wait_for_log(" ready.", timeout=self.ready_timeout)
         return worker
 
-    def start_beat(self) -> Proc:
+    def start_beat(self, *, extra_env: dict | None = None) -> Proc:
+        """A beat with a schedule file of its own, as each host's is (a second one stands by: config/beat.py)."""
+        self.beats += 1
         beat = self.procs.start("beat", [
             sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO",
-            "--schedule", str(self.procs.tmp_path / "celerybeat-schedule"),
-        ], self.env)
+            "--schedule", str(self.procs.tmp_path / f"celerybeat-schedule-{self.port}-{self.beats}"),
+        ], {**self.env, **(extra_env or {})})
         beat.wait_for_log("beat: Starting", timeout=self.ready_timeout)
         return beat
