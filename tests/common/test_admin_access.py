@@ -114,6 +114,9 @@ def _build_world(merchant):
     from tests.portal.support import portal_user
 
     person = MerchantUser.objects.get(user=portal_user(merchant, "owner"))  # a merchant user, with an authenticator
+    from apps.portal.refunds import refund_request_create
+
+    refund_request_create(actor=person, platform_order_no=order.platform_order_no, amount=500, reason="damaged")
     return {"auth.user": someone, "portal.merchantuser": person, "payout.payoutreviewqueue": frozen, "common.staffrequest": asked,
             "operations.operationsoverview": OperationsOverview.objects.get(pk=beat.pk),
             "payout.payout": Payout.objects.get(pk=paid.pk), "callbacks.callbackevent": event,
