@@ -242,10 +242,11 @@ class Bench:
         merchant_no, mch_order_no = self._orders[i % len(self._orders)]
         return (merchant_no, self._apps[merchant_no]), {"mch_order_no": mch_order_no}
 
-    def paid_order(self, prefix: str, i: int) -> tuple[tuple[str, str], dict]:
-        """(merchant, {"platform_order_no": ...}) of the i-th of --refund-orders paid pay-ins spread over the merchants
-        (cycled), created and paid through the services before the row's bodies are signed: a refund body takes a
-        small part of one, so an order is refunded a few times over the row and two refunds rarely meet on its lock."""
+    def paid_order(self, prefix: str, i: int, business: dict) -> tuple[tuple[str, str], dict]:
+        """(merchant, {"platform_order_no": ..., **business}) of the i-th of --refund-orders paid pay-ins spread over
+        the merchants (cycled), created and paid through the services before the row's bodies are signed: a refund body
+        takes a small part of one, so an order is refunded a few times over the row and two refunds rarely meet on its
+        lock."""
         if not getattr(self, "_paid", None):
             from django.db import connection
 
@@ -267,7 +268,7 @@ class Bench:
             with connection.cursor() as cursor:
                 cursor.execute("ANALYZE")  # the orders were just written: plans must not depend on autovacuum's timing
         merchant, order = self._paid[i % len(self._paid)]
-        return merchant, dict(order)
+        return merchant, {**order, **business}
 
     def endpoint_exists(self, path: str) -> bool:
         import requests
@@ -403,8 +404,8 @@ class Bench:
         if self.endpoint_exists("/openapi/v1/refund/create"):
             scenarios += [
                 ("refund/create", "/openapi/v1/refund/create", lambda i: self.signed(
-                    *self.paid_order(f"rf{run_id}", i), {"mch_refund_no": f"rf{run_id}r{i}", "amount": 10 + i % 50,
-                                                         "reason": "bench"})),
+                    *self.paid_order(f"rf{run_id}", i, {"mch_refund_no": f"rf{run_id}r{i}", "amount": 10 + i % 50,
+                                                        "reason": "bench"}))),
             ]
         if self.endpoint_exists("/openapi/v1/payout/create"):
             scenarios += [

@@ -115,7 +115,7 @@ class ChannelAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="Refund rules")
     def refund_rules_of(self, obj: Channel) -> str:
-        if not obj.pk:
+        if not obj.pk or obj.direction != Channel.Direction.PAYIN:
             return "-"
         rules = "; ".join(refund_rule_words(rule) for rule in obj.refund_rules.order_by("method")) or (
             "none of its own: its adapter's")
@@ -150,6 +150,11 @@ class RefundRuleAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
     @admin.display(description="Method", ordering="method")
     def method_shown(self, obj: RefundRule) -> str:
         return obj.method or "every method"
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "channel":  # refunds give pay-ins back: a payout channel has no refunds to rule
+            kwargs["queryset"] = Channel.objects.filter(direction=Channel.Direction.PAYIN)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def has_delete_permission(self, request, obj=None):
         return False

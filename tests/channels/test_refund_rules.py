@@ -133,6 +133,8 @@ def test_a_refund_rule_asked_for_in_the_admin_holds_only_after_a_second_person_a
     assert "none of its own: its adapter&#x27;s" in page or "none of its own: its adapter's" in page
     assert "/admin/channels/refundrule/?channel__id__exact=" in page
 
+    add_page = client.get("/admin/channels/refundrule/add/").content.decode()
+    assert channel.code in add_page and "SANDBOX_PHP_PAYOUT" not in add_page  # pay-in channels only
     response = client.post("/admin/channels/refundrule/add/", rule_form(channel, refundable=None))
     assert response.status_code == 302, (response.context["adminform"].form.errors if response.context else "")
     assert not RefundRule.objects.exists()  # asked for, not in force
