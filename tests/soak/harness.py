@@ -1000,7 +1000,8 @@ def _check_history(soak: Soak, ops: list[Op]) -> dict:
 
 def _decision_said(op: Op) -> str | None:
     if op.kind == "admin/decide":
-        text = op.detail
+        # Only the messages about this payout: the page may also show one left in the session by an earlier decision.
+        text = " | ".join(m for m in (op.data or {}).get("messages", []) if op.key in m)
         return "rejected" if " rejected: now" in text else "approved" if " approved: now" in text else None
     status = (op.data or {}).get("status")
     return "rejected" if status == "REJECTED" else "approved" if status in ("APPROVED", "PROCESSING", "SUCCESS",
