@@ -62,12 +62,16 @@ test: install test-debs
 	uv run pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 # The Debian packages make test needs (chromium: browser tests; redis-server: the drills' private servers; pgbouncer:
-# tests/pgbouncer), the same checks as `browsers`, `redis-server` and `pgbouncer` below, but whatever is missing on a
-# clean host installed in ONE apt-get update and install rather than one each (each update alone ~10-30 s).
+# tests/pgbouncer; npm, with node: PayMongo's Node SDK against its emulator, tests/channels/test_paymongo_node_sdk.py;
+# postgresql-15: the primary and streaming replica tests/replica starts), the same checks as `browsers`,
+# `redis-server` and `pgbouncer` below, but whatever is missing on a clean host installed in ONE apt-get update and
+# install rather than one each (each update alone ~10-30 s).
 test-debs:
 	@missing="$$(command -v chromium >/dev/null 2>&1 || echo chromium) \
 	$$(command -v redis-server >/dev/null 2>&1 || echo redis-server) \
-	$$(command -v pgbouncer >/dev/null 2>&1 || test -x /usr/sbin/pgbouncer || echo pgbouncer)"; \
+	$$(command -v npm >/dev/null 2>&1 || echo npm) \
+	$$(command -v pgbouncer >/dev/null 2>&1 || test -x /usr/sbin/pgbouncer || echo pgbouncer) \
+	$$(test -x /usr/lib/postgresql/15/bin/pg_basebackup || echo postgresql-15)"; \
 	if [ -n "$$(echo $$missing)" ]; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
 
@@ -83,7 +87,8 @@ faults: install redis-server
 # a schedule for SOAK_SECONDS (default 90), then the checks: ONE JSON object on stdout, exit 1 if any check fails.
 # SOAK_SEED=N repeats a run's choices (the seed is printed). make test runs a 90-second one (tests/soak/test_soak.py).
 # SOAK_STACK=make-run: the actors against `make run`'s own default stack instead (embedded PostgreSQL and Valkey in a
-# copy of the checkout; the sandbox deployment, no faults: docs/development.md).
+# copy of the checkout; the sandbox deployment, no faults: docs/development.md). SOAK_BROKER=rabbitmq: the Celery
+# broker on a vhost of its own on the machine's RabbitMQ, production's broker (docs/faults.md, "On RabbitMQ").
 SOAK_SECONDS ?= 90
 soak: export DJANGO_SETTINGS_MODULE = config.settings.test
 soak: install redis-server

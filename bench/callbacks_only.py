@@ -34,6 +34,8 @@ def main() -> None:
     finally:
         bench.stop()
     print(json.dumps(result))
+    if not result["ok"]:
+        raise SystemExit(f"{result['undelivered']} of {result['events']} events left undelivered")
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ def main() -> None:
 
     os.environ.update({
         "DJANGO_SETTINGS_MODULE": "config.settings.bench", "DATABASE_URL": f"{args.postgres}/{args.database}",
-        "REDIS_URL": args.redis, "SECRET_KEY": secrets.token_urlsafe(50),
+        "REDIS_URL": args.redis, "CELERY_BROKER_URL": args.redis, "SECRET_KEY": secrets.token_urlsafe(50),
         "PLATFORM_KEY_ENCRYPTION_KEY": Fernet.generate_key().decode(), "ALLOWED_HOSTS": "127.0.0.1",
         "API_ROOT": "http://127.0.0.1:8000", "CONN_MAX_AGE": "600", "LOG_LEVEL": "WARNING",
         "RATE_LIMIT_PER_SECOND": "1000000",

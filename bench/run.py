@@ -107,6 +107,7 @@ class Bench:
             "DJANGO_SETTINGS_MODULE": "config.settings.bench",
             "DATABASE_URL": f"{pg}/{args.database}",
             "REDIS_URL": args.redis,
+            "CELERY_BROKER_URL": args.redis,  # the measured broker, whatever the shell exports
             "SECRET_KEY": secrets.token_urlsafe(50),
             "PLATFORM_KEY_ENCRYPTION_KEY": Fernet.generate_key().decode(),
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
@@ -547,9 +548,11 @@ class Bench:
                       f"ratio {result['ratio']:.2f} (run {run + 1} of {self.args.callback_runs}; "
                       f"{result['delivered']}/{result['events']} delivered, worker "
                       f"{result.get('worker_cpu_ms_per_event', 0):.2f} ms CPU/event, PostgreSQL "
-                      f"{result.get('postgres_cpu_ms_per_event', 0):.2f} ms CPU/event)", file=sys.stderr)
+                      f"{result.get('postgres_cpu_ms_per_event', 0):.2f} ms CPU/event)"
+                      + ("" if result["ok"] else f" FAILED: {result['undelivered']} undelivered"), file=sys.stderr)
             median = sorted(runs, key=lambda r: r["ratio"])[len(runs) // 2]
-            results[name] = {**median, "runs": runs}
+            # A run that left an event undelivered fails its row, whatever the other runs' rates.
+            results[name] = {**median, "runs": runs, "ok": all(r["ok"] for r in runs)}
         return results
 
     def measure_callbacks(self, *, events: int, timeout: float, concurrency: int = 16, backlog: int = 0) -> dict:
@@ -564,7 +567,7 @@ class Bench:
         # payout creates wake the submission scan up to PAYOUT_SUBMISSIONS_WAKE_DELAY after they commit, and a
         # wake sent after the flush had the measured worker submit thousands of payouts beside the callbacks.
         self.stop_server()
-        redis.Redis.from_url(self.args.redis).flushdb()
+        redis.Redis.from_url(self.args.redis).flushdb()  # the broker too: CELERY_BROKER_URL is REDIS_URL here
         return measure(env=self.env, events=events, timeout=timeout, concurrency=concurrency, backlog=backlog)
 
     # ---- report ------------------------------------------------------------------------------------
@@ -592,9 +595,10 @@ class Bench:
         self.report_cpu()
         for name, result in (callbacks or {}).items():
             ratios = ", ".join(f"{run['ratio']:.2f}" for run in result["runs"])
-            print(f"| callback delivery, 1 worker, {name} (median of {len(result['runs'])} runs) | "
+            failed = "" if result["ok"] else " **FAILED: an event was left undelivered**"
+            print(f"| callback delivery, 1 worker, {name} (median of {len(result['runs'])} runs){failed} | "
                   f"{result['events_per_s']:.1f} events/s | | | "
-                  f"{sum(r['events'] - r['delivered'] for r in result['runs'])} undelivered | "
+                  f"{sum(r['undelivered'] for r in result['runs'])} undelivered | "
                   f"{result['ratio']:.2f} (runs: {ratios}) | {result['reference_rps']:.1f} |")
         rates = list((callbacks or {}).values())
         if len(rates) == 2 and rates[0]["ratio"]:
@@ -677,6 +681,9 @@ def main() -> None:
         bench.report(callbacks)
     finally:
         bench.stop()
+    failed = [name for name, result in (callbacks or {}).items() if not result["ok"]]
+    if failed:
+        raise SystemExit(f"callback rows that left an event undelivered: {', '.join(failed)}")
 
 
 if __name__ == "__main__":

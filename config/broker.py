@@ -1,5 +1,6 @@
 """The Redis broker transport, with one fix to kombu's acknowledgement (docs/faults.md, "A worker that stopped
-consuming").
+consuming"). Used when the broker is Redis (development, `make run`, the suite); production's broker, RabbitMQ,
+keeps deliveries on the server and does not load it (docs/architecture.md, "The broker").
 
 kombu's Redis QoS forgets a delivered message only after Redis has answered the acknowledgement
 (`kombu.transport.redis.QoS.ack`: remove from the unacked index, then `virtual.QoS.ack`). When Redis does not answer

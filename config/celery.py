@@ -2,6 +2,7 @@
 
 import gc
 import logging
+import math
 import os
 
 from celery import Celery
@@ -13,7 +14,19 @@ from django_structlog.celery.steps import DjangoStructLogInitStep
 # (docs/runbook.md, "Start"). Development sets config.settings.local (make run does).
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 
-app = Celery("payments")
+
+
+class PaymentsCelery(Celery):
+    def send_task(self, name, args=None, kwargs=None, countdown=None, eta=None, **options):
+        """On RabbitMQ a countdown task waits in the native delayed delivery's queues, which count whole seconds (and
+        refuse a countdown that rounds down to 0): a fractional countdown is rounded up, never run early
+        (docs/architecture.md, "The broker"). On Redis the worker holds it for the exact time."""
+        if countdown and countdown > 0 and self.conf.task_default_queue_type == "quorum":
+            countdown = math.ceil(countdown)
+        return super().send_task(name, args, kwargs, countdown=countdown, eta=eta, **options)
+
+
+app = PaymentsCelery("payments")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 

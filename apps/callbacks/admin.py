@@ -13,7 +13,7 @@ from django.utils.translation import ngettext
 
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
 from apps.callbacks.resend import RESENDABLE, callback_resend
-from apps.common.admin import cut_cell, order_no_cell
+from apps.common.admin import LagTolerantChangelistMixin, cut_cell, order_no_cell
 from apps.common.formatting import utc_short
 
 
@@ -39,7 +39,7 @@ class CallbackAttemptInline(admin.TabularInline):
 
 
 @admin.register(CallbackEvent)
-class CallbackEventAdmin(admin.ModelAdmin):
+class CallbackEventAdmin(LagTolerantChangelistMixin, admin.ModelAdmin):
     # Fits 1280 px with the filter column: status early, the order number shortened and the last error
     # cut (each whole in its tooltip and on the event's page, with every attempt).
     list_display = ["id", "status_text", "order_short", "type", "merchant_no", "attempts", "last_error_short",
@@ -127,7 +127,7 @@ class CallbackEventAdmin(admin.ModelAdmin):
 
 
 @admin.register(CallbackAttempt)
-class CallbackAttemptAdmin(admin.ModelAdmin):
+class CallbackAttemptAdmin(LagTolerantChangelistMixin, admin.ModelAdmin):
     list_display = ["id", "event_short", "number", "success", "http_status", "manual", "started_utc",
                     "key_version", "duration_ms"]
     list_filter = ["success", "manual"]

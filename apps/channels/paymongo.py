@@ -1,5 +1,5 @@
-"""PayMongo (docs/channels.md, "PayMongo"): PHP pay-ins through Checkout Sessions, payouts through its transfers
-(InstaPay / PESONet from our PayMongo wallet).
+"""PayMongo (docs/channels.md, "PayMongo"): PHP pay-ins through Checkout Sessions, refunded through its refunds
+("PayMongo refunds"), payouts through its transfers (InstaPay / PESONet from our PayMongo wallet).
 
 Plain `requests` on the documented endpoints, as for Xendit. Auth is HTTP Basic with the channel's secret key as the
 user name and no password; the API root is PAYMONGO_API_BASE_URL (a channel's own api_base_url only where
@@ -15,6 +15,10 @@ both sides (PayMongo's smallest unit is our PHP minor unit), so no decimal is wr
                                              lost), every page read until has_more is false
   POST /v2/batch_transfers                   one transfer, reference_number = platform_order_no, Idempotency-Key
   GET  /v2/transfers/{id}
+  POST /v1/refunds                           a refund of the session's paid payment: payment_id, amount, reason,
+                                             metadata {refund_no, platform_order_no}
+  GET  /v1/refunds?payment_id=&limit=&after= the payment's refunds, every page read until has_more is false: ours is
+                                             the one whose metadata carries our refund_no
 
 Which transfer is ours: the one the create answered, or the one transfer listed under our reference_number with our
 amount, currency and destination account (looked up before every create, so a re-submission never sends twice). A
@@ -43,6 +47,8 @@ from apps.channels.base import (
     PaymentStart,
     PayoutAdapter,
     PayoutState,
+    RefundRuleDefault,
+    RefundState,
     UpstreamDeclined,
     UpstreamRejected,
     UpstreamUnavailable,
@@ -66,6 +72,36 @@ CURRENCY = "PHP"  # PayMongo's checkout and transfers take pesos only
 CHECKOUT_SESSIONS = "/v1/checkout_sessions"
 # E-wallets and QR Ph (docs/channels.md): what the payer may choose on PayMongo's checkout page.
 PAYMENT_METHOD_TYPES = ["gcash", "paymaya", "grab_pay", "qrph"]
+
+REFUNDS = "/v1/refunds"
+# PayMongo's refund reasons (its Refund Resource); a merchant's reason that is none of them is sent as "others", its
+# words in the refund's notes.
+REFUND_REASONS = ("duplicate", "fraudulent", "requested_by_customer", "others")
+REFUND_NOTES_MAX = 255
+# Refund statuses as documented: pending and processing on the way, then succeeded or failed.
+REFUND_OUTCOMES = {"pending": "pending", "processing": "pending", "succeeded": "succeeded", "failed": "failed"}
+# The webhook events PayMongo sends about refunds; both carry the Payment, whose refunds are then read back.
+REFUND_EVENTS = ("payment.refunded", "payment.refund.updated")
+
+# PayMongo's refund rules by payment method (its payment's source type), as its "Refunding transactions" guide states
+# them (docs/channels.md, "PayMongo refunds"): days after payment within which a refund is taken, in parts or whole;
+# over-the-counter, QR Ph and UnionBank online banking payments are not refunded. A method PayMongo does not list
+# (or a payment whose method it did not say) takes the shortest window of a refundable method.
+PAYMONGO_REFUND_RULES = (
+    RefundRuleDefault(method="card", window_days=60),
+    RefundRuleDefault(method="gcash", window_days=180),
+    RefundRuleDefault(method="grab_pay", window_days=90),
+    RefundRuleDefault(method="paymaya", window_days=365),
+    RefundRuleDefault(method="billease", window_days=60),
+    RefundRuleDefault(method="dob", window_days=30),
+    RefundRuleDefault(method="brankas_bdo", window_days=30),
+    RefundRuleDefault(method="brankas_landbank", window_days=30),
+    RefundRuleDefault(method="brankas_metrobank", window_days=30),
+    RefundRuleDefault(method="dob_ubp", refundable=False),
+    RefundRuleDefault(method="qrph", refundable=False),
+    RefundRuleDefault(method="7eleven", refundable=False),
+    RefundRuleDefault(method="", window_days=30),
+)
 
 # A submission makes at most 2 * LOOKUP_PAGES + 2 HTTP calls (the lookup's pages, wallets, create; the lookup's pages
 # again after a refusal): its lease outlives them all.
@@ -166,13 +202,49 @@ def session_state(session: dict) -> PayinState:
         return PayinState(outcome="paid", reference=str(session.get("id", "")),
                           platform_order_no=str(attributes.get("reference_number") or ""),
                           amount=_amount(payment.get("amount")), currency=str(payment.get("currency", "")),
-                          upstream_status="PAID", paid_at=_time(payment.get("paid_at")))
+                          upstream_status="PAID", paid_at=_time(payment.get("paid_at")),
+                          payment_method=payment_method(payment))
     items = attributes.get("line_items") or []
     total = sum(_amount(_fields(item).get("amount")) * _amount(_fields(item).get("quantity", 1)) for item in items)
     currency = str(_fields(items[0]).get("currency", "")) if items else ""
     return PayinState(outcome="expired" if status == "expired" else "pending", reference=str(session.get("id", "")),
                       platform_order_no=str(attributes.get("reference_number") or ""), amount=total,
                       currency=currency, upstream_status=status.upper())
+
+
+def payment_method(payment: dict) -> str:
+    """How the payer paid, as PayMongo names the payment's source type ("gcash", "card", "paymaya", "dob", "7eleven");
+    "" when the payment does not say."""
+    source = _fields(payment).get("source")
+    return str(source.get("type") or "") if isinstance(source, dict) else ""
+
+
+def paid_payment(session: dict) -> dict:
+    """The session's paid payment (the one a refund gives back; "refunded" once given back whole), {} when it has
+    none."""
+    for payment in _fields(session).get("payments") or []:
+        if _fields(payment).get("status") in ("paid", "refunded"):
+            return payment
+    return {}
+
+
+def refund_state_of(refund: dict) -> RefundState:
+    """A refund PayMongo listed, as a RefundState: pending and processing wait, succeeded and failed are final."""
+    fields = _fields(refund)
+    status = str(fields.get("status", "")).lower()
+    outcome = REFUND_OUTCOMES.get(status, "pending")
+    reason = ""
+    if outcome == "failed":
+        reason = str(fields.get("failure_code") or fields.get("failed_code") or fields.get("failure_message")
+                     or status)
+    return RefundState(outcome=outcome, reference=str(refund.get("id", "")), fail_reason=f"paymongo: {reason}"
+                       if reason else "")
+
+
+def refund_reason(reason: str) -> str:
+    """PayMongo's reason value for a merchant's reason: the value itself when it is one, else "others"."""
+    value = reason.strip().lower()
+    return value if value in REFUND_REASONS else "others"
 
 
 def transfer_state(transfer: dict) -> PayoutState:
@@ -252,6 +324,105 @@ class PayMongoPayinAdapter(PayinAdapter):
                 logger.info("pay-in %s: session %s not expired upstream (%s)", order, reference, exc.error_code)
             state = session_state(client.call("GET", f"{CHECKOUT_SESSIONS}/{reference}").get("data") or {})
         return state
+
+    # --- refunds (docs/channels.md, "PayMongo refunds") ---
+
+    takes_refunds = True
+    refund_rules = PAYMONGO_REFUND_RULES
+    # The session read, the refund list's pages, the create.
+    refund_calls = LOOKUP_PAGES + 2
+
+    def start_refund(self, *, refund) -> str:
+        """POST /v1/refunds for the paid payment of the order's checkout session, our refund_no in its metadata.
+        PayMongo documents no idempotency key for refunds, so the payment's refunds are read first (every page) and
+        one carrying our refund_no is taken for this one: a submission whose answer was lost is never sent twice.
+        refund_submit holds the refund's submission lease around this, so no other worker creates it meanwhile."""
+        client, payment_id = self._refund_payment(refund, lookup=False)
+        found = self._refund_ours(refund, client, payment_id)
+        if found:
+            return str(found.get("id", ""))
+        attributes = {"amount": refund.amount, "payment_id": payment_id, "reason": refund_reason(refund.reason),
+                      "metadata": {"refund_no": refund.refund_no,
+                                   "platform_order_no": refund.order.platform_order_no}}
+        if refund.reason:
+            attributes["notes"] = refund.reason[:REFUND_NOTES_MAX]
+        created = client.call("POST", REFUNDS, payload={"data": {"attributes": attributes}}).get("data") or {}
+        if not created.get("id"):
+            # Taken or not, its id is not known: the sweep's lookup by refund_no finds it, or finds none.
+            raise UpstreamUnavailable("paymongo POST /v1/refunds: no id in the answer")
+        return str(created["id"])
+
+    def refund_state(self, *, refund) -> RefundState:
+        """The refund of ours among the payment's refunds, every page read: 'missing' only when the whole list was
+        read and none carries our refund_no; LookupUnknown when it cannot be read to its end."""
+        client, payment_id = self._refund_payment(refund, lookup=True)
+        found = self._refund_ours(refund, client, payment_id)
+        return refund_state_of(found) if found else RefundState(outcome="missing")
+
+    @staticmethod
+    def _refund_payment(refund, *, lookup: bool) -> tuple[PayMongoClient, str]:
+        """The client of the channel the payment was taken on (UpstreamPayin.channel, whatever the order's channel
+        is now) and the id of its checkout session's paid payment. A session that cannot be read or shows no paid
+        payment leaves the refund where it is (UpstreamUnavailable; LookupUnknown for a lookup): our order was
+        credited from that payment, so its absence is PayMongo's answer being incomplete, never a refusal."""
+        unknown = LookupUnknown if lookup else UpstreamUnavailable
+        opened = (UpstreamPayin.objects.select_related("channel")
+                  .filter(platform_order_no=refund.order.platform_order_no).first())
+        if opened is None:
+            raise unknown(f"refund {refund.refund_no}: no PayMongo checkout session recorded for its order")
+        client = PayMongoClient(opened.channel)
+        try:
+            session = client.call("GET", f"{CHECKOUT_SESSIONS}/{opened.reference}").get("data") or {}
+        except UpstreamRejected as exc:
+            raise unknown(f"refund {refund.refund_no}: session {opened.reference} not readable ({exc})") from None
+        payment_id = str(paid_payment(session).get("id") or "")
+        if not payment_id:
+            logger.error("refund %s: checkout session %s shows no paid payment", refund.refund_no, opened.reference)
+            raise unknown(f"refund {refund.refund_no}: session {opened.reference} shows no paid payment")
+        return client, payment_id
+
+    @staticmethod
+    def _refund_ours(refund, client: PayMongoClient, payment_id: str) -> dict:
+        """The one refund of the payment carrying our refund_no, or {} when every page was read and none does. One
+        with our refund_no but another amount, or two of them, are ambiguous: LookupUnknown, an operator is told."""
+        ours = [r for r in refunds_listed(client, payment_id=payment_id)
+                if str((_fields(r).get("metadata") or {}).get("refund_no") or "") == refund.refund_no]
+        if len(ours) == 1:
+            try:
+                amount = _amount(_fields(ours[0]).get("amount"))
+            except UpstreamRejected:
+                amount = None
+            if amount == refund.amount:
+                return ours[0]
+        if ours:
+            listed = ", ".join(f"{r.get('id')} {_fields(r).get('amount')} {_fields(r).get('status')}" for r in ours)
+            logger.error("refund %s (%s): PayMongo lists %s under its refund_no; none is taken for it: an operator "
+                         "must check them in PayMongo's dashboard", refund.refund_no, refund.amount, listed)
+            raise LookupUnknown(f"refund {refund.refund_no}: {len(ours)} PayMongo refunds carry its refund_no")
+        return {}
+
+
+def refunds_listed(client: PayMongoClient, *, payment_id: str) -> list[dict]:
+    """Every refund PayMongo lists for the payment, each page read (apps.channels.lookups) and matched on payment_id
+    here too, since a list that ignores the filter answers every refund of the account. LookupUnknown when the list
+    cannot be read to its end, or a listed refund does not show its payment_id (it cannot be told apart)."""
+
+    def page(cursor: str | None):
+        params = {"payment_id": payment_id, "limit": LOOKUP_PAGE_SIZE}
+        if cursor:
+            params["after"] = cursor
+        answer = client.call("GET", REFUNDS, params=params)
+        more = answer.get("has_more")
+        return answer.get("data"), more if isinstance(more, bool) else None
+
+    ours = []
+    for refund in every_page(where="paymongo GET /v1/refunds", page=page):
+        fields = _fields(refund)
+        if "payment_id" not in fields:
+            raise LookupUnknown(f"paymongo GET /v1/refunds: refund {refund.get('id')} shows no payment_id")
+        if str(fields.get("payment_id") or "") == payment_id:
+            ours.append(refund)
+    return ours
 
 
 def transfers_listed(client: PayMongoClient, *, reference_number: str) -> list[dict]:
@@ -501,8 +672,9 @@ def paymongo_signature_verify(*, header: str, body: bytes, secret: str, livemode
 def paymongo_webhook_handle(*, channel: Channel, signature: str, body: bytes) -> dict:
     """A PayMongo webhook for `channel`: signature checked, the event's mode checked against the channel's, then the
     object it names re-read from the API, then the outcome applied through the payout or collection service
-    registered for it. A pay-in channel's URL acts on checkout sessions only, a payout channel's on transfers only;
-    any other event is acknowledged and changes nothing. Returns what was done (for the reply and logs)."""
+    registered for it. A pay-in channel's URL acts on checkout sessions and on a payment's refunds (payment.refunded,
+    payment.refund.updated), a payout channel's on transfers only; any other event is acknowledged and changes
+    nothing. Returns what was done (for the reply and logs)."""
     livemode = channel_livemode(channel)
     paymongo_signature_verify(header=signature, body=body, secret=channel.callback_token, livemode=livemode)
     try:
@@ -532,8 +704,40 @@ def paymongo_webhook_handle(*, channel: Channel, signature: str, body: bytes) ->
         change = payout_handlers().apply_state(
             platform_order_no=str(_fields(transfer).get("reference_number", "")), state=state, adapter=ADAPTER)
         return {"event": kind, "object": "transfer", "status": state.upstream_status, "changed": change}
+    if (channel.direction == Channel.Direction.PAYIN and resource_type == "payment" and kind in REFUND_EVENTS
+            and resource_id):
+        return {"event": kind, "object": "payment", "refunds": _refunds_apply(client, payment_id=resource_id)}
     logger.info("paymongo webhook for %s: %s (%s) acknowledged, nothing to apply", channel.code, kind, resource_type)
     return {"event": kind, "object": resource_type, "changed": None}
+
+
+def _refunds_apply(client: PayMongoClient, *, payment_id: str) -> dict[str, str]:
+    """A refund event names the payment: its refunds are read back from the API (every page) and each of ours (our
+    refund_no in its metadata) that PayMongo says is final enters through refund_channel_result, which changes a
+    refund once and takes a repeated answer as a replay. A refund_no we do not hold is another system's: ignored.
+    Returns the final status each of ours has now, by refund_no."""
+    listed: dict[str, list[dict]] = {}
+    for refund in refunds_listed(client, payment_id=payment_id):
+        refund_no = str((_fields(refund).get("metadata") or {}).get("refund_no") or "")
+        if refund_no:
+            listed.setdefault(refund_no, []).append(refund)
+    applied = {}
+    for refund_no, refunds in listed.items():
+        if len(refunds) > 1:
+            logger.error("paymongo payment %s: %d refunds carry refund_no %s; none applied, an operator must check "
+                         "them", payment_id, len(refunds), refund_no)
+            continue
+        state = refund_state_of(refunds[0])
+        if state.outcome not in ("succeeded", "failed"):
+            continue
+        try:
+            done = payin_handlers().refund_result(refund_no=refund_no, outcome=state.outcome,
+                                                  fail_reason=state.fail_reason, upstream_reference=state.reference)
+        except LookupError:
+            logger.info("paymongo refund %s (%s) is no refund of ours; ignored", state.reference, refund_no)
+            continue
+        applied[refund_no] = str(done.status)
+    return applied
 
 
 def _reread(client: PayMongoClient, path: str) -> dict:

@@ -35,15 +35,24 @@ def payment_method_of(*, platform_order_no: str) -> str:
             .values_list("payment_method", flat=True).first() or "")
 
 
-def refund_refusal(*, order, adapter, amount: int, refunded_before: int, now: datetime) -> str:
-    """Why the pay-in's channel cannot take this refund, or "" when it can. `refunded_before`: the order's refunds not
-    FAILED, this one excluded."""
+def payment_channel_of(*, order) -> Channel:
+    """The channel that took the order's payment: the one its upstream payment was opened on (UpstreamPayin.channel,
+    which stays when a failover moves the order meanwhile), else the order's own (the sandbox opens nothing)."""
+    opened = UpstreamPayin.objects.select_related("channel").filter(platform_order_no=order.platform_order_no).first()
+    return opened.channel if opened is not None else order.channel
+
+
+def refund_refusal(*, order, adapter, amount: int, refunded_before: int, now: datetime,
+                   channel: Channel | None = None) -> str:
+    """Why the channel that took the payment (`channel`, the order's by default) cannot take this refund, or "" when
+    it can. `refunded_before`: the order's refunds not FAILED, this one excluded."""
+    channel = channel or order.channel
     method = payment_method_of(platform_order_no=order.platform_order_no)
-    rule = refund_rule_for(channel=order.channel, adapter=adapter, payment_method=method)
+    rule = refund_rule_for(channel=channel, adapter=adapter, payment_method=method)
     if rule is None:
         return ""
     paid_by = f"{method} payments" if method else "payments"
-    code = order.channel.code
+    code = channel.code
     if not rule.refundable:
         return f"channel {code} takes no refunds of {paid_by}."
     if not rule.partial and (refunded_before or amount != order.amount):

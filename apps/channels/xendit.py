@@ -14,6 +14,10 @@ CHANNEL_API_BASE_URL_OVERRIDE allows it: development and the tests' emulator).
                                      page read until has_more is false)
   GET  /payouts_channels?currency=    when a payout channel is configured: our bank codes' channel codes must be
                                      among Xendit's (XenditPayoutAdapter.configuration_check)
+  POST /refunds                      invoice_id = the paid invoice, reference_id = refund_no, Idempotency-key =
+                                     refund_no (a retry: the same refund, or 409 when the reference_id was used)
+  GET  /refunds/{id}, GET /refunds?invoice_id=&limit=&after_id=   ({"data": [...], "has_more": ...}: the refunds of
+                                     the invoice, every page read, ours matched by reference_id)
 
 Which disbursement is ours: the one our Idempotency-key created, learnt from the create's answer (or, after 409,
 the only one of our reference_id, amount and currency). Until then nothing read back is applied to the order. A list
@@ -42,6 +46,8 @@ from apps.channels.base import (
     PaymentStart,
     PayoutAdapter,
     PayoutState,
+    RefundRuleDefault,
+    RefundState,
     UpstreamDeclined,
     UpstreamRejected,
     UpstreamUnavailable,
@@ -72,6 +78,21 @@ INVOICE_OUTCOMES = {"PENDING": "pending", "PAID": "paid", "SETTLED": "paid", "EX
 PAYOUT_OUTCOMES = {"ACCEPTED": "pending", "REQUESTED": "pending", "LOCKED": "pending", "SUCCEEDED": "paid",
                    "FAILED": "failed", "CANCELLED": "failed", "REVERSED": "returned"}
 FINAL_INVOICE_STATUSES = ("PAID", "SETTLED", "EXPIRED")
+# Refund statuses (Refund API); a CANCELLED refund gave nothing back.
+REFUND_OUTCOMES = {"PENDING": "pending", "SUCCEEDED": "succeeded", "FAILED": "failed", "CANCELLED": "failed"}
+# The reasons Xendit's Refund API takes (CreateRefund.reason); the merchant's free text is kept with us.
+REFUND_REASONS = ("FRAUDULENT", "DUPLICATE", "REQUESTED_BY_CUSTOMER", "CANCELLATION", "OTHERS")
+
+# Xendit's refund rules by the invoice's payment_channel (docs/channels.md, "Refund rules", with their sources): no
+# refunds of QR Ph payments nor, in the Philippines, of PayLater ones through the API; cards within six months of the
+# charge; any other payment in parts, with no window of our own (Xendit refuses at create what its partner does not
+# take: the refund then fails and its amount comes back). RefundRule rows override these.
+REFUND_RULES = (
+    RefundRuleDefault(method="QRPH", refundable=False, partial=False),
+    RefundRuleDefault(method="BILLEASE", refundable=False, partial=False),
+    RefundRuleDefault(method="CASHALO", refundable=False, partial=False),
+    RefundRuleDefault(method="CREDIT_CARD", window_days=180),
+)
 
 _AMOUNT = "\x00amount\x00"
 
@@ -137,11 +158,30 @@ def _minor(value, minor_unit: int) -> int:
 
 def invoice_state(invoice: dict, *, minor_unit: int) -> PayinState:
     status = str(invoice.get("status", "")).upper()
+    # How the payer paid: the channel ("GCASH", "QRPH", "BPI") where the invoice names one, which is what Xendit's
+    # refund rules follow, else the method ("EWALLET", "QR_CODE").
+    method = str(invoice.get("payment_channel") or invoice.get("payment_method") or "")[:32]
     return PayinState(outcome=INVOICE_OUTCOMES.get(status, "pending"), reference=str(invoice.get("id", "")),
                       platform_order_no=str(invoice.get("external_id", "")),
                       amount=_minor(invoice.get("amount", 0), minor_unit),
                       currency=str(invoice.get("currency", "")),
-                      upstream_status=status, paid_at=_parse_time(invoice.get("paid_at")))
+                      upstream_status=status, paid_at=_parse_time(invoice.get("paid_at")), payment_method=method)
+
+
+def refund_state_of(obj: dict) -> RefundState:
+    status = str(obj.get("status", "")).upper()
+    outcome = REFUND_OUTCOMES.get(status, "pending")
+    reason = str(obj.get("failure_code") or status) if outcome == "failed" else ""
+    return RefundState(outcome=outcome, reference=str(obj.get("id", "")), fail_reason=reason)
+
+
+def refund_reason(reason: str) -> str:
+    """The merchant's reason in Xendit's words: one of its values when the text names it ("duplicate",
+    "requested by customer"), REQUESTED_BY_CUSTOMER when empty, else OTHERS."""
+    named = "_".join(reason.upper().replace("-", " ").split())
+    if named in REFUND_REASONS:
+        return named
+    return "OTHERS" if reason.strip() else "REQUESTED_BY_CUSTOMER"
 
 
 def payout_state_of(obj: dict, *, minor_unit: int) -> PayoutState:
@@ -180,6 +220,25 @@ def payouts_listed(client: XenditClient, *, reference_id: str) -> list[dict]:
         return answer.get("data"), more if isinstance(more, bool) else None
 
     where = "xendit GET /v2/payouts"
+    return _matching(every_page(where=where, page=page), field="reference_id", value=reference_id, where=where)
+
+
+def refunds_listed(client: XenditClient, *, invoice_id: str, reference_id: str) -> list[dict]:
+    """The refunds of the invoice whose reference_id is ours. The Refund API lists by invoice_id (it documents no
+    reference_id filter), {"data": [...], "has_more": ...} with `limit` and the `after_id` cursor: every page read,
+    ours matched here. LookupUnknown when the list cannot be read to its end."""
+
+    def page(cursor: str | None):
+        params = {"invoice_id": invoice_id, "limit": LOOKUP_PAGE_SIZE}
+        if cursor:
+            params["after_id"] = cursor
+        answer = client.call("GET", "/refunds", params=params)
+        if not isinstance(answer, dict):
+            return answer, None
+        more = answer.get("has_more")
+        return answer.get("data"), more if isinstance(more, bool) else None
+
+    where = "xendit GET /refunds"
     return _matching(every_page(where=where, page=page), field="reference_id", value=reference_id, where=where)
 
 
@@ -257,6 +316,71 @@ class XenditPayinAdapter(PayinAdapter):
     def payin_state(self, *, order, reference: str, channel=None) -> PayinState:
         invoice = XenditClient(channel or order.channel).call("GET", f"/v2/invoices/{reference}")
         return invoice_state(invoice, minor_unit=order.currency.minor_unit)
+
+    # --- refunds (docs/channels.md, "Xendit refunds") ---
+
+    takes_refunds = True
+    refund_rules = REFUND_RULES
+    refund_calls = 1 + LOOKUP_PAGES  # the create, then the list's pages after a refusal
+
+    def start_refund(self, *, refund) -> str:
+        """POST /refunds of the paid invoice with reference_id and Idempotency-key = refund_no: a retry after a lost
+        answer gets the same refund back. A refusal (4xx) is final only when Xendit holds no refund of our
+        reference_id: a 409 (the reference_id or key was used) or a refusal of a re-submission whose first attempt
+        arrived returns the refund Xendit has."""
+        client = XenditClient(refund.channel)
+        payload = {"invoice_id": self._invoice_id(refund), "reference_id": refund.refund_no,
+                   "amount": major_units(refund.amount, refund.currency.minor_unit), "currency": refund.currency_id,
+                   "reason": refund_reason(refund.reason)}
+        try:
+            created = client.call("POST", "/refunds", payload=payload, headers={"Idempotency-key": refund.refund_no})
+        except UpstreamRejected as exc:
+            try:
+                found = refunds_listed(client, invoice_id=payload["invoice_id"], reference_id=refund.refund_no)
+            except UpstreamDeclined as lookup:
+                raise UpstreamUnavailable(str(lookup)) from None
+            if not found and (exc.status == 409 or exc.error_code == "DUPLICATE_ERROR"):
+                # The key or reference_id was used, so a refund of ours exists; the list may lag its create.
+                raise UpstreamUnavailable(f"refund {refund.refund_no}: duplicate at xendit but not listed yet")
+            if not found:
+                logger.warning("refund %s refused by xendit: %s", refund.refund_no, exc.error_code or exc)
+                raise UpstreamRejected(f"refused upstream: {exc.error_code or exc.status}", status=exc.status,
+                                       error_code=exc.error_code) from None
+            created = found[0]
+        self._check(refund, created)
+        return str(created["id"])
+
+    def refund_state(self, *, refund) -> RefundState:
+        """The refund of our reference_id among the invoice's (every page read): 'missing' only when the list was read
+        whole and none is ours; LookupUnknown when it could not be."""
+        client = XenditClient(refund.channel)
+        found = refunds_listed(client, invoice_id=self._invoice_id(refund), reference_id=refund.refund_no)
+        if not found:
+            return RefundState(outcome="missing")
+        if len(found) > 1:  # Xendit keeps a reference_id to one refund; two say we cannot tell which
+            raise LookupUnknown(f"refund {refund.refund_no}: {len(found)} refunds of its reference_id at xendit")
+        self._check(refund, found[0])
+        return refund_state_of(found[0])
+
+    @staticmethod
+    def _invoice_id(refund) -> str:
+        """The invoice that paid the order (its upstream reference when paid): the refund goes back through it."""
+        return refund.order.upstream_reference or (
+            UpstreamPayin.objects.filter(platform_order_no=refund.order.platform_order_no)
+            .values_list("reference", flat=True).first() or "")
+
+    @staticmethod
+    def _check(refund, obj: dict) -> None:
+        """A refund of our reference_id with another amount or currency is not applied to ours: a person looks."""
+        try:
+            same = (_minor(obj.get("amount", 0), refund.currency.minor_unit), str(obj.get("currency", ""))) == (
+                refund.amount, refund.currency_id)
+        except UpstreamRejected:
+            same = False
+        if not same:
+            logger.error("refund %s: xendit's refund %s of its reference_id says %s %s; nothing applied",
+                         refund.refund_no, obj.get("id"), obj.get("amount"), obj.get("currency"))
+            raise UpstreamUnavailable(f"refund {refund.refund_no}: xendit's {obj.get('id')} differs in amount")
 
 
 @register_payout
@@ -400,6 +524,8 @@ def xendit_webhook_handle(*, channel: Channel, token: str, body: bytes) -> dict:
         raise UpstreamRejected("webhook body is not an object", status=400)
     client = XenditClient(channel)
     kind = str(event.get("event", ""))
+    if kind.startswith("refund."):
+        return _refund_webhook(client, channel=channel, event=event)
     if kind.startswith("payout."):
         data = event.get("data") or {}
         payout_id = str(data.get("id", "")) if isinstance(data, dict) else ""
@@ -421,6 +547,29 @@ def xendit_webhook_handle(*, channel: Channel, token: str, body: bytes) -> dict:
         return {"object": "invoice", "status": str(invoice.get("status", "")), "changed": None}
     change = payin_handlers().apply_state(state=state, adapter=ADAPTER)
     return {"object": "invoice", "status": state.upstream_status, "changed": change}
+
+
+def _refund_webhook(client: XenditClient, *, channel: Channel, event: dict) -> dict:
+    """refund.succeeded / refund.failed: the refund re-read (GET /refunds/{id}); a final one is applied to the refund
+    its reference_id names through refund_channel_result, which changes a refund once; one that is no refund of ours
+    is acknowledged and ignored."""
+    data = event.get("data") or {}
+    refund_id = str(data.get("id", "")) if isinstance(data, dict) else ""
+    if not refund_id:
+        raise UpstreamRejected("refund webhook without data.id", status=400)
+    obj = client.call("GET", f"/refunds/{refund_id}")
+    state = refund_state_of(obj)
+    status = str(obj.get("status", ""))
+    if state.outcome not in ("succeeded", "failed"):
+        return {"object": "refund", "status": status, "refund": None}
+    try:
+        refund = payin_handlers().refund_result(refund_no=str(obj.get("reference_id") or ""), outcome=state.outcome,
+                                                fail_reason=state.fail_reason, upstream_reference=state.reference)
+    except LookupError:  # RefundNotFound: another system's refund on the same Xendit account
+        logger.warning("xendit refund %s (reference_id %r) is no refund of ours on %s; ignored", refund_id,
+                       obj.get("reference_id"), channel.code)
+        return {"object": "refund", "status": status, "refund": None}
+    return {"object": "refund", "status": status, "refund": refund.status}
 
 
 def _readable(obj: dict, read):

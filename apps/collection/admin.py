@@ -5,7 +5,7 @@ from apps.collection.sweep import REFUND_STRANDED, STRANDED
 from django.urls import reverse
 from django.utils.html import format_html
 
-from apps.common.admin import order_no_cell
+from apps.common.admin import LagTolerantChangelistMixin, order_no_cell
 from apps.common.formatting import utc_short
 from apps.common.stranded import stranded_list_filter
 from apps.currencies.formatting import money
@@ -40,7 +40,7 @@ class RefundInline(admin.TabularInline):
 
 
 @admin.register(CollectionOrder)
-class CollectionOrderAdmin(admin.ModelAdmin):
+class CollectionOrderAdmin(LagTolerantChangelistMixin, admin.ModelAdmin):
     """Read-only view of pay-ins: money only moves through apps.collection.services."""
 
     # Fits 1280 px with the filter column: amount and status first after the order, long numbers and
@@ -101,7 +101,7 @@ class CollectionOrderAdmin(admin.ModelAdmin):
 
 
 @admin.register(Refund)
-class RefundAdmin(admin.ModelAdmin):
+class RefundAdmin(LagTolerantChangelistMixin, admin.ModelAdmin):
     """Read-only view of refunds: state and money change only through apps.collection.refunds."""
 
     list_display = ("refund_short", "amount_display", "status", "merchant_no", "order_short", "mch_refund_short",

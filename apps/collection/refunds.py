@@ -19,7 +19,8 @@ from apps.callbacks.enqueue import callback_enqueue, refund_terminal_payload
 from apps.callbacks.models import CallbackEvent
 from apps.channels.base import UpstreamRejected, UpstreamUnavailable
 from apps.channels.environment import ChannelNotAllowed
-from apps.channels.refund_rules import refund_refusal
+from apps.channels.models import Channel
+from apps.channels.refund_rules import payment_channel_of, refund_refusal
 from apps.channels.submission import one_submission_at_a_time
 from apps.channels.registry import payin_adapter
 from apps.collection.models import CollectionOrder, Refund
@@ -28,6 +29,7 @@ from apps.collection.services import lock_collection_order
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.orders import order_create_or_replay
 from apps.common.retry import retry_conflicts
+from apps.ledger import selectors as ledger_selectors
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
 from apps.merchants.models import Merchant
@@ -87,16 +89,50 @@ def refund_with_totals(refund: Refund) -> Refund:
     return refund
 
 
-def _channel_refusal(order: CollectionOrder, *, amount: int, refunded_before: int) -> str:
-    """Why the pay-in's channel cannot take this refund now, or "" when it can (its adapter, then its refund rules)."""
+def _channel_refusal(order: CollectionOrder, *, channel: Channel, amount: int, refunded_before: int) -> str:
+    """Why the channel that took the payment cannot take this refund now, or "" when it can (its adapter, then its
+    refund rules)."""
     try:
-        adapter = payin_adapter(order.channel)
+        adapter = payin_adapter(channel)
     except ChannelNotAllowed as exc:
         return str(exc)
     if not getattr(adapter, "takes_refunds", False):
-        return f"channel {order.channel.code} does not take refunds."
-    return refund_refusal(order=order, adapter=adapter, amount=amount, refunded_before=refunded_before,
-                          now=timezone.now())
+        return f"channel {channel.code} does not take refunds."
+    return refund_refusal(order=order, channel=channel, adapter=adapter, amount=amount,
+                          refunded_before=refunded_before, now=timezone.now())
+
+
+def _order_refusal(order: CollectionOrder, *, channel: Channel, amount: int,
+                   refunded_before: int) -> DomainError | None:
+    """The order's own refusal of a refund of `amount` through `channel`, the one that took the payment (2007 not
+    paid or the channel refuses, 2008 more than is still refundable), None when it takes it."""
+    if order.status != CollectionOrder.Status.SUCCESS:
+        return DomainError(ErrorCode.ORDER_NOT_REFUNDABLE, f"order {order.mch_order_no} is {order.status}, not paid: "
+                                                           f"only a paid pay-in can be refunded.")
+    refusal = _channel_refusal(order, channel=channel, amount=amount, refunded_before=refunded_before)
+    if refusal:
+        return DomainError(ErrorCode.ORDER_NOT_REFUNDABLE, f"order {order.mch_order_no} cannot be refunded: {refusal}")
+    refundable = order.amount - refunded_before
+    if amount > refundable:
+        return DomainError(ErrorCode.REFUND_EXCEEDS_REFUNDABLE,
+                           f"amount {amount} exceeds the {refundable} still refundable of order {order.mch_order_no} "
+                           f"(paid {order.amount}, refunded or being refunded {refunded_before}).")
+    return None
+
+
+def refund_refusal_now(*, order: CollectionOrder, amount: int) -> DomainError | None:
+    """What refund_create would refuse for this refund now (2007, 2008, then 2003), without a lock and without
+    creating anything: for a page that asks before a refund is made (the portal's request). refund_create decides
+    again under the pay-in's row lock."""
+    if refusal := _order_refusal(order, channel=payment_channel_of(order=order), amount=amount,
+                                 refunded_before=refunded_total(order_id=order.pk)):
+        return refusal
+    available = ledger_selectors.merchant_balances(merchant_id=order.merchant_id,
+                                                   currency=order.currency_id)[AccountKind.AVAILABLE]
+    if amount > available:
+        return DomainError(ErrorCode.INSUFFICIENT_BALANCE,
+                           f"available balance {available} {order.currency_id} does not cover the refund of {amount}.")
+    return None
 
 
 @retry_conflicts
@@ -111,22 +147,16 @@ def _refund_insert(*, merchant: Merchant, order: CollectionOrder, mch_refund_no:
     # The pay-in's row lock serializes every refund of the order: the sum below and the hold are decided by one
     # transaction at a time, so refunds from the API and the portal at once never exceed what was paid.
     order = lock_collection_order(order_id=order.pk)
-    if order.status != CollectionOrder.Status.SUCCESS:
-        raise DomainError(ErrorCode.ORDER_NOT_REFUNDABLE, f"order {order.mch_order_no} is {order.status}, not paid: "
-                                                          f"only a paid pay-in can be refunded.")
     earlier = refunded_total(order_id=order.pk, exclude_id=refund.pk)
-    refusal = _channel_refusal(order, amount=amount, refunded_before=earlier)
-    if refusal:
-        raise DomainError(ErrorCode.ORDER_NOT_REFUNDABLE, f"order {order.mch_order_no} cannot be refunded: {refusal}")
+    # The refund goes back through the channel that took the payment, whatever the routing says now.
+    refund.channel = payment_channel_of(order=order)
+    if refusal := _order_refusal(order, channel=refund.channel, amount=amount, refunded_before=earlier):
+        raise refusal
     refundable = order.amount - earlier
-    if amount > refundable:
-        raise DomainError(ErrorCode.REFUND_EXCEEDS_REFUNDABLE,
-                          f"amount {amount} exceeds the {refundable} still refundable of order {order.mch_order_no} "
-                          f"(paid {order.amount}, refunded or being refunded {earlier}).")
     refund.hold = ledger.hold_place(merchant_id=merchant.pk, currency=order.currency_id, amount=amount,
                                     cause=refund.refund_no,
                                     memo=f"refund {refund.refund_no} ({mch_refund_no}) of order {order.mch_order_no}")
-    refund.save(update_fields=["hold", "updated_at"])
+    refund.save(update_fields=["hold", "channel", "updated_at"])
     refund.order = order
     refund.refunded_total = earlier + amount
     refund.refundable = refundable - amount

@@ -1,4 +1,5 @@
-"""Admin building blocks: read-only admins for append-only records, and a page for a one-form admin action."""
+"""Admin building blocks: read-only admins for append-only records, changelists read from the replica, and a page for
+a one-form admin action."""
 
 from datetime import timezone as dt_timezone
 
@@ -23,6 +24,7 @@ from apps.common.formatting import utc
 from apps.common.history import (TRACKED_MODELS, event_changes, event_model_of, event_who, grant_relations,
                                   grant_words)
 from apps.common.models import AuditLog, StaffRequest
+from apps.common.replica import lag_tolerant
 from apps.common.setting_changes import setting_change
 from apps.common.staff_requests import (KINDS, StaffRequestRefused, staff_request_approve, staff_request_changes,
                                         staff_request_changes_digest, staff_request_create, staff_request_reject)
@@ -55,6 +57,26 @@ class ReadOnlyAdminMixin:
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class LagTolerantChangelistMixin:
+    """The changelist (GET) is read from the replica when it is healthy and says "as of" in its subtitle
+    (docs/architecture.md, "Where reads go"); its actions (POST), every object's page and the person's permissions
+    are read from the primary."""
+
+    def changelist_view(self, request, extra_context=None):
+        if request.method != "GET":
+            return super().changelist_view(request, extra_context)
+        request.user.get_all_permissions()  # cached on the user now, from the primary
+
+        def page(reads):
+            context = dict(extra_context or {})
+            if reads.on_replica:
+                context["subtitle"] = f"Read from the replica, as of {utc(reads.as_of)}"
+            response = super(LagTolerantChangelistMixin, self).changelist_view(request, context)
+            return response.render() if hasattr(response, "render") else response  # its rows, read here
+
+        return lag_tolerant(page)
 
 
 def render_action_form(model_admin, request, *, form, title: str, submit_label: str, intro: str = ""):
@@ -171,7 +193,7 @@ class ProposeChangeAdminMixin:
 
 
 @admin.register(AuditLog)
-class AuditLogAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class AuditLogAdmin(LagTolerantChangelistMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["created_at", "actor_label", "action", "object_type", "object_id"]
     list_filter = ["action", "object_type"]
     search_fields = ["object_id", "actor_label", "action"]

@@ -11,7 +11,9 @@ Two callers, one definition of what is transient:
 
 Countdowns stay short (seconds, well under the Redis broker's visibility timeout of an hour): with acks_late a
 message is acknowledged only after the task ends, and a countdown longer than the visibility timeout would be
-delivered twice (pretix's remark, STYLE.md). Long waits belong to the sweepers, not to broker countdowns.
+delivered twice (pretix's remark, STYLE.md). RabbitMQ, production's broker, has no visibility timeout, and its
+delayed delivery counts whole seconds (docs/architecture.md, "The broker"). Long waits belong to the sweepers, not to
+broker countdowns.
 """
 
 import functools

@@ -43,6 +43,20 @@ class StrandedCount:
     ages: dict[str, int]  # AGE_BUCKETS name -> orders
 
 
+# Kinds of the apps above the operations overview (the portal's approved refunds), which it cannot import: each
+# registers its own from its AppConfig.ready(), and the overview and /metrics count them after the domains' kinds.
+_REGISTERED: list[StrandedKind] = []
+
+
+def stranded_kinds_register(kinds: list[StrandedKind]) -> None:
+    """Called once from an AppConfig.ready()."""
+    _REGISTERED.extend(kind for kind in kinds if kind not in _REGISTERED)
+
+
+def stranded_kinds_registered() -> list[StrandedKind]:
+    return list(_REGISTERED)
+
+
 def stranded_count(kind: StrandedKind, *, now: datetime) -> StrandedCount:
     """How many orders are stranded that way, the oldest, and how many in each age bucket: one query."""
     # older[i]: the orders at least as old as bucket i's upper bound (so not in bucket i)

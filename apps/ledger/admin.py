@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from apps.common.admin import ReadOnlyAdminMixin, cut_cell
+from apps.common.admin import LagTolerantChangelistMixin, ReadOnlyAdminMixin, cut_cell
 from apps.common.formatting import utc_short
 from apps.ledger.models import Entry, Hold, LedgerAccount, Posting, Statement
 from apps.ledger.selectors import account_balance
@@ -16,7 +16,7 @@ class EntryInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 
 @admin.register(LedgerAccount)
-class LedgerAccountAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class LedgerAccountAdmin(LagTolerantChangelistMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["id", "merchant", "currency", "kind", "current_balance", "updated_at"]
     list_filter = ["kind", "currency"]
     search_fields = ["merchant__merchant_no"]
@@ -30,7 +30,7 @@ class LedgerAccountAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Posting)
-class PostingAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class PostingAdmin(LagTolerantChangelistMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["id", "kind", "cause", "merchant", "currency", "created_at"]
     list_filter = ["kind", "currency"]
     search_fields = ["cause", "merchant__merchant_no"]
@@ -40,7 +40,7 @@ class PostingAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Entry)
-class EntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class EntryAdmin(LagTolerantChangelistMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["id", "posting", "account", "currency", "amount"]
     list_filter = ["currency"]
     search_fields = ["posting__cause"]
@@ -48,7 +48,7 @@ class EntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Hold)
-class HoldAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class HoldAdmin(LagTolerantChangelistMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     # Fits 1280 px: the cause cut (whole in its tooltip), the merchant by number, times to the minute.
     list_display = ["id", "amount", "currency", "status", "cause_short", "merchant_no", "created_short",
                     "resolved_short"]
@@ -74,7 +74,7 @@ class HoldAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Statement)
-class StatementAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class StatementAdmin(LagTolerantChangelistMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """Stored daily statements (docs/api.md, "Statements"), as served to the merchant."""
 
     list_display = ["id", "merchant", "currency", "date", "key_version", "created_at"]

@@ -22,6 +22,7 @@ from apps.common.amounts import MAX_AMOUNT, AmountOutOfBounds, signed_amount_che
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.models import mark_saved
 from apps.common.refcache import refcache_get
+from apps.common.replica import lag_tolerant
 from apps.common.retry import retry_conflicts
 from apps.currencies.formatting import money
 from apps.currencies.selectors import currency_get
@@ -272,9 +273,9 @@ def _statement_build(*, merchant: Merchant, currency: str, day: date,
                      now: datetime | None) -> tuple[SignedStatement, bool]:
     """The stored statement if there is one; else built and signed with the current platform key, and stored when
     the day is closed and had movements. Returns it and whether this call stored it."""
-    stored = Statement.objects.filter(merchant=merchant, currency_id=currency, date=day).first()
+    stored = statement_stored(merchant=merchant, currency=currency, day=day)
     if stored is not None:
-        return _from_stored(stored, merchant.merchant_no), False
+        return stored, False
     closed = day_is_closed(day, now)
     # A day not closed yet (today) gives a provisional statement, which says so in its closing rows.
     body, movements = statement_body(merchant_id=merchant.pk, currency=currency, day=day, final=closed)
@@ -295,9 +296,23 @@ def _statement_build(*, merchant: Merchant, currency: str, day: date,
     return signed, True
 
 
+def statement_stored(*, merchant: Merchant, currency: str, day: date) -> SignedStatement | None:
+    """The statement stored for a closed day, or None: a stored statement never changes, so any copy of the database
+    that has it serves it."""
+    stored = Statement.objects.filter(merchant=merchant, currency_id=currency, date=day).first()
+    return _from_stored(stored, merchant.merchant_no) if stored is not None else None
+
+
 def statement_get(*, merchant: Merchant, currency: str, day: date, now: datetime | None = None) -> SignedStatement:
     """A merchant's signed statement of one day and currency: the stored one when present, else built now."""
     return _statement_build(merchant=merchant, currency=currency, day=day, now=now)[0]
+
+
+def statement_read(*, merchant: Merchant, currency: str, day: date) -> SignedStatement:
+    """statement_get for the merchant who downloads it: a stored statement from the replica when it has it
+    (docs/architecture.md, "Where reads go"), else statement_get on the primary, which builds it or finds it."""
+    return (lag_tolerant(lambda reads: statement_stored(merchant=merchant, currency=currency, day=day))
+            or statement_get(merchant=merchant, currency=currency, day=day))
 
 
 def statements_prepare(*, day: date | None = None, now: datetime | None = None) -> int:

@@ -9,6 +9,7 @@ from django.utils.safestring import mark_safe
 
 from apps.common.admin import ReadOnlyAdminMixin
 from apps.common.formatting import short_age, utc
+from apps.common.replica import lag_tolerant
 from apps.currencies.formatting import money
 from apps.currencies.models import Currency
 from apps.operations.charts import hourly_chart_svg
@@ -40,6 +41,11 @@ class OperationsOverviewAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def changelist_view(self, request, extra_context=None):
         if not self.has_view_permission(request):
             raise PermissionDenied
+        site = self.admin_site.each_context(request)  # the person's permissions: from the primary
+        # Seconds of lag are fine for an overview (docs/architecture.md, "Where reads go").
+        return lag_tolerant(lambda reads: self._overview_page(request, site, reads))
+
+    def _overview_page(self, request, site: dict, reads):
         overview = operations_overview()
         currencies = {c.code: c for c in Currency.objects.all()}
 
@@ -49,8 +55,9 @@ class OperationsOverviewAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                     for code, f in sorted(figures.items())]
 
         context = {
-            **self.admin_site.each_context(request), "opts": self.model._meta, "title": "Operations overview",
+            **site, "opts": self.model._meta, "title": "Operations overview",
             "now": utc(overview.now), "day_start": utc(overview.day_start),
+            "replica_as_of": utc(reads.as_of) if reads.on_replica else "",
             "zone": settings.SETTLEMENT_TIME_ZONE,
             "payins": rows(overview.payins), "payouts": rows(overview.payouts),
             "reversals": [{"currency": code, "count": f["count"], "amount": money(f["amount"], currencies[code]),
@@ -68,4 +75,4 @@ class OperationsOverviewAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             "stranded": [stranded_row(request, figure) for figure in overview.stranded],
             "stranded_total": sum(figure.count for figure in overview.stranded),
         }
-        return TemplateResponse(request, "admin/operations/overview.html", context)
+        return TemplateResponse(request, "admin/operations/overview.html", context).render()

@@ -20,7 +20,7 @@ from apps.collection.models import CollectionOrder
 from apps.collection.selectors import settlement_pending_by_currency
 from apps.collection.services import settlement_cutoff
 from apps.common.models import Heartbeat
-from apps.common.stranded import StrandedCount, stranded_count
+from apps.common.stranded import StrandedCount, stranded_count, stranded_kinds_registered
 from apps.payout import sweep as payout_sweep
 from apps.payout.models import Payout
 
@@ -46,11 +46,12 @@ class Overview:
 
 
 def stranded_orders(*, now: datetime | None = None) -> list[StrandedCount]:
-    """Orders whose next step died, per kind (apps/payout/sweep.py, apps/collection/sweep.py): for the overview's
-    tile and /metrics."""
+    """Orders whose next step died, per kind (apps/payout/sweep.py, apps/collection/sweep.py, and the kinds the apps
+    above register: the portal's approved refunds): for the overview's tile and /metrics."""
     now = now or timezone.now()
     return [stranded_count(kind, now=now)
-            for kind in payout_sweep.STRANDED + collection_sweep.STRANDED + collection_sweep.REFUND_STRANDED]
+            for kind in payout_sweep.STRANDED + collection_sweep.STRANDED + collection_sweep.REFUND_STRANDED
+            + stranded_kinds_registered()]
 
 
 def _today_by_currency(queryset, *, since: datetime, paid: Q) -> dict[str, dict[str, int]]:

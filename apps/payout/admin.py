@@ -16,7 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import path, reverse
 
-from apps.common.admin import ProposeChangeAdminMixin, cut_cell, order_no_cell
+from apps.common.admin import LagTolerantChangelistMixin, ProposeChangeAdminMixin, cut_cell, order_no_cell
 from apps.common.formatting import short_age, utc, utc_short
 from apps.common.models import StaffRequest
 from apps.common.retry import ServiceBusy
@@ -478,7 +478,7 @@ class PayoutReviewQueueAdmin(PayoutDisplayMixin, admin.ModelAdmin):
 
 
 @admin.register(Payout)
-class PayoutAdmin(PayoutDisplayMixin, admin.ModelAdmin):
+class PayoutAdmin(LagTolerantChangelistMixin, PayoutDisplayMixin, admin.ModelAdmin):
     """Every payout, read-only; operations may reverse a SUCCESS one."""
 
     # Fits 1280 px with the filter column: amount and status first after the order, long values cut

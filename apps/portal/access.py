@@ -36,6 +36,8 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "send_test_callback": frozenset({OWNER, DEVELOPER}),
     "create_payouts": frozenset({OWNER, FINANCE}),
     "approve_payouts": frozenset({OWNER}),
+    "request_refunds": frozenset({OWNER, FINANCE}),         # ask for a refund of a paid pay-in
+    "approve_refunds": frozenset({OWNER}),                   # with the second factor asked again
 }
 
 # Security headers of every portal page (the same policy as the pay page: nothing from another host, no inline

@@ -12,7 +12,13 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 from apps.common.admin import StaffReasonForm
 from apps.common.models import StaffRequest
 from apps.common.staff_requests import StaffRequestRefused, staff_request_create
-from apps.portal.models import MerchantUser
+from apps.common.admin import order_no_cell
+from apps.common.formatting import utc_short
+from apps.common.stranded import stranded_list_filter
+from apps.currencies.formatting import money
+from apps.currencies.selectors import currency_get
+from apps.portal.models import MerchantUser, RefundRequest
+from apps.portal.refunds import REFUND_REQUEST_STRANDED
 from apps.portal.recovery import recovery_payload
 from apps.portal.staff_requests import RECOVER_PERMISSION
 
@@ -91,3 +97,49 @@ class MerchantUserAdmin(admin.ModelAdmin):
             "people": people, "action": "ask_recovery", "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
         }
         return TemplateResponse(request, "admin/portal/merchantuser/recovery_form.html", context)
+
+
+@admin.register(RefundRequest)
+class RefundRequestAdmin(admin.ModelAdmin):
+    """Refunds merchants asked for in their portal (docs/portal.md, "Refunds"), read only: who asked, who decided,
+    and the refund it made. Decided only by the merchant's own people."""
+
+    list_display = ("pk", "amount_display", "status", "merchant_no", "order_short", "refund_no", "created_utc")
+    list_filter = ("status", ("created_at", admin.DateFieldListFilter), stranded_list_filter(REFUND_REQUEST_STRANDED))
+    search_fields = ("=mch_refund_no", "=refund__refund_no", "=order__platform_order_no", "=order__mch_order_no",
+                     "=merchant__merchant_no")
+    list_select_related = ("merchant", "order", "refund")
+    ordering = ("-id",)
+    fields = ("merchant", "order", "mch_refund_no", "currency", "amount", "reason", "status", "created_by",
+              "created_at", "decided_by", "decided_at", "decision_reason", "refund", "error_code", "error_msg",
+              "finished_at")
+    readonly_fields = fields
+
+    @admin.display(description="amount", ordering="amount")
+    def amount_display(self, obj: RefundRequest) -> str:
+        return money(obj.amount, currency_get(obj.currency))
+
+    @admin.display(description="merchant", ordering="merchant__merchant_no")
+    def merchant_no(self, obj: RefundRequest) -> str:
+        return obj.merchant.merchant_no
+
+    @admin.display(description="pay-in", ordering="order__platform_order_no")
+    def order_short(self, obj: RefundRequest) -> str:
+        return order_no_cell(obj.order.platform_order_no)
+
+    @admin.display(description="refund")
+    def refund_no(self, obj: RefundRequest) -> str:
+        return order_no_cell(obj.refund.refund_no) if obj.refund_id else "-"
+
+    @admin.display(description="created (UTC)", ordering="created_at")
+    def created_utc(self, obj: RefundRequest) -> str:
+        return utc_short(obj.created_at)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -14,3 +14,8 @@ class PortalConfig(AppConfig):
         from apps.portal.recovery import payout_approval_hold
 
         payout_approver_hold_register(payout_approval_hold)
+
+        from apps.common.stranded import stranded_kinds_register
+        from apps.portal.refunds import REFUND_REQUEST_STRANDED
+
+        stranded_kinds_register(REFUND_REQUEST_STRANDED)

@@ -136,3 +136,60 @@ class KeyUpload(models.Model):
 
     def __str__(self) -> str:
         return f"upload of key {self.key_id} by {self.uploaded_by_id}"
+
+
+class RefundRequest(models.Model):
+    """A refund of a paid pay-in asked for in the portal (docs/portal.md, "Refunds"): a finance user or an owner asks,
+    an owner independent of them approves with a fresh code, and only then is the refund made, through
+    `refund_create` as the API's refund/create would, with `mch_refund_no` fixed when the request is made (so a
+    request approved or processed twice is one refund)."""
+
+    class Status(models.TextChoices):
+        PENDING = "PENDING", "Waiting for an owner"
+        APPROVED = "APPROVED", "Approved: refund being made"
+        DONE = "DONE", "Refund made"
+        FAILED = "FAILED", "Refused: not refunded"
+        REJECTED = "REJECTED", "Rejected"
+        WITHDRAWN = "WITHDRAWN", "Withdrawn"
+
+    DECIDED = (Status.APPROVED, Status.DONE, Status.FAILED)  # approved by a checker, whatever became of the refund
+
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="refund_requests", db_index=False)
+    order = models.ForeignKey("collection.CollectionOrder", on_delete=models.PROTECT, related_name="refund_requests")
+    mch_refund_no = models.CharField(max_length=64, help_text="The refund's mch_refund_no, made with the request.")
+    currency = models.CharField(max_length=16)
+    amount = models.BigIntegerField(help_text="Minor units.")
+    reason = models.CharField(max_length=256)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_reason = models.CharField(max_length=500, blank=True)
+    refund = models.OneToOneField("collection.Refund", null=True, blank=True, on_delete=models.PROTECT,
+                                  related_name="portal_request")
+    error_code = models.CharField(max_length=8, blank=True)
+    error_msg = models.TextField(blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["merchant", "status", "created_at"], name="refund_request_by_merchant"),
+            # The resume sweep's scan: approved requests whose refund was not recorded yet.
+            models.Index(fields=["decided_at"], condition=Q(status="APPROVED"), name="refund_request_approved_idx"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["merchant", "mch_refund_no"], name="refund_request_mch_refund_no_unique"),
+            models.CheckConstraint(condition=Q(amount__gt=0), name="refund_request_amount_positive"),
+            # The merchant's maker-checker: whoever asked for a refund never approves it.
+            models.CheckConstraint(condition=~Q(status__in=["APPROVED", "DONE", "FAILED"])
+                                   | (Q(decided_by__isnull=False) & ~Q(decided_by=F("created_by"))),
+                                   name="refund_request_checker_is_not_maker"),
+            models.CheckConstraint(condition=~Q(status="DONE") | Q(refund__isnull=False),
+                                   name="refund_request_done_has_refund"),
+        ]
+
+    def __str__(self) -> str:
+        return f"refund request #{self.pk} of {self.merchant.merchant_no}"

@@ -136,7 +136,14 @@ def parse_filter(params, *, statuses: list[str], currencies: list[str]) -> Order
     return found
 
 
-def _filtered(queryset: QuerySet, merchant_id: int, flt: OrderFilter) -> QuerySet:
+def order_numbers(number: str) -> Q:
+    """An order found by either of its numbers, exactly."""
+    return Q(mch_order_no=number) | Q(platform_order_no=number)
+
+
+def filtered(queryset: QuerySet, merchant_id: int, flt: OrderFilter, *, numbers=order_numbers) -> QuerySet:
+    """A list of the merchant's rows with `created_at`, `status` and `currency` (orders, refunds) filtered by `flt`,
+    newest first; `numbers(text)` is the condition the number box stands for."""
     queryset = queryset.filter(merchant_id=merchant_id)
     if flt.status == "REVERSED":
         queryset = queryset.filter(reversed_at__isnull=False)
@@ -149,16 +156,16 @@ def _filtered(queryset: QuerySet, merchant_id: int, flt: OrderFilter) -> QuerySe
     if flt.date_to:
         queryset = queryset.filter(created_at__lt=day_bounds(flt.date_to)[1])
     if flt.number:
-        queryset = queryset.filter(Q(mch_order_no=flt.number) | Q(platform_order_no=flt.number))
+        queryset = queryset.filter(numbers(flt.number))
     return queryset.order_by("-created_at", "-id")
 
 
 def payins(*, merchant_id: int, flt: OrderFilter) -> QuerySet:
-    return _filtered(CollectionOrder.objects.select_related("currency"), merchant_id, flt)
+    return filtered(CollectionOrder.objects.select_related("currency"), merchant_id, flt)
 
 
 def payouts(*, merchant_id: int, flt: OrderFilter) -> QuerySet:
-    return _filtered(Payout.objects.select_related("currency"), merchant_id, flt)
+    return filtered(Payout.objects.select_related("currency"), merchant_id, flt)
 
 
 def encode_cursor(order) -> str:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.portal import developer_views, payout_views, signin, views
+from apps.portal import developer_views, payout_views, refund_views, signin, views
 
 app_name = "portal"
 
@@ -16,6 +16,15 @@ urlpatterns = [
     path("payins/", views.payin_list, name="payins"),
     path("payins/export.csv", views.payin_export, name="payins-export"),
     path("payins/<str:platform_order_no>/", views.payin_detail, name="payin"),
+    path("payins/<str:platform_order_no>/refund/", refund_views.refund_ask, name="payin-refund"),
+    path("refunds/", refund_views.refund_list, name="refunds"),
+    path("refunds/export.csv", refund_views.refund_export, name="refunds-export"),
+    path("refunds/requests/", refund_views.request_list, name="refund-requests"),
+    path("refunds/requests/<int:request_id>/", refund_views.request_detail, name="refund-request"),
+    path("refunds/requests/<int:request_id>/approve/", refund_views.request_approve, name="refund-request-approve"),
+    path("refunds/requests/<int:request_id>/reject/", refund_views.request_reject, name="refund-request-reject"),
+    path("refunds/requests/<int:request_id>/withdraw/", refund_views.request_withdraw,
+         name="refund-request-withdraw"),
     path("payouts/", views.payout_list, name="payouts"),
     # payouts by hand (before payouts/<platform_order_no>/, which would take "new" and "batches")
     path("payouts/new/", payout_views.payout_new, name="payout-new"),

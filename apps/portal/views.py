@@ -17,8 +17,9 @@ from django.views.decorators.http import require_POST
 from apps.collection.models import CollectionOrder
 from apps.common.errors import DomainError, ErrorCode
 from apps.common.exports import csv_cell
+from apps.common.replica import ReadsFrom, lag_tolerant, lagging_reads
 from apps.common.step_up import SecondFactorRefused
-from apps.ledger.services import statement_get
+from apps.ledger.services import statement_read
 from apps.ledger.statements import statement_data, statement_today
 from apps.payout.models import Payout, mask_account
 from apps.portal import notices, recovery, selectors, services
@@ -27,6 +28,7 @@ from apps.portal.developer_views import CODE_WIDGET
 from apps.callbacks.resend import callback_resend_by_merchant
 from apps.portal.forms import InviteAcceptForm, InviteForm, MemberForm, StatementForm
 from apps.portal.models import Invite, MerchantUser
+from apps.portal.refund_views import payin_refunds
 
 PAYIN_STATUSES = [s.value for s in CollectionOrder.Status]
 PAYOUT_STATUSES = [s.value for s in Payout.Status] + ["REVERSED"]
@@ -71,13 +73,18 @@ def _list_filter(request, kind: str):
 
 def _order_list(request, kind: str):
     flt, currencies = _list_filter(request, kind)
-    queryset = KINDS[kind]["rows"](merchant_id=request.merchant.pk, flt=flt)
-    rows, next_cursor = selectors.page(queryset, cursor=request.GET.get("after", ""))
-    return render(request, f"portal/{kind}.html", {
-        "kind": kind, "title": KINDS[kind]["title"], "rows": rows, "flt": flt, "currencies": currencies,
-        "statuses": KINDS[kind]["statuses"], "next_cursor": next_cursor, "query": flt.query_string(),
-        "first_page": not request.GET.get("after"),
-    })
+
+    def page(reads: ReadsFrom):
+        queryset = KINDS[kind]["rows"](merchant_id=request.merchant.pk, flt=flt)
+        rows, next_cursor = selectors.page(queryset, cursor=request.GET.get("after", ""))
+        return render(request, f"portal/{kind}.html", {
+            "kind": kind, "title": KINDS[kind]["title"], "rows": rows, "flt": flt, "currencies": currencies,
+            "statuses": KINDS[kind]["statuses"], "next_cursor": next_cursor, "query": flt.query_string(),
+            "first_page": not request.GET.get("after"), "reads": reads,
+        })
+
+    # A list may be seconds behind (docs/architecture.md, "Where reads go"); an order's own page is read current.
+    return lag_tolerant(page)
 
 
 @portal_view("view_orders")
@@ -119,7 +126,10 @@ def _csv_row(kind: str, order) -> list[str]:
 def _export(request, kind: str):
     """The filtered list as CSV (amounts in minor units, times ISO 8601 UTC, payee accounts masked), streamed."""
     flt, _ = _list_filter(request, kind)
-    queryset = KINDS[kind]["rows"](merchant_id=request.merchant.pk, flt=flt)
+    # The rows stream after the view returns: the database is chosen now, once (docs/architecture.md, "Where reads
+    # go"); a replica that stops mid-download cuts the download short, which the browser reports as failed.
+    with lagging_reads() as reads:
+        queryset = KINDS[kind]["rows"](merchant_id=request.merchant.pk, flt=flt).using(reads.alias)
     columns = PAYIN_COLUMNS if kind == "payins" else PAYOUT_COLUMNS
     writer = csv.writer(_Echo())
 
@@ -136,6 +146,8 @@ def _export(request, kind: str):
     response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
     response["Content-Disposition"] = f'attachment; filename="{kind}-{request.merchant.merchant_no}-{stamp}.csv"'
+    if reads.on_replica:
+        response["X-Data-As-Of"] = reads.as_of.isoformat()  # read from the replica: complete up to this time
     return response
 
 
@@ -153,6 +165,7 @@ def payout_export(request):
 
 def _order_page(request, kind: str, order, history):
     return render(request, "portal/order.html", {
+        **(payin_refunds(request, order) if kind == "payins" else {}),
         "kind": kind, "order": order, "history": history,
         "callbacks": selectors.order_callbacks(merchant_id=request.merchant.pk,
                                                platform_order_no=order.platform_order_no),
@@ -211,8 +224,8 @@ def statements(request):
     form = StatementForm(request.GET or None, currencies=currencies, today=today)
     data = None
     if form.is_valid():
-        statement = statement_get(merchant=merchant, currency=form.cleaned_data["currency"],
-                                  day=form.cleaned_data["date"])
+        statement = statement_read(merchant=merchant, currency=form.cleaned_data["currency"],
+                                   day=form.cleaned_data["date"])
         fmt = request.GET.get("format", "")
         name = f"statement-{merchant.merchant_no}-{statement.currency}-{statement.date.isoformat()}"
         if fmt == "csv":

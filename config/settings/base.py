@@ -120,6 +120,26 @@ if DATABASE_PREPARED_STATEMENTS and DATABASE_POOLER == "pgbouncer-transaction":
 if DATABASE_PREPARED_STATEMENTS:
     DATABASES["default"]["OPTIONS"].update(
         server_side_binding=True, prepare_threshold=env.int("DATABASE_PREPARE_THRESHOLD", default=5))
+# A PostgreSQL streaming replica for the reads that tolerate seconds of lag (docs/architecture.md, "Where reads go");
+# absent: every read on the primary. Its connect timeout is short (libpq's least is 2 s): a replica that does not
+# answer costs one such wait per DATABASE_REPLICA_CHECK_INTERVAL seconds and process, then the primary answers. A
+# replica further behind than DATABASE_REPLICA_MAX_LAG seconds is skipped too; a page may show data up to about
+# MAX_LAG + CHECK_INTERVAL seconds old, and says "as of" when.
+DATABASE_REPLICA_MAX_LAG = env.float("DATABASE_REPLICA_MAX_LAG", default=5.0)
+DATABASE_REPLICA_CHECK_INTERVAL = env.float("DATABASE_REPLICA_CHECK_INTERVAL", default=5.0)
+if env("DATABASE_REPLICA_URL", default=""):
+    DATABASES["replica"] = env.db("DATABASE_REPLICA_URL")
+    if DATABASES["replica"]["ENGINE"] != "django.db.backends.postgresql":
+        raise environ.ImproperlyConfigured("DATABASE_REPLICA_URL must be a postgres:// URL")
+    DATABASES["replica"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env.int("DATABASE_REPLICA_CONNECT_TIMEOUT", default=2))
+    DATABASES["replica"].setdefault("CONN_MAX_AGE", DATABASES["default"]["CONN_MAX_AGE"])
+    DATABASES["replica"].setdefault("CONN_HEALTH_CHECKS", True)
+    DATABASES["replica"]["DISABLE_SERVER_SIDE_CURSORS"] = DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"]
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}  # a test run reads its own test database through it
+    # Routes reads to the replica only where a page asked for it (apps/common/replica.py); without a replica, no
+    # router, and no router's cost on any query.
+    DATABASE_ROUTERS = ["apps.common.replica.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Redis (or Valkey): the Celery broker, the cache, the nonce store (SET NX with TTL) and the rate-limit counters.
@@ -133,9 +153,23 @@ REDIS_SOCKET_TIMEOUT = env.float("REDIS_SOCKET_TIMEOUT", default=2.0)
 REDIS_CLIENT_OPTIONS = {"socket_connect_timeout": REDIS_SOCKET_TIMEOUT, "socket_timeout": REDIS_SOCKET_TIMEOUT}
 CACHES = {"default": {"BACKEND": "config.cache.RedisCache", "LOCATION": REDIS_URL,  # config/cache.py
                       "OPTIONS": REDIS_CLIENT_OPTIONS}}
+# The Celery broker (docs/architecture.md, "The broker"): RabbitMQ in production (amqp://), Redis in development and
+# by default in the suite. A broker URL of each kind gets the settings below; everything else is the same.
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, **REDIS_CLIENT_OPTIONS}
-if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+BROKER_IS_RABBITMQ = CELERY_BROKER_URL.startswith(("amqp://", "amqps://", "pyamqp://"))
+if BROKER_IS_RABBITMQ:
+    # Quorum queues: replicated, and a message delivered to a worker stays the broker's until acknowledged, so a
+    # worker lost (or a connection cut) between delivery and ack gives it back at once, with no visibility timeout.
+    # Celery then uses per-consumer prefetch (quorum queues refuse global QoS) and delivers countdown tasks through
+    # RabbitMQ's native delayed delivery, which needs an exchange that is not direct: topic.
+    CELERY_TASK_DEFAULT_QUEUE_TYPE = "quorum"
+    CELERY_TASK_DEFAULT_EXCHANGE_TYPE = "topic"
+    CELERY_WORKER_DETECT_QUORUM_QUEUES = True
+    # Publisher confirms: a publish returns once RabbitMQ has stored the message, so a task queued after commit is
+    # not lost in a socket buffer when the broker goes away; a refused one raises, and the sweepers queue it again.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"confirm_publish": True}
+else:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, **REDIS_CLIENT_OPTIONS}
     # kombu's Redis transport with acknowledgements that cannot wedge a worker when Redis stalls (config/broker.py)
     CELERY_BROKER_TRANSPORT = "config.broker:Transport"
 
@@ -159,6 +193,9 @@ CELERY_BEAT_SCHEDULE = {
     # Payouts by hand: an approved batch whose processing stopped is resumed (docs/portal.md).
     "merchant-payout-batches-resume": {"task": "apps.payout_batches.tasks.resume_payout_batches",
                                        "schedule": timedelta(seconds=60)},
+    # Refunds asked for in the portal: an approved request left without its refund is finished (docs/portal.md).
+    "merchant-refund-requests-resume": {"task": "apps.portal.tasks.resume_refund_requests",
+                                        "schedule": timedelta(seconds=60)},
     "channels-reconcile": {"task": "apps.channels.tasks.reconcile_channels", "schedule": timedelta(minutes=5)},
     # Yesterday's statements, after the settlement cut-off and STATEMENT_CLOSE_DELAY_SECONDS (docs/api.md,
     # "Statements").

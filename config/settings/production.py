@@ -6,8 +6,10 @@ from django.core.exceptions import ImproperlyConfigured
 
 # Fail closed: a process started without DJANGO_SETTINGS_MODULE gets these settings (manage.py, wsgi,
 # celery), and these refuse to start rather than fall back to a development default: no embedded database or
-# Valkey, no development SECRET_KEY.
-_REQUIRED = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "PLATFORM_KEY_ENCRYPTION_KEY", "ALLOWED_HOSTS")
+# Valkey, no development SECRET_KEY, and no broker taken from REDIS_URL by default: production's broker is RabbitMQ
+# (CELERY_BROKER_URL=amqp://..., docs/architecture.md, "The broker"), named explicitly.
+_REQUIRED = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY", "PLATFORM_KEY_ENCRYPTION_KEY",
+             "ALLOWED_HOSTS")
 _missing = [name for name in _REQUIRED if not os.environ.get(name)]
 if _missing:
     raise ImproperlyConfigured(

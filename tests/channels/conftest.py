@@ -53,11 +53,15 @@ PAYMONGO_PAYOUT_CODE = "PAYMONGO_PHP_PAYOUT"
 
 @pytest.fixture
 def paymongo_emulator():
+    """The emulator; at teardown every webhook it signed during the test is read by paymongo-node's
+    webhooks.constructEvent (PayMongo's own SDK), so no test can make it send an event the SDK refuses."""
     from tests.channels.paymongo_emulator import PayMongoEmulator
+    from tests.channels.paymongo_node_sdk import assert_sdk_constructs_every_webhook
 
     emulator = PayMongoEmulator(stall_seconds=2.5).start()
     yield emulator
     emulator.stop()
+    assert_sdk_constructs_every_webhook(emulator)
 
 
 def paymongo_channel_create(*, code: str, direction: str, emulator, currency: str = "PHP",

@@ -11,6 +11,12 @@
   GET  /v2/transfers/receiving_institutions?provider=instapay|pesonet
   POST /v2/batch_transfers               {"data": {"attributes": {"transfers": [...]}}} → {"data": {"id":
                                          "batch_tr_...", "transfers": [<transfer>]}} (PayMongo's Transfer Resource)
+  GET  /v1/payments/{id}, GET /v1/payments   a session's payments (PayMongo's Payment Resource: source {id, type},
+                                         refunds [...], fee, net_amount, billing ...)
+  POST /v1/refunds                       {"data": {"attributes": {amount, payment_id, reason, notes?, metadata?}}} →
+                                         the refund, status "pending" (PayMongo's Refund Resource); an amount over
+                                         what is left of the payment → 400 parameter_above_maximum, nothing created
+  GET  /v1/refunds/{id}, GET /v1/refunds?payment_id=&limit=&after=   (the list newest first, paged like transfers)
   GET  /v2/transfers/{id}, GET /v2/transfers?reference_number=&limit=&after=   (JSON:API: {"data": {"id", "type":
                                          "transfer", "attributes": {...}}}; the list, newest first, {"data": [...],
                                          "has_more": ...}: `limit` objects (default 10, at most `page_limit`) after
@@ -29,13 +35,15 @@ reference itself), `omit_has_more=True` answers lists without `has_more`, `refus
 newer than ours.
 
 Faults, for the adapter's tests and the routing helper's failover tests:
-  fail_next("checkout_sessions" | "batch_transfers", mode, ...) scripts the next creates: "timeout" processes the
-      request, then stalls past the client's timeout (the answer is lost, the object exists); "5xx" answers 503 and
-      creates nothing; "429" answers rate limited, nothing created; "400" refuses (parameter_invalid), nothing created.
+  fail_next("checkout_sessions" | "batch_transfers" | "refunds", mode, ...) scripts the next creates: "timeout"
+      processes the request, then stalls past the client's timeout (the answer is lost, the object exists); "5xx"
+      answers 503 and creates nothing; "429" answers rate limited, nothing created; "400" refuses (parameter_invalid),
+      nothing created.
   fail_next_page("5xx" | "429", ...) scripts the next list requests that ask for a page after the first.
   outage(True) answers every request 503 until outage(False); latency(seconds) delays every answer.
-The test plays PayMongo's side: `pay_session`, `expire_session`, `settle_transfer`, and `webhook(...)` POSTs a
-documented event signed with Paymongo-Signature (t, te, li) to our endpoint.
+The test plays PayMongo's side: `pay_session`, `expire_session`, `settle_transfer`, `settle_refund` (succeeded or
+failed), and `webhook(...)` POSTs a documented event signed with Paymongo-Signature (t, te, li) to our endpoint;
+every webhook it signs itself is kept in `webhooks_sent` (body, header) for the Node SDK's check.
 """
 
 import base64
@@ -97,13 +105,17 @@ class PayMongoEmulator:
         self.livemode = secret_key.startswith("sk_live_")
         self.sessions: dict[str, dict] = {}
         self.transfers: dict[str, dict] = {}
+        self.payments: dict[str, dict] = {}
+        self.refunds: dict[str, dict] = {}
+        self.webhooks_sent: list[tuple[bytes, str]] = []
         self.idempotency: dict[tuple[str, str], tuple[bytes, int, dict]] = {}  # (path, key) → (body, status, answer)
         self.requests: list[tuple[str, str, dict, bytes]] = []
         self.wallets = [{"id": "wallet_" + secrets.token_hex(12), "type": "wallet",
                          "attributes": {"currency": "PHP", "status": "activated", "available_balance": 10**12,
                                         "source_account": dict(WALLET_ACCOUNT), "livemode": self.livemode}}]
         self.institutions = {provider: list(rows) for provider, rows in INSTITUTIONS.items()}
-        self._faults: dict[str, list[str]] = {"checkout_sessions": [], "batch_transfers": [], "pages": []}
+        self._faults: dict[str, list[str]] = {"checkout_sessions": [], "batch_transfers": [], "refunds": [],
+                                              "pages": []}
         self._outage = False
         self._latency = 0.0
         self._lock = threading.Lock()
@@ -138,8 +150,8 @@ class PayMongoEmulator:
         self.server.server_close()
 
     def fail_next(self, endpoint: str, *modes: str) -> None:
-        """Script the next creates of `endpoint` ('checkout_sessions' or 'batch_transfers'): 'timeout', '5xx', '429'
-        or '400' each."""
+        """Script the next creates of `endpoint` ('checkout_sessions', 'batch_transfers' or 'refunds'): 'timeout',
+        '5xx', '429' or '400' each."""
         with self._lock:
             self._faults[endpoint].extend(modes)
 
@@ -182,10 +194,18 @@ class PayMongoEmulator:
             attributes = self.sessions[session_id]["attributes"]
             total = sum(item["amount"] * item["quantity"] for item in attributes["line_items"])
             now = int(time.time())
-            payment = {"id": "pay_" + secrets.token_hex(12), "type": "payment",
-                       "attributes": {"amount": total if amount is None else amount, "currency": "PHP",
-                                      "status": "paid", "paid_at": now, "source": {"type": method},
-                                      "livemode": self.livemode, "created_at": now, "updated_at": now}}
+            paid = total if amount is None else amount
+            fee = paid * 25 // 1000
+            payment = {"id": "pay_" + secrets.token_hex(12), "type": "payment", "attributes": {
+                "access_url": None, "amount": paid, "balance_transaction_id": "bal_txn_" + secrets.token_hex(12),
+                "billing": None, "currency": "PHP", "description": attributes.get("description"), "disputed": False,
+                "external_reference_number": None, "fee": fee, "foreign_fee": 0, "livemode": self.livemode,
+                "net_amount": paid - fee, "origin": "api", "payment_intent_id": attributes["payment_intent"]["id"],
+                "payout": None, "source": {"id": "src_" + secrets.token_hex(12), "type": method},
+                "statement_descriptor": "Emulator", "status": "paid", "tax_amount": None, "metadata": None,
+                "refunds": [], "taxes": [], "available_at": now + 86400, "created_at": now, "credited_at": None,
+                "paid_at": now, "updated_at": now}}
+            self.payments[payment["id"]] = payment  # the same object as in the session's payments[]
             attributes["payments"].append(payment)
             attributes["payment_intent"]["attributes"]["status"] = "succeeded"
             attributes["paid_at"] = now
@@ -202,6 +222,27 @@ class PayMongoEmulator:
             self.transfers[transfer_id]["attributes"].update(status=status, failure_code=failure_code,
                                                              updated_at=int(time.time()))
             return json.loads(_encode(self.transfers[transfer_id]))
+
+    def refunds_of(self, payment_id: str) -> list[dict]:
+        return [r for r in self.refunds.values() if r["attributes"]["payment_id"] == payment_id]
+
+    def settle_refund(self, refund_id: str, status: str) -> dict:
+        """PayMongo finishes the refund: 'succeeded' or 'failed' (a failed one gives its amount back to the
+        payment's refundable)."""
+        with self._lock:
+            now = int(time.time())
+            self.refunds[refund_id]["attributes"].update(status=status, updated_at=now,
+                                                         refunded_at=now if status == "succeeded" else None)
+            return json.loads(_encode(self.refunds[refund_id]))
+
+    def refund_webhook(self, refund_id: str, url: str, **kwargs):
+        """payment.refunded once the refund succeeded, payment.refund.updated for any other change (a failure
+        included), as documented: the event's data is the Payment, with its refunds."""
+        with self._lock:
+            refund = self.refunds[refund_id]
+            resource = json.loads(_encode(self.payments[refund["attributes"]["payment_id"]]))
+        kind = "payment.refunded" if refund["attributes"]["status"] == "succeeded" else "payment.refund.updated"
+        return self.webhook(url, kind, resource, **kwargs)
 
     def event(self, event_type: str, resource: dict, *, livemode: bool | None = None) -> bytes:
         """A documented event: {"data": {"id": "evt_...", "type": "event", "attributes": {type, livemode, data,
@@ -220,6 +261,9 @@ class PayMongoEmulator:
             body=payload, secret=self.webhook_secret if secret is None else secret,
             timestamp=int(time.time()) if timestamp is None else timestamp,
             livemode=self.livemode if livemode is None else livemode)
+        if signature is None and secret is None:  # signed as PayMongo signs: the SDK's constructEvent must take it
+            with self._lock:
+                self.webhooks_sent.append((payload, header))
         return requests.post(url, data=payload, timeout=30,
                              headers={"Content-Type": "application/json", "Paymongo-Signature": header})
 
@@ -260,6 +304,22 @@ class PayMongoEmulator:
             return self._create(handler, "checkout_sessions", parts.path, raw, lambda: self._session_create(body))
         if method == "POST" and parts.path == "/v2/batch_transfers":
             return self._create(handler, "batch_transfers", parts.path, raw, lambda: self._batch_create(body))
+        if method == "POST" and parts.path == "/v1/refunds":
+            return self._create(handler, "refunds", parts.path, raw, lambda: self._refund_create(body))
+        if method == "GET" and segments[:2] in (["v1", "payments"], ["v1", "refunds"]):
+            store = self.payments if segments[1] == "payments" else self.refunds
+            with self._lock:
+                if len(segments) == 3:
+                    found = store.get(segments[2])
+                    if found is None:
+                        return self._error(handler, 404, "resource_not_found",
+                                           f"No such {segments[1][:-1]} with id {segments[2]}")
+                    return self._reply(handler, 200, {"data": found})
+                payment_id = "" if self.ignore_filters else query.get("payment_id", [""])[0]
+                listed = [obj for obj in reversed(store.values())
+                          if segments[1] == "payments" or not payment_id
+                          or obj["attributes"]["payment_id"] == payment_id]
+                return self._list_page(handler, query, listed)
         if segments[:2] == ["v1", "checkout_sessions"] and len(segments) >= 3:
             with self._lock:
                 found = self.sessions.get(segments[2])
@@ -389,6 +449,51 @@ class PayMongoEmulator:
             "created_at": now, "updated_at": now}}
         self.sessions[session_id] = session
         return 200, {"data": json.loads(_encode(session))}
+
+    def _refund_create(self, body: dict) -> tuple[int, dict]:
+        """A refund as PayMongo validates it: an existing paid payment, an integer amount of at least 100 centavos and
+        at most what its refunds not failed leave, one of the documented reasons, notes within 255 characters,
+        metadata of string values."""
+        attributes = (body.get("data") or {}).get("attributes") if isinstance(body, dict) else None
+        if not isinstance(attributes, dict):
+            return self._invalid("data.attributes is required")
+        payment = self.payments.get(str(attributes.get("payment_id") or ""))
+        if payment is None:
+            return 404, {"errors": [{"code": "resource_not_found", "detail": f"No such payment with id "
+                                     f"{attributes.get('payment_id')}.", "source": {"pointer": "payment_id",
+                                                                                    "attribute": "payment_id"}}]}
+        amount = attributes.get("amount")
+        if not isinstance(amount, int) or isinstance(amount, bool) or amount < 100:
+            return self._invalid("amount must be an integer of at least 100.")
+        if attributes.get("reason") not in ("duplicate", "fraudulent", "requested_by_customer", "others"):
+            return self._invalid("reason must be one of duplicate, fraudulent, requested_by_customer and others.")
+        notes = attributes.get("notes")
+        if notes is not None and (not isinstance(notes, str) or len(notes) > 255):
+            return self._invalid("notes must be at most 255 characters.")
+        metadata = attributes.get("metadata")
+        if metadata is not None and (not isinstance(metadata, dict)
+                                     or not all(isinstance(v, str) for v in metadata.values())):
+            return self._invalid("metadata accepts string values only.")
+        fields = payment["attributes"]
+        if fields["status"] != "paid":
+            return 400, {"errors": [{"code": "resource_failed_state", "detail": "Only a paid payment can be "
+                                     "refunded."}]}
+        refunded = sum(r["attributes"]["amount"] for r in fields["refunds"] if r["attributes"]["status"] != "failed")
+        if amount > fields["amount"] - refunded:
+            return 400, {"errors": [{"code": "parameter_above_maximum",
+                                     "detail": f"The amount cannot be more than the remaining refundable amount of "
+                                               f"{fields['amount'] - refunded}.",
+                                     "source": {"pointer": "amount", "attribute": "amount"}}]}
+        now = int(time.time())
+        refund = {"id": "ref_" + secrets.token_hex(12), "type": "refund", "attributes": {
+            "amount": amount, "balance_transaction_id": "bal_txn_" + secrets.token_hex(12), "currency": "PHP",
+            "livemode": self.livemode, "metadata": metadata, "notes": notes, "payment_id": payment["id"],
+            "payout_id": None, "reason": attributes["reason"], "status": "pending", "available_at": now,
+            "created_at": now, "refunded_at": None, "updated_at": now}}
+        self.refunds[refund["id"]] = refund
+        fields["refunds"].append(refund)  # the same object: the payment shows its refunds as they change
+        fields["updated_at"] = now
+        return 200, {"data": json.loads(_encode(refund))}
 
     def _batch_create(self, body: dict) -> tuple[int, dict]:
         attributes = (body.get("data") or {}).get("attributes") if isinstance(body, dict) else None

@@ -120,7 +120,8 @@ def test_sandbox_settlement_task_moves_nothing_in_a_live_deployment(merchant, se
     ("config.settings.production", {"PLATFORM_ENVIRONMENT": "staging"}, "ImproperlyConfigured"),
 ])
 def test_platform_environment_defaults_live_in_production_and_sandbox_elsewhere(module, environ, expected):
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": module, "SECRET_KEY": "x" * 50, "ALLOWED_HOSTS": "example.com",
+    env = {"CELERY_BROKER_URL": "amqp://guest:guest@127.0.0.1:5672/payments", **os.environ,
+           "DJANGO_SETTINGS_MODULE": module, "SECRET_KEY": "x" * 50, "ALLOWED_HOSTS": "example.com",
            "PLATFORM_KEY_ENCRYPTION_KEY": "A" * 43 + "=", "DATABASE_URL": django_settings.DATABASES and
            os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/x"), **environ}
     env.pop("PLATFORM_ENVIRONMENT", None) if "PLATFORM_ENVIRONMENT" not in environ else None

@@ -1,14 +1,15 @@
 """End to end in a live deployment with PayMongo (the emulator): a real browser forwarded to the checkout page, a
-real Celery worker opening the session and submitting the payout, signed webhooks over HTTP, the merchant's signed
-callbacks, and the ledger's own check at the end."""
+real Celery worker opening the session and submitting the payout and the refunds, signed webhooks over HTTP, the
+merchant's signed callbacks, and the ledger's own check at the end."""
 
 import os
+import time
 
 import pytest
 from django.test import Client
 
 from apps.channels.models import UpstreamPayin
-from apps.collection.models import CollectionOrder
+from apps.collection.models import CollectionOrder, Refund
 from apps.ledger.selectors import ledger_verify
 from apps.payout.models import Payout
 from tests.callbacks.merchant_side import merchant_verifies
@@ -16,7 +17,7 @@ from tests.channels.conftest import PAYMONGO_PAYIN_CODE, PAYMONGO_PAYOUT_CODE
 from tests.collection.conftest import balances as collection_balances
 from tests.collection.conftest import create_ok as pay_create_ok
 from tests.conftest import make_merchant
-from tests.helpers import screenshot
+from tests.helpers import assert_ok, screenshot, signed_post
 from tests.payout.conftest import PHP_FEE, balances, create, fund, query
 from tests.support.browser import CHROMIUM, chromium
 from tests.support.wait import wait_until
@@ -117,3 +118,51 @@ def test_payout_refused_by_paymongo_through_the_worker_is_failed_with_the_funds_
     assert merchant_verifies(failed) and failed["status"] == "FAILED"
     assert balances(shop) == {"available": FUNDS, "settling": 0, "frozen": 0}
     assert not paymongo_emulator.transfers and ledger_verify()["ok"]
+
+
+def test_live_refund_in_parts_goes_to_paymongo_by_the_worker_and_each_is_called_back_once(
+        paymongo_channels, merchant, paymongo_emulator, live_server, callback_receiver, live_celery_worker):
+    merchant.merchant.collection_callback_url = callback_receiver.url
+    merchant.merchant.save(update_fields=["collection_callback_url"])
+    order = pay_create_ok(Client(), merchant, product_code="PHP_COLLECT_D0", amount=100_000)
+    opened = wait_until(lambda: UpstreamPayin.objects.filter(platform_order_no=order.platform_order_no).first(),
+                        what="the checkout session opened after pay/create")
+    paymongo_emulator.pay_session(opened.reference, method="gcash")
+    reply = paymongo_emulator.session_webhook(opened.reference, webhook(live_server, PAYMONGO_PAYIN_CODE))
+    assert (reply.status_code, reply.json()["changed"]) == (200, "paid")
+    available = collection_balances(merchant)["available"]
+    numbers = []
+    for mch_refund_no, amount in (("RF-30", 30_000), ("RF-50", 50_000)):
+        data = assert_ok(signed_post(Client(), merchant, "/openapi/v1/refund/create",
+                                     {"mch_order_no": order.mch_order_no, "mch_refund_no": mch_refund_no,
+                                      "amount": amount, "reason": "requested_by_customer"}))
+        numbers.append(data["refund_no"])
+    assert data["refundable"] == 20_000
+    status, body = signed_post(Client(), merchant, "/openapi/v1/refund/create",
+                               {"mch_order_no": order.mch_order_no, "mch_refund_no": "RF-OVER", "amount": 20_001})
+    assert (status, body["code"]) == (422, "2008")
+    refunds = [wait_until(lambda n=n: (r := Refund.objects.get(refund_no=n)).upstream_reference and r,
+                          what=f"refund {n} submitted to PayMongo by the worker") for n in numbers]
+    [payment] = paymongo_emulator.sessions[opened.reference]["attributes"]["payments"]
+    assert sorted(r["attributes"]["amount"] for r in paymongo_emulator.refunds_of(payment["id"])) == [30_000, 50_000]
+    assert collection_balances(merchant) == {"available": available - 80_000, "settling": 0, "frozen": 80_000}
+
+    for refund in refunds:
+        paymongo_emulator.settle_refund(refund.upstream_reference, "succeeded")
+        for _ in range(2):  # PayMongo's retry of the same event changes nothing
+            assert paymongo_emulator.refund_webhook(refund.upstream_reference,
+                                                    webhook(live_server, PAYMONGO_PAYIN_CODE)).status_code == 200
+
+    def refund_callbacks(number: str) -> list[dict]:
+        return [r.body for r in callback_receiver.requests if r.body and r.body.get("refund_no") == number]
+
+    wait_until(lambda: all(refund_callbacks(n) for n in numbers), what="both refund callbacks")
+    time.sleep(1)  # a second delivery would have come by now
+    for number, amount in zip(numbers, (30_000, 50_000)):
+        [callback] = refund_callbacks(number)
+        assert merchant_verifies(callback)
+        assert (callback["status"], callback["amount"], callback["platform_order_no"]) == (
+            "SUCCESS", amount, order.platform_order_no)
+    assert collection_balances(merchant) == {"available": available - 80_000, "settling": 0, "frozen": 0}
+    assert len(paymongo_emulator.refunds) == 2
+    assert ledger_verify()["ok"]

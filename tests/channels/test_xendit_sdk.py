@@ -18,12 +18,23 @@ from xendit.payout.model.create_payout_request import CreatePayoutRequest
 from xendit.payout.model.digital_payout_channel_properties import DigitalPayoutChannelProperties
 from xendit.payout.model.get_payouts200_response import GetPayouts200Response
 from xendit.payout.model.get_payouts200_response_data_inner import GetPayouts200ResponseDataInner
+from xendit.refund.model.create_refund import CreateRefund
+from xendit.refund.model.refund import Refund
+from xendit.refund.model.refund_callback import RefundCallback
+from xendit.refund.model.refund_list import RefundList
 
 from apps.channels.base import UpstreamUnavailable
 from apps.channels.services import SEED_BANK_CODES
 from apps.channels.xendit import PAYOUT_CHANNEL_CODES, payout_channel_code
-from tests.channels.xendit_emulator import PAYOUT_FAILURE_CODES, XenditEmulator
-from tests.channels.xendit_sdk import SUCCESS_TYPES, assert_sdk_reads_every_answer, sdk_apis, sdk_read, sdk_type
+from tests.channels.xendit_emulator import PAYOUT_FAILURE_CODES, REFUND_FAILURE_CODES, XenditEmulator
+from tests.channels.xendit_sdk import (
+    SUCCESS_TYPES,
+    assert_sdk_reads_every_answer,
+    sdk_apis,
+    sdk_read,
+    sdk_refunds,
+    sdk_type,
+)
 
 
 @pytest.fixture
@@ -215,6 +226,99 @@ def test_an_answer_the_sdk_refuses_fails_the_check(emulator):
         sdk_read(xendit.ApiClient(), old_invoice, sdk_type("GET", "/v2/invoices/i1", 200))
 
 
+# --- refunds ------------------------------------------------------------------------------------------------
+
+
+def a_refund_request(invoice_id: str, reference_id: str, amount: float = 500.0,
+                     reason: str = "REQUESTED_BY_CUSTOMER") -> CreateRefund:
+    return CreateRefund(invoice_id=invoice_id, reference_id=reference_id, amount=amount, currency="PHP",
+                        reason=reason)
+
+
+def a_paid_invoice(emulator, external_id: str, **paid_by) -> str:
+    invoices, _ = sdk_apis(emulator)
+    invoice = invoices.create_invoice(create_invoice_request=an_invoice_request(external_id))
+    emulator.pay_invoice(invoice.id, **paid_by)
+    return invoice.id
+
+
+def test_the_sdk_creates_reads_and_lists_refunds_and_reads_their_webhooks(emulator):
+    refunds = sdk_refunds(emulator)
+    invoice_id = a_paid_invoice(emulator, "C-R")
+    created = refunds.create_refund(idempotency_key="R-1", create_refund=a_refund_request(invoice_id, "R-1"))
+    assert isinstance(created, Refund) and created.status == "PENDING"  # POST /refunds
+    assert (created.reference_id, created.amount, created.currency, created.invoice_id, created.channel_code) == (
+        "R-1", 500.0, "PHP", invoice_id, "GCASH")
+    assert created.failure_code is None and created.reason == "REQUESTED_BY_CUSTOMER"
+    # The same key and body: the first refund again; the key with another body, or the same reference_id under
+    # another key: 409.
+    again = refunds.create_refund(idempotency_key="R-1", create_refund=a_refund_request(invoice_id, "R-1"))
+    assert again.id == created.id and len(emulator.refunds) == 1
+    refused = sdk_error(lambda: refunds.create_refund(idempotency_key="R-1",
+                                                      create_refund=a_refund_request(invoice_id, "R-1", 400.0)))
+    assert (refused.status, refused.errorCode) == ("409", "IDEMPOTENCY_ERROR")
+    refused = sdk_error(lambda: refunds.create_refund(idempotency_key="R-1b",
+                                                      create_refund=a_refund_request(invoice_id, "R-1")))
+    assert (refused.status, refused.errorCode) == ("409", "DUPLICATE_ERROR")
+
+    emulator.settle_refund(created.id, "SUCCEEDED")
+    assert refunds.get_refund(created.id).status == "SUCCEEDED"  # GET /refunds/{id}
+    second = refunds.create_refund(idempotency_key="R-2", create_refund=a_refund_request(invoice_id, "R-2", 700.0,
+                                                                                         "CANCELLATION"))
+    for failure_code in REFUND_FAILURE_CODES:  # accepted, then failed: what a refund.failed webhook says
+        emulator.settle_refund(second.id, "FAILED", failure_code)
+        read = refunds.get_refund(second.id)
+        assert (read.status, read.failure_code) == ("FAILED", failure_code)
+    # What is left unrefunded: 1,500 paid, 500 refunded, the failed 700 given back.
+    too_much = sdk_error(lambda: refunds.create_refund(idempotency_key="R-3",
+                                                       create_refund=a_refund_request(invoice_id, "R-3", 1000.01)))
+    assert (too_much.status, too_much.errorCode) == ("400", "MAXIMUM_REFUND_AMOUNT_REACHED")
+    third = refunds.create_refund(idempotency_key="R-4", create_refund=a_refund_request(invoice_id, "R-4", 1000.0))
+
+    listed = refunds.get_all_refunds(invoice_id=invoice_id, limit=2.0)  # GET /refunds?invoice_id=: newest first
+    assert isinstance(listed, RefundList) and listed.has_more is True
+    assert [r.id for r in listed.data] == [third.id, second.id]
+    rest = refunds.get_all_refunds(invoice_id=invoice_id, limit=2.0, after_id=second.id)
+    assert ([r.id for r in rest.data], rest.has_more) == ([created.id], False)
+    assert refunds.get_all_refunds(invoice_id="nobody").data == []
+
+    for event, refund_id in (("refund.succeeded", created.id), ("refund.failed", second.id)):
+        body = {"event": event, "business_id": "b", "created": "2026-01-01T00:00:00.000Z",
+                "data": emulator.refunds[refund_id]}
+        callback = sdk_read(xendit.ApiClient(), json.loads(json.dumps(body, default=float)), (RefundCallback,))
+        assert (callback.event, callback.data.id, callback.data.reference_id) == (
+            event, refund_id, emulator.refunds[refund_id]["reference_id"])
+    with pytest.raises(ValueError):
+        emulator.settle_refund(created.id, "REFUNDED")
+    assert assert_sdk_reads_every_answer(emulator) == 18
+
+
+def test_a_refund_xendit_cannot_take_is_refused_with_its_documented_error(emulator):
+    refunds = sdk_refunds(emulator)
+    invoices, _ = sdk_apis(emulator)
+    qr = a_paid_invoice(emulator, "C-QR", method="QR_CODE", channel="QRPH")
+    assert str(invoices.get_invoice_by_id(qr).payment_method) == "QR_CODE"
+    unpaid = invoices.create_invoice(create_invoice_request=an_invoice_request("C-U")).id
+    cases = [
+        (lambda: refunds.create_refund(idempotency_key="Q", create_refund=a_refund_request(qr, "Q")), "400",
+         "REFUND_NOT_SUPPORTED"),
+        (lambda: refunds.create_refund(idempotency_key="U", create_refund=a_refund_request(unpaid, "U")), "400",
+         "INELIGIBLE_TRANSACTION"),
+        (lambda: refunds.create_refund(idempotency_key="N", create_refund=a_refund_request("nope", "N")), "404",
+         "DATA_NOT_FOUND"),
+        (lambda: refunds.get_refund("rfd-nope"), "404", "DATA_NOT_FOUND"),
+    ]
+    paid = a_paid_invoice(emulator, "C-P")
+    for fault, status, code in (("5xx", "503", "CHANNEL_UNAVAILABLE"), ("400", "400", "REFUND_NOT_SUPPORTED")):
+        cases.append((lambda fault=fault: (emulator.fail_next("refunds", fault), refunds.create_refund(
+            idempotency_key="F-" + fault, create_refund=a_refund_request(paid, "F-" + fault))), status, code))
+    for call, status, code in cases:
+        error = sdk_error(call)
+        assert (error.status, error.errorCode) == (status, code) and error.errorMessage, (status, code)
+    # ... and three invoices created, one read
+    assert not emulator.refunds and assert_sdk_reads_every_answer(emulator) == len(cases) + 4
+
+
 # --- the adapter's own calls ------------------------------------------------------------------------------------
 
 
@@ -230,7 +334,7 @@ def test_every_call_our_adapter_makes_is_an_sdk_endpoint_and_its_bodies_pass_the
     from django.utils import timezone
 
     from apps.channels.services import channels_reconcile
-    from apps.channels.xendit import XenditPayoutAdapter
+    from apps.channels.xendit import XenditPayinAdapter, XenditPayoutAdapter
     from apps.payout.services import payout_submit
     from tests.collection.conftest import create_ok as pay_create_ok
     from tests.payout.conftest import create_ok as payout_create_ok
@@ -244,6 +348,15 @@ def test_every_call_our_adapter_makes_is_an_sdk_endpoint_and_its_bodies_pass_the
     xendit_emulator.pay_invoice(invoice["id"])
     webhook = f"{live_server.url}/channels/xendit/{xendit_channels['payin'].code}/webhook"
     assert xendit_emulator.invoice_webhook(invoice["id"], webhook).json()["changed"] == "paid"
+    # Refund: create, its lookup among the invoice's refunds, a webhook re-reads it.
+    from apps.collection.refunds import refund_create, refund_submit
+
+    refund = refund_create(merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-1",
+                           amount=10_000, reason="requested by customer")
+    reference = refund_submit(refund_id=refund.pk)
+    XenditPayinAdapter().refund_state(refund=refund)
+    xendit_emulator.settle_refund(reference, "SUCCEEDED")
+    assert xendit_emulator.refund_webhook("refund.succeeded", reference, webhook).json()["refund"] == "SUCCESS"
     fund(merchant, 10_000_000)
     payout = payout_create_ok(Client(), merchant, amount=150000, bank_code="MBTC", payee_account="0012345678901")
     payout_submit(payout_id=payout.pk)
@@ -271,16 +384,20 @@ def test_every_call_our_adapter_makes_is_an_sdk_endpoint_and_its_bodies_pass_the
     unknown = {(m, p) for m, p in made
                if not any(m == method and re.fullmatch(pattern, p) for method, pattern in sdk_paths())}
     assert not unknown, f"calls the SDK does not make: {unknown}"
-    templates = {(m, re.sub(r"/(disb-)?[0-9a-f]{24}", "/{id}", p)) for m, p in made}
+    templates = {(m, re.sub(r"/((disb-)?[0-9a-f]{24}|rfd-[0-9a-f-]{36})", "/{id}", p)) for m, p in made}
     assert templates == {("GET", "/v2/invoices"), ("POST", "/v2/invoices"), ("GET", "/v2/invoices/{id}"),
                          ("POST", "/invoices/{id}/expire!"), ("POST", "/v2/payouts"), ("GET", "/v2/payouts"),
-                         ("GET", "/v2/payouts/{id}"), ("GET", "/payouts_channels")}  # every call the adapter makes
+                         ("GET", "/v2/payouts/{id}"), ("GET", "/payouts_channels"), ("POST", "/refunds"),
+                         ("GET", "/refunds"), ("GET", "/refunds/{id}")}  # every call the adapter makes
     # What the adapter sent is what the SDK's request models accept (exact decimals arrive as JSON numbers).
     for method, path, _, raw in xendit_emulator.requests:
         if method == "POST" and path.rstrip("/") == "/v2/invoices":
             body = json.loads(raw)
             CreateInvoiceRequest(**{**body, "invoice_duration": float(body["invoice_duration"]),
                                     "amount": float(body["amount"])})
+        if method == "POST" and path == "/refunds":
+            body = json.loads(raw)
+            assert CreateRefund(**{**body, "amount": float(body["amount"])}).reason == "REQUESTED_BY_CUSTOMER"
         if method == "POST" and path == "/v2/payouts":
             body = json.loads(raw, parse_float=Decimal)
             CreatePayoutRequest(**{**body, "amount": float(body["amount"]),

@@ -26,10 +26,21 @@ answers every payout / invoice whatever `reference_id` / `external_id` asks (the
 reference itself), `ignore_cursor=True` answers the first page whatever the cursor names, `payouts_of_others(n)` / `invoices_of_others(n)` add objects of other references, newer than
 ours, and `fail_next_page("5xx" | "429", ...)` scripts the next list requests for a page after the first.
 
+Refunds (xendit-python's RefundApi and Refund models): POST /refunds (invoice_id, reference_id, amount, currency,
+reason one of the documented values; an `Idempotency-key` header: the same key and body answer the first refund
+again, another body 409 IDEMPOTENCY_ERROR; a reference_id already used 409 DUPLICATE_ERROR; an invoice not PAID/SETTLED
+400 INELIGIBLE_TRANSACTION; more than is left unrefunded 400 MAXIMUM_REFUND_AMOUNT_REACHED; a payment by QR Ph 400
+REFUND_NOT_SUPPORTED), GET /refunds/{id}, GET /refunds?invoice_id=&payment_request_id=&limit=&after_id= ({"data":
+[...], "has_more": ...}, newest first, the documented filters only: a `reference_id` in the query is ignored, as by
+an API that does not document it). A refund is created PENDING; `settle_refund` moves it to SUCCEEDED or FAILED (a
+refund accepted and then failed), `refund_webhook` POSTs the documented refund.succeeded / refund.failed body.
+
 HTTP Basic auth with the secret key as user name. Scripted faults on the creates: `emulator.fail_next("payouts",
 "timeout")` processes the request and then stalls past the client's timeout (the answer is lost, the object
 exists), `"5xx"` answers 503 without creating anything, `"429"` answers Xendit's RATE_LIMIT_EXCEEDED without
-creating anything, `"400"` refuses the payout (INVALID_DESTINATION) without creating anything.
+creating anything, `"400"` refuses it without creating anything (a payout INVALID_DESTINATION, a refund
+REFUND_NOT_SUPPORTED); the same for `fail_next("refunds", ...)`, whose "5xx" is the Refund API's 503
+CHANNEL_UNAVAILABLE.
 The test plays Xendit's side: `pay_invoice`, `settle_invoice`,
 `settle_payout`, ... change the objects, and `invoice_webhook` / `payout_webhook` POST the documented webhook bodies
 with an x-callback-token to our endpoint. Every answer is kept in `answers` (method, path, status, body).
@@ -40,6 +51,7 @@ import json
 import secrets
 import threading
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -51,6 +63,17 @@ import requests
 PAYOUT_STATUSES = ("ACCEPTED", "REQUESTED", "LOCKED", "SUCCEEDED", "FAILED", "CANCELLED", "REVERSED")
 PAYOUT_FAILURE_CODES = ("INSUFFICIENT_BALANCE", "REJECTED_BY_CHANNEL", "TEMPORARY_TRANSFER_ERROR",
                         "INVALID_DESTINATION", "TRANSFER_ERROR")
+# Refund statuses, reasons (xendit-python's CreateRefund enumerates them) and the failure codes a refund.failed webhook
+# carries (Xendit's refund webhook and QR test scenarios).
+REFUND_STATUSES = ("PENDING", "SUCCEEDED", "FAILED", "CANCELLED")
+REFUND_REASONS = ("FRAUDULENT", "DUPLICATE", "REQUESTED_BY_CUSTOMER", "CANCELLATION", "OTHERS")
+REFUND_FAILURE_CODES = ("ACCOUNT_ACCESS_BLOCKED", "ACCOUNT_NOT_FOUND", "DUPLICATE_ERROR", "INSUFFICIENT_BALANCE",
+                        "REFUND_FAILED", "INELIGIBLE_TRANSACTION")
+# Payment channels whose payments Xendit's Refund API does not refund (QR Ph).
+UNREFUNDABLE_CHANNELS = ("QRPH",)
+# What a scripted "400" answers: a refund's refusal, else the payout's (also for an invoice).
+_REJECTIONS = {"refunds": ("REFUND_NOT_SUPPORTED", "refund is not supported for this payment")}
+_REJECTION = ("INVALID_DESTINATION", "account not found")
 
 
 def _channel(code: str, category: str, currency: str, name: str, maximum: int = 50000) -> dict:
@@ -117,13 +140,17 @@ class XenditEmulator:
         self.payout_channels: list[dict] = [dict(channel) for channel in PAYOUT_CHANNELS]
         self.idempotency_keys: dict[str, str] = {}  # key → the payout it created
         self._idempotency_bodies: dict[str, dict] = {}
+        self.refunds: dict[str, dict] = {}
+        self.refund_keys: dict[str, str] = {}  # Idempotency-key → the refund it created
+        self._refund_bodies: dict[str, dict] = {}
+        self.refund_create_delay = 0.0  # seconds a refund create waits before Xendit takes it
         self.reused_key = reused_key  # "replay": as documented; "409": every reuse refused
         self.page_limit = page_limit
         self.ignore_filters = ignore_filters
         self.ignore_cursor = False
         self.requests: list[tuple[str, str, dict, bytes]] = []
         self.answers: list[tuple[str, str, int, object]] = []  # (method, path, status, body) of every JSON answer
-        self._faults: dict[str, list[str]] = {"invoices": [], "payouts": [], "pages": []}
+        self._faults: dict[str, list[str]] = {"invoices": [], "payouts": [], "refunds": [], "pages": []}
         # Called (in the server's thread) after an invoice is created, before it is answered: a test's race.
         self.on_invoice_created = None
         self._lock = threading.Lock()
@@ -158,7 +185,8 @@ class XenditEmulator:
         self.server.server_close()
 
     def fail_next(self, endpoint: str, *modes: str) -> None:
-        """Script the next creates of `endpoint` ('invoices' or 'payouts'): 'timeout', '5xx', '429' or '400' each."""
+        """Script the next creates of `endpoint` ('invoices', 'payouts' or 'refunds'): 'timeout', '5xx', '429' or
+        '400' each."""
         with self._lock:
             self._faults[endpoint].extend(modes)
 
@@ -190,12 +218,14 @@ class XenditEmulator:
             return [self._invoice_create({"external_id": f"OTHER-{secrets.token_hex(6)}", "amount": amount,
                                           "currency": currency})[1]["id"] for _ in range(count)]
 
-    def pay_invoice(self, invoice_id: str) -> dict:
+    def pay_invoice(self, invoice_id: str, *, method: str = "EWALLET", channel: str = "GCASH") -> dict:
+        """The payer pays the invoice by `method` (the SDK's InvoicePaymentMethod) through `channel` ("GCASH",
+        "QRPH", ...), as the invoice then shows them (payment_method, payment_channel)."""
         with self._lock:
             invoice = self.invoices[invoice_id]
             invoice.update(status="PAID", paid_amount=invoice["amount"], paid_at=_now(), updated=_now(),
-                           payment_method="EWALLET", payment_channel="GCASH",
-                           payment_id="ewc_" + secrets.token_hex(12))
+                           payment_method=method, payment_channel=channel,
+                           payment_id=f"{method.lower()}_" + secrets.token_hex(12))
             return dict(invoice)
 
     def settle_invoice(self, invoice_id: str) -> dict:
@@ -228,6 +258,35 @@ class XenditEmulator:
             payout.pop("failure_code", None)
             payout.update(status=status, updated=_now(), **({"failure_code": failure_code} if failure_code else {}))
             return dict(payout)
+
+    def settle_refund(self, refund_id: str, status: str, failure_code: str | None = None) -> dict:
+        """Xendit's answer on a refund: SUCCEEDED, or FAILED with a documented failure_code (default REFUND_FAILED),
+        also after it was accepted (PENDING), which gives its amount back to the invoice's refundable."""
+        if status not in REFUND_STATUSES:
+            raise ValueError(f"{status!r} is not a refund status")
+        if status == "FAILED":
+            failure_code = failure_code or "REFUND_FAILED"
+            if failure_code not in REFUND_FAILURE_CODES:
+                raise ValueError(f"{failure_code!r} is not a refund failure code ({REFUND_FAILURE_CODES})")
+        elif failure_code is not None:
+            raise ValueError("only a FAILED refund has a failure_code")
+        with self._lock:
+            refund = self.refunds[refund_id]
+            refund.update(status=status, failure_code=failure_code, updated=_now())
+            return dict(refund)
+
+    def refunds_by_reference(self, reference_id: str) -> list[dict]:
+        return [r for r in self.refunds.values() if r["reference_id"] == reference_id]
+
+    def refund_webhook(self, event: str, refund_id: str, url: str, *, token: str | None = None,
+                       data: dict | None = None):
+        """Xendit's refund webhook (refund.succeeded / refund.failed): {event, business_id, created, data: <refund>}."""
+        with self._lock:
+            payload = {"event": event, "business_id": "emulator-business", "created": _now(),
+                       "data": data if data is not None else dict(self.refunds[refund_id])}
+        return requests.post(url, data=_encode(payload), timeout=30,
+                             headers={"Content-Type": "application/json",
+                                      "x-callback-token": self.callback_token if token is None else token})
 
     def invoice_by_external_id(self, external_id: str) -> list[dict]:
         return [i for i in self.invoices.values() if i["external_id"] == external_id]
@@ -274,6 +333,19 @@ class XenditEmulator:
             return self._create(handler, "invoices", lambda: self._invoice_create(body))
         if method == "POST" and parts.path == "/v2/payouts":
             return self._create(handler, "payouts", lambda: self._payout_create(body, handler.headers))
+        if method == "POST" and parts.path == "/refunds":
+            return self._create(handler, "refunds", lambda: self._refund_create(body, handler.headers))
+        if method == "GET" and segments[:1] == ["refunds"] and len(segments) == 2:
+            found = self.refunds.get(segments[1])
+            return self._reply(handler, 200, found) if found else self._reply(
+                handler, 404, _error("DATA_NOT_FOUND", "Refund not found"))
+        if method == "GET" and parts.path == "/refunds":
+            filters = {name: query[name][0] for name in ("invoice_id", "payment_request_id") if query.get(name)}
+            with self._lock:
+                listed = [dict(r) for r in reversed(self.refunds.values())
+                          if self.ignore_filters or all(r.get(name) == value for name, value in filters.items())]
+            page = self._page(handler, query, listed, cursor="after_id")
+            return None if page is None else self._reply(handler, 200, {"data": page[0], "has_more": page[1]})
         if method == "POST" and len(segments) == 3 and segments[0] == "invoices" and segments[2] == "expire!":
             with self._lock:
                 found = self.invoices.get(segments[1])
@@ -326,8 +398,9 @@ class XenditEmulator:
         """One page of a list: `limit` (1 to 100, default 10; at most page_limit) objects after the one `cursor`
         names, and whether more follow; None when the request was answered with an error."""
         after = query.get(cursor, [""])[0]
-        try:
-            limit = int(query.get("limit", ["10"])[0])
+        try:  # a number: the SDK's RefundApi writes its float limit as "2.0"
+            limit = float(query.get("limit", ["10"])[0])
+            limit = int(limit) if limit.is_integer() else 0
         except ValueError:
             limit = 0
         if not 1 <= limit <= 100:
@@ -337,7 +410,9 @@ class XenditEmulator:
             with self._lock:
                 fault = self._faults["pages"].pop(0) if self._faults["pages"] else None
             if fault == "5xx":
-                self._reply(handler, 503, _error("SERVER_ERROR", "temporarily unavailable"))
+                refunds = urlsplit(handler.path).path.startswith("/refunds")
+                self._reply(handler, 503, _error("CHANNEL_UNAVAILABLE" if refunds else "SERVER_ERROR",
+                                                 "temporarily unavailable"))
                 return None
             if fault == "429":
                 self._reply(handler, 429, _error("RATE_LIMIT_EXCEEDED", "too many requests"))
@@ -363,12 +438,15 @@ class XenditEmulator:
     def _create(self, handler, endpoint: str, create) -> None:
         with self._lock:
             fault = self._faults[endpoint].pop(0) if self._faults[endpoint] else None
-        if fault == "5xx":
-            return self._reply(handler, 503, _error("SERVER_ERROR", "temporarily unavailable"))
+        if fault == "5xx":  # the Refund API's 503 is its channel's (CreateRefund503Response)
+            code = "CHANNEL_UNAVAILABLE" if endpoint == "refunds" else "SERVER_ERROR"
+            return self._reply(handler, 503, _error(code, "temporarily unavailable"))
         if fault == "429":
             return self._reply(handler, 429, _error("RATE_LIMIT_EXCEEDED", "too many requests"))
         if fault == "400":
-            return self._reply(handler, 400, _error("INVALID_DESTINATION", "account not found"))
+            return self._reply(handler, 400, _error(*_REJECTIONS.get(endpoint, _REJECTION)))
+        if endpoint == "refunds" and self.refund_create_delay:
+            time.sleep(self.refund_create_delay)  # a slow upstream: the request is on the way, nothing exists yet
         with self._lock:
             status, obj = create()
         if endpoint == "invoices" and status == 200 and self.on_invoice_created:
@@ -432,6 +510,47 @@ class XenditEmulator:
         self.idempotency_keys[key] = payout_id
         self._idempotency_bodies[key] = body
         return 200, dict(payout)
+
+    def _refund_create(self, body: dict, headers) -> tuple[int, dict]:
+        key = headers.get("Idempotency-key", "")
+        if key and key in self.refund_keys:
+            if self._refund_bodies[key] == body:
+                return 200, dict(self.refunds[self.refund_keys[key]])
+            return 409, _error("IDEMPOTENCY_ERROR", "A refund with this idempotency key already exists with another "
+                                                    "request body.")
+        amount = body.get("amount")
+        if (not body.get("invoice_id") or body.get("reason") not in REFUND_REASONS
+                or not isinstance(amount, (int, Decimal)) or amount <= 0):
+            return 400, _error("API_VALIDATION_ERROR", "invoice_id, a positive amount and a documented reason are "
+                                                       "required")
+        invoice = self.invoices.get(body["invoice_id"])
+        if invoice is None:
+            return 404, _error("DATA_NOT_FOUND", "Invoice not found")
+        reference = body.get("reference_id") or ""
+        if reference and any(r["reference_id"] == reference for r in self.refunds.values()):
+            return 409, _error("DUPLICATE_ERROR", f"A refund with reference_id {reference} already exists.")
+        if invoice["status"] not in ("PAID", "SETTLED"):
+            return 400, _error("INELIGIBLE_TRANSACTION", f"the invoice is {invoice['status']}")
+        if invoice.get("payment_channel") in UNREFUNDABLE_CHANNELS:
+            return 400, _error("REFUND_NOT_SUPPORTED", f"{invoice['payment_channel']} payments cannot be refunded")
+        if body.get("currency", invoice["currency"]) != invoice["currency"]:
+            return 400, _error("API_VALIDATION_ERROR", "currency differs from the invoice's")
+        taken = sum(Decimal(str(r["amount"])) for r in self.refunds.values()
+                    if r["invoice_id"] == invoice["id"] and r["status"] in ("PENDING", "SUCCEEDED"))
+        if taken + amount > Decimal(str(invoice["amount"])):
+            return 400, _error("MAXIMUM_REFUND_AMOUNT_REACHED", "the amount exceeds what is left unrefunded")
+        refund_id = f"rfd-{uuid.uuid4()}"
+        refund = {"id": refund_id, "payment_request_id": None, "invoice_id": invoice["id"],
+                  "payment_id": invoice.get("payment_id", ""), "payment_method_type": invoice.get("payment_method", ""),
+                  "amount": amount, "channel_code": invoice.get("payment_channel", ""), "country": "PH",
+                  "currency": invoice["currency"], "reference_id": reference, "reason": body["reason"],
+                  "status": "PENDING", "failure_code": None, "refund_fee_amount": None,
+                  "created": _now(), "updated": _now(), "metadata": body.get("metadata")}
+        self.refunds[refund_id] = refund
+        if key:
+            self.refund_keys[key] = refund_id
+            self._refund_bodies[key] = body
+        return 200, dict(refund)
 
     def _payout_cancel(self, handler, payout_id: str) -> None:
         with self._lock:

@@ -7,7 +7,7 @@ import re
 from types import SimpleNamespace
 
 import xendit
-from xendit.apis import InvoiceApi, PayoutApi
+from xendit.apis import InvoiceApi, PayoutApi, RefundApi
 from xendit.invoice.model.forbidden_error import ForbiddenError
 from xendit.invoice.model.invoice import Invoice
 from xendit.invoice.model.invoice_error404_response_definition import InvoiceError404ResponseDefinition
@@ -17,6 +17,13 @@ from xendit.payout.model.channel import Channel as PayoutChannel
 from xendit.payout.model.error import Error
 from xendit.payout.model.get_payouts200_response import GetPayouts200Response
 from xendit.payout.model.get_payouts200_response_data_inner import GetPayouts200ResponseDataInner
+from xendit.refund.model.create_refund400_response import CreateRefund400Response
+from xendit.refund.model.create_refund403_response import CreateRefund403Response
+from xendit.refund.model.create_refund404_response import CreateRefund404Response
+from xendit.refund.model.create_refund409_response import CreateRefund409Response
+from xendit.refund.model.create_refund503_response import CreateRefund503Response
+from xendit.refund.model.refund import Refund
+from xendit.refund.model.refund_list import RefundList
 
 
 def sdk_client(emulator, *, api_key: str | None = None) -> xendit.ApiClient:
@@ -31,6 +38,10 @@ def sdk_apis(emulator, **kwargs) -> tuple[InvoiceApi, PayoutApi]:
     return InvoiceApi(client), PayoutApi(client)
 
 
+def sdk_refunds(emulator, **kwargs) -> RefundApi:
+    return RefundApi(sdk_client(emulator, **kwargs))
+
+
 # (method, path pattern) → the response type the SDK's endpoint declares for a 2xx answer. The SDK creates invoices at
 # "/v2/invoices/", Xendit's documented curl (and our adapter) at "/v2/invoices": the emulator serves both.
 SUCCESS_TYPES = [
@@ -43,6 +54,9 @@ SUCCESS_TYPES = [
     ("POST", r"/v2/payouts/[^/]+/cancel", (GetPayouts200ResponseDataInner,)),
     ("GET", r"/v2/payouts", (GetPayouts200Response,)),
     ("GET", r"/payouts_channels", ([PayoutChannel],)),
+    ("POST", r"/refunds", (Refund,)),
+    ("GET", r"/refunds/[^/]+", (Refund,)),
+    ("GET", r"/refunds", (RefundList,)),
 ]
 
 # The Invoice API's error models by status (its spec names one per status; a 404 is read with get_invoice_by_id's
@@ -52,6 +66,9 @@ SUCCESS_TYPES = [
 # model ({error_code, message, errors?}), the shape all Xendit errors share.
 INVOICE_ERROR_TYPES = {401: UnauthorizedError, 403: ForbiddenError, 404: InvoiceError404ResponseDefinition,
                        500: ServerError, 503: ServerError}
+# The Refund API's error models by status (create_refund's spec; get_refund's 404 is the same shape).
+REFUND_ERROR_TYPES = {400: CreateRefund400Response, 403: CreateRefund403Response, 404: CreateRefund404Response,
+                      409: CreateRefund409Response, 503: CreateRefund503Response}
 
 
 def sdk_type(method: str, path: str, status: int):
@@ -62,6 +79,8 @@ def sdk_type(method: str, path: str, status: int):
         raise AssertionError(f"the SDK has no endpoint {method} {path}")
     if "invoices" in path and status in INVOICE_ERROR_TYPES:
         return (INVOICE_ERROR_TYPES[status],)
+    if path.startswith("/refunds") and status in REFUND_ERROR_TYPES:
+        return (REFUND_ERROR_TYPES[status],)
     return (Error,)
 
 

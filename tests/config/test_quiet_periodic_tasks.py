@@ -12,10 +12,11 @@ from apps.collection.tasks import expire_due_orders, release_settlement, sweep_s
 from apps.ledger.tasks import prepare_daily_statements
 from apps.payout_batches.tasks import resume_payout_batches
 from apps.payout.tasks import sweep_stuck_payouts
+from apps.portal.tasks import resume_refund_requests
 from config.celery import QuietPeriodicTasks
 
 PERIODIC = [sweep_due_deliveries, expire_due_orders, release_settlement, sweep_stuck_payouts, prepare_daily_statements,
-            reconcile_channels, sweep_stranded_payins, resume_payout_batches]
+            reconcile_channels, sweep_stranded_payins, resume_payout_batches, resume_refund_requests]
 
 
 def test_every_beat_entry_is_covered_here():

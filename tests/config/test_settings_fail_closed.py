@@ -12,9 +12,11 @@ import pytest
 from django.conf import settings
 
 ROOT = settings.BASE_DIR
-PRODUCTION_VARIABLES = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "PLATFORM_KEY_ENCRYPTION_KEY", "ALLOWED_HOSTS")
+PRODUCTION_VARIABLES = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY", "PLATFORM_KEY_ENCRYPTION_KEY",
+                        "ALLOWED_HOSTS")
 PRODUCTION_ENV = {"DATABASE_URL": "postgres://app@db.invalid:5432/payments",
-                  "REDIS_URL": "redis://redis.invalid:6379/0", "SECRET_KEY": "s" * 50,
+                  "REDIS_URL": "redis://redis.invalid:6379/0",
+                  "CELERY_BROKER_URL": "amqp://app:secret@rabbitmq.invalid:5672/payments", "SECRET_KEY": "s" * 50,
                   "PLATFORM_KEY_ENCRYPTION_KEY": "k" * 44, "ALLOWED_HOSTS": "pay.example.com"}
 SHOW = ("from django.conf import settings as s; import json; print(json.dumps({'DEBUG': s.DEBUG, "
         "'private_hosts': s.CALLBACK_ALLOW_PRIVATE_HOSTS, 'secret': s.SECRET_KEY, "
@@ -83,8 +85,8 @@ def test_manage_py_without_a_settings_module_runs_production_settings():
     assert re.search(r"^SETTINGS_MODULE = .config.settings.production.", result.stdout, re.M)
 
 
-@pytest.mark.parametrize("missing", ["DATABASE_URL", "REDIS_URL"])
-def test_production_settings_require_the_database_and_redis(missing):
+@pytest.mark.parametrize("missing", ["DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL"])
+def test_production_settings_require_the_database_redis_and_the_broker(missing):
     env = bare_environment(DJANGO_SETTINGS_MODULE="config.settings.production",
                            **{k: v for k, v in PRODUCTION_ENV.items() if k != missing})
     result = run("-c", SHOW, env=env)

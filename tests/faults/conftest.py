@@ -41,6 +41,16 @@ def private_redis(procs) -> PrivateRedis:
 
 
 @pytest.fixture
+def rabbit_vhost():
+    """A RabbitMQ vhost of this drill's own on the machine's RabbitMQ (tests/support/rabbitmq.py), removed after."""
+    from tests.support.rabbitmq import RabbitVhost
+
+    vhost = RabbitVhost("drill").create()
+    yield vhost
+    vhost.delete()
+
+
+@pytest.fixture
 def endpoints():
     server = MerchantEndpoints().start()
     yield server

@@ -168,7 +168,9 @@ def database_url(*, application_name: str = "", port: int | None = None) -> str:
 class Platform:
     """The platform as it runs in production: gunicorn, a Celery worker, Celery beat; on PostgreSQL and Redis."""
 
-    def __init__(self, procs: Processes, redis: PrivateRedis, *, ready_timeout: float = 40, **settings_env):
+    def __init__(self, procs: Processes, redis: PrivateRedis, *, ready_timeout: float = 40, broker_url: str = "",
+                 **settings_env):
+        """`broker_url`: the Celery broker when it is not `redis` (a RabbitMQ vhost, tests/support/rabbitmq.py)."""
         self.procs, self.redis = procs, redis
         self.ready_timeout = ready_timeout  # seconds each process may take to be ready (longer on a busy machine)
         self.port = free_port()
@@ -178,6 +180,8 @@ class Platform:
             "DJANGO_SETTINGS_MODULE": "config.settings.test", "DATABASE_URL": database_url(),
             "REDIS_URL": redis.url, "API_ROOT": self.base, "LOG_LEVEL": "INFO", "PYTHONUNBUFFERED": "1",
         })
+        if broker_url:
+            self.env["CELERY_BROKER_URL"] = broker_url
         self.env.update({k: str(v) for k, v in settings_env.items()})
         self.web: Proc | None = None
         self.workers: list[Proc] = []

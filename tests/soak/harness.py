@@ -95,6 +95,7 @@ class Options:
     deployments: str
     in_turn: bool
     deployment: str | None
+    broker: str = "redis"
 
 
 def parse_args(argv: list[str] | None = None) -> Options:
@@ -128,6 +129,9 @@ def parse_args(argv: list[str] | None = None) -> Options:
                         help="own: gunicorn, Celery and a private redis-server on PostgreSQL (with faults); make-run: "
                              "`make run`'s default stack in a copy of the checkout (embedded PostgreSQL and Valkey), "
                              "the sandbox deployment, no faults (docs/development.md)")
+    parser.add_argument("--broker", choices=["redis", "rabbitmq"], default=env("SOAK_BROKER") or "redis",
+                        help="the Celery broker of the own stack: its private redis-server, or a vhost of its own on "
+                             "the machine's RabbitMQ (production's broker; Redis stays the cache and the nonces)")
     parser.add_argument("--deployment", choices=DEPLOYMENTS, default=None, help=argparse.SUPPRESS)  # a child's
     args = parser.parse_args(argv)
     if args.stack == "make-run":
@@ -1127,7 +1131,7 @@ def run_deployment(opts: Options) -> dict:
         # past the 4 s timeout (which a loaded machine's honest answers stay well under).
         deployment_env.update(CHANNEL_HTTP_TIMEOUT_SECONDS="4.0", CHANNEL_RECONCILE_PAYOUT_AFTER_SECONDS="20")
     platform_env = {"CALLBACK_REDISPATCH_SECONDS": 5, "RATE_LIMIT_PER_SECOND": 100000, **deployment_env}
-    stack = None
+    stack = vhost = None
     if opts.stack == "make-run":
         # Started here: its servers' addresses are what Django is set up with.
         stack = MakeRunStack(platform_env, logdir)
@@ -1140,6 +1144,12 @@ def run_deployment(opts: Options) -> dict:
         url = recreate_database(opts)
         os.environ.update({"DJANGO_SETTINGS_MODULE": "config.settings.test", "REDIS_URL": redis.url,
                            "DATABASE_URL": f"{url}?application_name={HARNESS_APP}", **deployment_env})
+        if opts.broker == "rabbitmq":
+            from tests.support.rabbitmq import RabbitVhost
+
+            vhost = RabbitVhost(f"soak-{opts.deployment}").create()
+            # This process queues tasks too (the service actors): on the same vhost as the platform's processes.
+            os.environ["CELERY_BROKER_URL"] = platform_env["broker_url"] = vhost.url
     import django
 
     django.setup()
@@ -1151,7 +1161,8 @@ def run_deployment(opts: Options) -> dict:
 
     receivers = CallbackReceiver().start()
     emulator = upstream.XenditEmulator(stall_seconds=6.0).start() if live else None
-    result: dict = {"deployment": opts.deployment, "seed": opts.seed, "seconds": opts.seconds}
+    result: dict = {"deployment": opts.deployment, "seed": opts.seed, "seconds": opts.seconds,
+                    "broker": "redis" if stack is not None else opts.broker}
     try:
         redis.start()
         merchants, staff = set_up_data(opts, receivers)
@@ -1237,6 +1248,8 @@ def run_deployment(opts: Options) -> dict:
         procs.stop_all()
         if stack is not None:
             stack.stop()
+        if vhost is not None:
+            vhost.delete()
         receivers.stop()
         if emulator is not None:
             emulator.stop()

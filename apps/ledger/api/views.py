@@ -8,7 +8,7 @@ from apps.currencies.selectors import currency_get
 from apps.ledger.api.serializers import (BalanceRequestSerializer, BalanceSerializer, StatementRequestSerializer,
                                          StatementSerializer)
 from apps.ledger.selectors import merchant_balances
-from apps.ledger.services import statement_get
+from apps.ledger.services import statement_read
 from apps.ledger.statements import statement_data
 from apps.merchants.api.base import SignedAPIView
 from apps.merchants.models import MerchantCurrency
@@ -68,7 +68,7 @@ class StatementView(SignedAPIView):
         if currency is None or not MerchantCurrency.objects.filter(merchant=merchant, currency=currency).exists():
             raise ApiError(ErrorCode.CURRENCY_NOT_AVAILABLE,
                            f"currency {params['currency']} is not a currency of this merchant.")
-        statement = statement_get(merchant=merchant, currency=currency.code, day=params["date"])
+        statement = statement_read(merchant=merchant, currency=currency.code, day=params["date"])
         if params["format"] == "csv":
             response = HttpResponse(statement.csv_text, content_type="text/csv; charset=utf-8")
             response["Content-Disposition"] = (f'attachment; filename="statement-{merchant.merchant_no}-'
