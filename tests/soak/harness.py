@@ -1198,7 +1198,7 @@ def run_deployment(opts: Options) -> dict:
             actors += [("xendit", upstream.upstream_actor, (xendit,))]
         if insider is not None:
             actors += [("insider", insider_actor, (insider,))]
-        if not live:  # a live deployment's upstreams take no refunds (docs/channels.md, "Refund rules")
+        if not live:  # the soak's Xendit side does not answer refunds (docs/testing.md, "Refunds in the soak")
             actors += [("refunds", refunds_actor, ())]
         threads, faults = [], None
         for name, fn, args in actors:

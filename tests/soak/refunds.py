@@ -1,10 +1,11 @@
-"""Refunds in the soak (docs/testing.md, "The soak"): merchants refund paid pay-ins in parts through the signed API
-while payers go on paying, and at the same moment the portal refunds the same orders through the service it calls.
+"""Refunds in the soak (docs/testing.md, "Refunds in the soak"): merchants refund paid pay-ins in parts through the
+signed API while payers go on paying, and at the same moment the portal refunds the same orders through the service
+it calls.
 
 Per paid pay-in the `refunds` actor releases together, from threads of their own: two or three partial refunds over
 `refund/create` (some ending in 99, which the sandbox fails), an identical replay of one of them, and the portal's
 refund; then a conflicting replay (same mch_refund_no, another amount: 2001) and a refund of more than the order was
-paid (always 2008). The refund sandbox only: a live deployment's upstreams take no refunds (docs/channels.md).
+paid (always 2008). The sandbox deployment only: the soak's Xendit side (tests/soak/upstream.py) answers no refunds.
 
 The checks read the database after the quiet period: no order refunded beyond what was paid, every refund terminal
 or legitimately waiting, and each answer of the history as the database has it. The callbacks and the ledger's
