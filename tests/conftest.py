@@ -1,4 +1,7 @@
+from datetime import UTC, datetime
+
 import pytest
+from dateutil.relativedelta import relativedelta
 from django.core.management import call_command
 
 from apps.common import signing
@@ -339,6 +342,8 @@ def _no_stray_sessions_on_the_test_database(django_db_setup, django_db_blocker):
                 cursor.execute(f"ALTER DATABASE {connection.ops.quote_name(connection.settings_dict['NAME'])} "
                                "SET synchronous_commit TO off")
                 cursor.execute("SET synchronous_commit TO off")  # this session (the setting applies to new ones)
+            with django_db_blocker.unblock():
+                _partitions_for_the_suite()
         except OperationalError:  # a run of database-free tests only: there is no test database
             pass
     yield
@@ -350,6 +355,24 @@ def _no_stray_sessions_on_the_test_database(django_db_setup, django_db_blocker):
                            "WHERE datname = current_database() AND pid <> pg_backend_pid()")
     except OperationalError:  # a run of database-free tests only: there is no test database to clean
         pass
+
+
+# Tests travel in time (the callbacks' clock is in March 2026, the settlement's in 2025): the partitioned tables get
+# their months from here to the months ahead of now, as beat would have made them.
+SUITE_FIRST_MONTH = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def _partitions_for_the_suite() -> None:
+    from django.conf import settings
+    from django.utils import timezone
+
+    from apps.common.partitions import partitions_create
+
+    month = SUITE_FIRST_MONTH
+    while month <= timezone.now():
+        partitions_create(now=month)
+        month += relativedelta(months=settings.PARTITIONS_AHEAD_MONTHS + 1)
+    partitions_create()
 
 
 @pytest.fixture

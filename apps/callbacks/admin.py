@@ -11,7 +11,7 @@ from django.contrib import admin, messages
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
-from apps.callbacks.models import CallbackAttempt, CallbackEvent
+from apps.callbacks.models import ATTEMPT_CLOCK_MARGIN, CallbackAttempt, CallbackEvent
 from apps.callbacks.resend import RESENDABLE, callback_resend
 from apps.common.admin import LagTolerantChangelistMixin, cut_cell, order_no_cell
 from apps.common.formatting import utc_short
@@ -94,7 +94,7 @@ class CallbackEventAdmin(LagTolerantChangelistMixin, admin.ModelAdmin):
 
     @admin.display(description="body sent in the last attempt")
     def last_body_sent(self, obj: CallbackEvent) -> str:
-        attempt = obj.attempts.order_by("-number").first()
+        attempt = obj.attempts.filter(started_at__gte=obj.created_at - ATTEMPT_CLOCK_MARGIN).order_by("-number").first()
         return _pretty(attempt.request_body) if attempt else "-"
 
     def has_add_permission(self, request):

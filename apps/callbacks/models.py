@@ -1,6 +1,8 @@
 """Outbox of merchant callbacks (docs/api.md, "Callbacks"): one event per (platform_order_no, type), one row per
 attempt."""
 
+from datetime import timedelta
+
 from django.db import models
 
 from apps.merchants.models import Merchant
@@ -64,8 +66,16 @@ class CallbackEvent(models.Model):
         return f"{self.type} {self.platform_order_no} ({self.status})"
 
 
+# The web and the workers stamp events and attempts by their own hosts' clocks: a bound on an attempt's start drawn
+# from another row's time leaves this much room (it reads a second month only within it of a month's start).
+ATTEMPT_CLOCK_MARGIN = timedelta(hours=1)
+
+
 class CallbackAttempt(models.Model):
-    """One POST (or one refused try) of an event: the exact body sent and what came back."""
+    """One POST (or one refused try) of an event: the exact body sent and what came back.
+
+    Partitioned by month of `started_at` (apps/callbacks/partitions.py): the database's key is (id, started_at) and
+    each statement that finds one attempt says its start (or bounds it), so it reads one month."""
 
     event = models.ForeignKey(CallbackEvent, on_delete=models.CASCADE, related_name="attempts")
     number = models.PositiveIntegerField()
@@ -84,7 +94,10 @@ class CallbackAttempt(models.Model):
 
     class Meta:
         ordering = ["event", "number"]
-        constraints = [models.UniqueConstraint(fields=["event", "number"], name="callback_attempt_unique_number")]
+        # A partitioned table's unique constraints hold its partition key. The number is unique per event all the
+        # same: it is the event's attempts_count, incremented under the event's lease (apps/callbacks/deliver.py).
+        constraints = [models.UniqueConstraint(fields=["event", "number", "started_at"],
+                                               name="callback_attempt_unique_number")]
 
     def __str__(self) -> str:
         return f"event {self.event_id}, attempt {self.number}"

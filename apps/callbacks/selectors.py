@@ -2,9 +2,10 @@
 
 from datetime import datetime
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, QuerySet, prefetch_related_objects
+from django.utils import timezone
 
-from apps.callbacks.models import CallbackAttempt, CallbackEvent
+from apps.callbacks.models import ATTEMPT_CLOCK_MARGIN, CallbackAttempt, CallbackEvent
 
 
 def _merchant_events(*, merchant_id: int, platform_order_no: str | None = None, type: str | None = None,
@@ -33,12 +34,19 @@ def callback_events_for_merchant(*, merchant_id: int, limit: int, platform_order
         events = events.filter(created_at__lt=created_before)
     if before_id is not None:
         events = events.filter(pk__lt=before_id)
-    # Bodies are read for the last attempt only (below), not for every attempt of the page.
-    attempts = CallbackAttempt.objects.defer("request_body", "response_excerpt", "url").order_by("number")
-    page = list(events.order_by("-pk").prefetch_related(Prefetch("attempts", queryset=attempts))[:limit + 1])
+    page = list(events.order_by("-pk")[:limit + 1])
     has_more = len(page) > limit
     page = page[:limit]
-    last_bodies = dict(CallbackAttempt.objects.filter(event_id__in=[e.pk for e in page])
+    if not page:
+        return page, has_more
+    # An attempt starts after its event is created, and not in the future: the bounds skip the attempts' older
+    # months (partitions) and the empty ones made ahead.
+    attempts = CallbackAttempt.objects.filter(started_at__gte=min(e.created_at for e in page) - ATTEMPT_CLOCK_MARGIN,
+                                              started_at__lt=timezone.now() + ATTEMPT_CLOCK_MARGIN)
+    # Bodies are read for the last attempt only (below), not for every attempt of the page.
+    prefetch_related_objects(page, Prefetch("attempts", queryset=attempts.defer("request_body", "response_excerpt",
+                                                                                "url").order_by("number")))
+    last_bodies = dict(attempts.filter(event_id__in=[e.pk for e in page])
                        .order_by("event_id", "-number").distinct("event_id")
                        .values_list("event_id", "request_body"))
     for event in page:

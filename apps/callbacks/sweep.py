@@ -12,9 +12,9 @@ from django.db.models import Count, F, Q, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
-from apps.callbacks.deliver import event_delivered, schedule_after_failure
+from apps.callbacks.deliver import event_delivered, lease_seconds, schedule_after_failure
 from apps.callbacks.enqueue import callback_dispatch
-from apps.callbacks.models import CallbackAttempt, CallbackEvent
+from apps.callbacks.models import ATTEMPT_CLOCK_MARGIN, CallbackAttempt, CallbackEvent
 from apps.common.models import Heartbeat
 
 logger = logging.getLogger(__name__)
@@ -49,11 +49,16 @@ def callback_lease_expire(*, event_id: int, now: datetime) -> CallbackEvent | No
     if event is None:
         return None
     lost_at = event.locked_until
-    attempt = CallbackAttempt.objects.get(event=event, number=event.attempts_count)
+    # The attempt started when its worker took the lease (by the same clock): the bounds keep the read and the write
+    # to the attempt's month (one partition, docs/callbacks.md, "Retention"), with room for a changed lease setting.
+    attempts = CallbackAttempt.objects.filter(
+        event=event, started_at__lt=lost_at + ATTEMPT_CLOCK_MARGIN,
+        started_at__gte=lost_at - timedelta(seconds=lease_seconds()) - ATTEMPT_CLOCK_MARGIN)
+    attempt = attempts.get(number=event.attempts_count)
     event.locked_until = None
     if attempt.finished_at is None:
         attempt.finished_at, attempt.error = lost_at, LOST_ERROR
-        attempt.save(update_fields=["finished_at", "error"])
+        attempts.filter(pk=attempt.pk, started_at=attempt.started_at).update(finished_at=lost_at, error=LOST_ERROR)
     if attempt.success:
         event_delivered(event, attempt.finished_at)
     else:

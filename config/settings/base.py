@@ -91,6 +91,11 @@ TEMPLATES = [
 DATABASES = {"default": env.db("DATABASE_URL")}
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     raise environ.ImproperlyConfigured(f"DATABASE_URL must be a postgres:// URL, not {DATABASES['default']['ENGINE']}")
+# django-postgres-extra's backend: Django's PostgreSQL backend with the schema editor and introspection that manage
+# the partitioned history's months (apps/common/partitions.py). It would also create the hstore extension at
+# connection set-up; nothing uses hstore, and the database user need not be able to create extensions.
+DATABASES["default"]["ENGINE"] = "psqlextra.backend"
+POSTGRES_EXTRA_AUTO_EXTENSION_SET_UP = False
 # A database host that accepts no connection, or a black-holed path to it, fails a request in seconds instead of the
 # operating system's minutes (docs/faults.md, drill 6).
 DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
@@ -199,6 +204,10 @@ CELERY_BEAT_SCHEDULE = {
     "channels-reconcile": {"task": "apps.channels.tasks.reconcile_channels", "schedule": timedelta(minutes=5)},
     # Yesterday's statements, after the settlement cut-off and STATEMENT_CLOSE_DELAY_SECONDS (docs/api.md,
     # "Statements").
+    # Partitioned history: the months ahead created, the months past retention dropped (docs/runbook.md).
+    "partitions-create": {"task": "apps.common.tasks.create_partitions", "schedule": timedelta(hours=6)},
+    "partitions-retention": {"task": "apps.common.tasks.drop_expired_partitions",
+                             "schedule": settlement_crontab(hour=3, minute=15)},
     "ledger-daily-statements": {"task": "apps.ledger.tasks.prepare_daily_statements",
                                 "schedule": settlement_crontab(hour=0, minute=30)},
 }
@@ -280,6 +289,10 @@ CALLBACK_REDISPATCH_SECONDS = env.int("CALLBACK_REDISPATCH_SECONDS", default=30)
 # has made this many attempts or run this long; then a waiting event is queued again, behind other merchants' tasks.
 CALLBACK_DRAIN_MAX_EVENTS = env.int("CALLBACK_DRAIN_MAX_EVENTS", default=64)
 CALLBACK_DRAIN_MAX_SECONDS = env.float("CALLBACK_DRAIN_MAX_SECONDS", default=2.0)
+# Partitioned history (docs/architecture.md, "Partitioned history"): months created ahead of the current one, and the
+# months of callback attempts kept (the current one and those before it; a year and the month before it by default).
+PARTITIONS_AHEAD_MONTHS = env.int("PARTITIONS_AHEAD_MONTHS", default=3)
+CALLBACK_ATTEMPT_RETENTION_MONTHS = env.int("CALLBACK_ATTEMPT_RETENTION_MONTHS", default=13)
 
 # Channels (docs/channels.md). PLATFORM_ENVIRONMENT decides which channels this deployment may use: `sandbox` only
 # the built-in sandbox channels (the default of `make run` and the tests), `live` only real upstreams (the default of

@@ -150,7 +150,7 @@ def test_list_is_signed_like_every_endpoint(client, merchant):
 # --- resend ----------------------------------------------------------------------------------------------
 
 def test_a_resend_goes_out_once_with_a_fresh_signature_and_is_audited(
-        client, merchant, dead_event, callback_receiver, clock, dispatched, django_capture_on_commit_callbacks):
+        client, merchant, clock, dead_event, callback_receiver, dispatched, django_capture_on_commit_callbacks):
     clock.advance(60)
     with django_capture_on_commit_callbacks(execute=True):
         data = assert_ok(signed_post(client, merchant, RESEND, {"event_id": dead_event.pk}))

@@ -9,6 +9,7 @@ from django.conf import settings
 from apps.callbacks.tasks import sweep_due_deliveries
 from apps.channels.tasks import reconcile_channels
 from apps.collection.tasks import expire_due_orders, release_settlement, sweep_stranded_payins
+from apps.common.tasks import create_partitions, drop_expired_partitions
 from apps.ledger.tasks import prepare_daily_statements
 from apps.payout_batches.tasks import resume_payout_batches
 from apps.payout.tasks import sweep_stuck_payouts
@@ -16,7 +17,8 @@ from apps.portal.tasks import resume_refund_requests
 from config.celery import QuietPeriodicTasks
 
 PERIODIC = [sweep_due_deliveries, expire_due_orders, release_settlement, sweep_stuck_payouts, prepare_daily_statements,
-            reconcile_channels, sweep_stranded_payins, resume_payout_batches, resume_refund_requests]
+            reconcile_channels, sweep_stranded_payins, resume_payout_batches, resume_refund_requests, create_partitions,
+            drop_expired_partitions]
 
 
 def test_every_beat_entry_is_covered_here():
