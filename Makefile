@@ -84,7 +84,8 @@ faults: install redis-server
 	uv run pytest tests/faults -q
 
 # The whole-platform soak (docs/faults.md, "The soak"): gunicorn, a Celery worker and beat, PostgreSQL (a database
-# of its own, <DATABASE_URL's name>_soak, recreated) and a private redis-server, many concurrent actors and faults on
+# of its own, <DATABASE_URL's name>_soak or SOAK_DATABASE, claimed then recreated: a second soak on the same name
+# stops instead of dropping it) and a private redis-server, many concurrent actors and faults on
 # a schedule for SOAK_SECONDS (default 90), then the checks: ONE JSON object on stdout, exit 1 if any check fails.
 # SOAK_SEED=N repeats a run's choices (the seed is printed). make test runs a 90-second one (tests/soak/test_soak.py).
 # SOAK_STACK=make-run: the actors against `make run`'s own default stack instead (embedded PostgreSQL and Valkey in a

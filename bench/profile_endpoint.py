@@ -7,7 +7,8 @@
 events are enqueued first (no task queued), the receiver is a keep-alive HTTP/1.1 server in a process of its own
 (its CPU is not counted), and the PostgreSQL backend's CPU per delivery is read from /proc beside the process's.
 
-Endpoints: the signed API (balance, pay/create, pay/query, payout/create, the reference view) and `pay-in`, the
+Endpoints: the signed API (balance, pay/create, pay/query, payout/create, refund/create of parts of paid pay-ins,
+the reference view) and `pay-in`, the
 hosted page's sandbox Pay (POST /pay/<token>: the order paid, the credit posted, the callback enqueued).
 Uses the bench settings against its own PostgreSQL database (`payments_profile`, recreated) and Redis db 5
 (`--database`, `--redis`),
@@ -40,6 +41,7 @@ SCENARIOS = {
         "currency": "PHP", "subject": "bench"}),
     "pay/query": ("/openapi/v1/pay/query", None),  # the orders are created first
     "pay-in": ("/pay/", None),  # the hosted page's Pay of pre-created orders
+    "refund/create": ("/openapi/v1/refund/create", None),  # parts of pre-paid orders
     "callback": (None, None),
     "payout/create": ("/openapi/v1/payout/create", lambda run, i: {
         "mch_order_no": f"po{run}{i}", "product_code": "PHP_PAYOUT", "amount": 10000, "currency": "PHP",
@@ -107,6 +109,16 @@ def main() -> None:
             cursor.execute("ANALYZE")
     if args.endpoint == "pay/query":
         business = lambda run, i: {"mch_order_no": orders[i].mch_order_no}  # noqa: E731
+    if args.endpoint == "refund/create":
+        from apps.collection.services import collection_create, collection_notify_paid
+
+        paid = [collection_notify_paid(platform_order_no=collection_create(
+            merchant=created.merchant, mch_order_no=f"rp{run}{i}", product_code="PHP_COLLECT_D0", amount=1_000_000,
+            currency="PHP", subject="profile").platform_order_no) for i in range(min(args.requests + 20, 200))]
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+        business = lambda run, i: {"platform_order_no": paid[i % len(paid)].platform_order_no,  # noqa: E731
+                                   "mch_refund_no": f"rf{run}{i}", "amount": 10 + i % 50}
 
     def body(i: int) -> bytes:
         if args.endpoint == "pay-in":

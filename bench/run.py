@@ -243,6 +243,34 @@ class Bench:
         merchant_no, mch_order_no = self._orders[i % len(self._orders)]
         return (merchant_no, self._apps[merchant_no]), {"mch_order_no": mch_order_no}
 
+    def paid_order(self, prefix: str, i: int, business: dict) -> tuple[tuple[str, str], dict]:
+        """(merchant, {"platform_order_no": ..., **business}) of the i-th of --refund-orders paid pay-ins spread over
+        the merchants (cycled), created and paid through the services before the row's bodies are signed: a refund body
+        takes a small part of one, so an order is refunded a few times over the row and two refunds rarely meet on its
+        lock."""
+        if not getattr(self, "_paid", None):
+            from django.db import connection
+
+            from apps.collection.services import collection_create, collection_notify_paid
+            from apps.merchants.models import Merchant
+
+            print(f"paying {self.args.refund_orders} orders to refund ...", file=sys.stderr)
+            merchants = list(Merchant.objects.filter(merchant_no__in=[m[0] for m in self.merchants]))
+            apps = dict(self.merchants)
+            self._paid = []
+            for n in range(self.args.refund_orders):
+                merchant = merchants[n % len(merchants)]
+                order = collection_create(merchant=merchant, mch_order_no=f"{prefix}{n}",
+                                          product_code="PHP_COLLECT_D0", amount=1_000_000, currency="PHP",
+                                          subject="bench")
+                collection_notify_paid(platform_order_no=order.platform_order_no)
+                self._paid.append(((merchant.merchant_no, apps[merchant.merchant_no]),
+                                   {"platform_order_no": order.platform_order_no}))
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE")  # the orders were just written: plans must not depend on autovacuum's timing
+        merchant, order = self._paid[i % len(self._paid)]
+        return merchant, {**order, **business}
+
     def endpoint_exists(self, path: str) -> bool:
         import requests
 
@@ -373,6 +401,12 @@ class Bench:
                           "amount": 10000 + i % 500, "currency": "PHP"})),
                 ("pay/query", "/openapi/v1/pay/query", lambda i: self.signed(
                     *self.existing_order(f"bc{run_id}", i))),
+            ]
+        if self.endpoint_exists("/openapi/v1/refund/create"):
+            scenarios += [
+                ("refund/create", "/openapi/v1/refund/create", lambda i: self.signed(
+                    *self.paid_order(f"rf{run_id}", i, {"mch_refund_no": f"rf{run_id}r{i}", "amount": 10 + i % 50,
+                                                        "reason": "bench"}))),
             ]
         if self.endpoint_exists("/openapi/v1/payout/create"):
             scenarios += [
@@ -623,6 +657,8 @@ def main() -> None:
     parser.add_argument("--payin-orders", type=int, default=12000,
                         help="orders created (and paid) per pay-in row: more than a row pays at 1,000 Pays/s")
     parser.add_argument("--bodies", type=int, default=15000)
+    parser.add_argument("--refund-orders", type=int, default=2000,
+                        help="paid pay-ins the refund/create row refunds in parts (each body a part of one)")
     parser.add_argument("--callback-events", type=int, default=2000)
     parser.add_argument("--callback-backlog", type=int, default=100_000,
                         help="pending events of a dead merchant in the second callback row (0: no such row)")

@@ -1,11 +1,15 @@
 """Channels and bank codes in the admin. Upstream credentials are write-only: typed into password fields, stored
 encrypted (apps.common.crypto), never rendered again; the page only says whether each is set. Saving either page
-asks for the change (four eyes, apps.common.setting_changes): it takes effect when a second person approves it."""
+asks for the change (four eyes, apps.common.setting_changes): it takes effect when a second person approves it. A
+channel's refund rules have a page of their own, linked from the channel's, whose saves ask for a change of the
+channel in the same way."""
 
 from django import forms
 from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
 
-from apps.channels.models import BankCode, Channel
+from apps.channels.models import BankCode, Channel, RefundRule
 from apps.channels.registry import payin_adapters, payout_adapters
 from apps.channels.selectors import channel_health_label, channel_volume_today
 from apps.common.admin import ProposeChangeAdminMixin
@@ -64,7 +68,8 @@ class ChannelAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
                     "success_rate_today"]
     list_filter = ["adapter", "direction", "currency", "is_active", "is_draining"]
     search_fields = ["code", "name"]
-    readonly_fields = ["circuit", "orders_today", "success_rate_today", "credentials", "webhook_path"]
+    readonly_fields = ["circuit", "orders_today", "success_rate_today", "credentials", "webhook_path",
+                       "refund_rules_of"]
 
     @admin.display(description="Serves", ordering="currency")
     def serves(self, obj: Channel) -> str:
@@ -108,8 +113,51 @@ class ChannelAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
         return (f"/channels/{obj.adapter}/{obj.code}/webhook" if obj.pk and obj.adapter in ("xendit", "paymongo")
                 else "-")
 
+    @admin.display(description="Refund rules")
+    def refund_rules_of(self, obj: Channel) -> str:
+        if not obj.pk or obj.direction != Channel.Direction.PAYIN:
+            return "-"
+        rules = "; ".join(refund_rule_words(rule) for rule in obj.refund_rules.order_by("method")) or (
+            "none of its own: its adapter's")
+        link = reverse("admin:channels_refundrule_changelist") + f"?channel__id__exact={obj.pk}"
+        return format_html('{} (<a href="{}">change them</a>)', rules, link)
+
     def has_delete_permission(self, request, obj=None):
         return False  # deactivate instead (a change request): orders refer to their channel
+
+
+def refund_rule_words(rule: RefundRule) -> str:
+    if not rule.refundable:
+        rest = "no refunds"
+    else:
+        rest = "in parts" if rule.partial else "only once, in full"
+        rest += f", within {rule.window_days} days" if rule.window_days is not None else ""
+    return f"{rule.method or 'every method'}: {rest}"
+
+
+@admin.register(RefundRule)
+class RefundRuleAdmin(ProposeChangeAdminMixin, admin.ModelAdmin):
+    """A channel's refund rules (docs/channels.md, "Refund rules"), the page linked from the channel's. Adding or
+    changing a rule asks for a change of the channel (four eyes, the channel's role): it holds for refunds created
+    after a second person approves it. A rule is changed, never removed: the channel's refunds would otherwise fall
+    back to its adapter's rules without anyone approving it."""
+
+    staff_request_kind = StaffRequest.Kind.CHANNEL_SETTING
+    list_display = ["channel", "method_shown", "refundable", "partial", "window_days"]
+    list_filter = ["channel"]
+    fields = ["channel", "method", "refundable", "partial", "window_days"]
+
+    @admin.display(description="Method", ordering="method")
+    def method_shown(self, obj: RefundRule) -> str:
+        return obj.method or "every method"
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "channel":  # refunds give pay-ins back: a payout channel has no refunds to rule
+            kwargs["queryset"] = Channel.objects.filter(direction=Channel.Direction.PAYIN)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(BankCode)

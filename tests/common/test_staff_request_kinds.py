@@ -20,7 +20,7 @@ def test_each_kind_is_registered_by_its_own_domain():
     settings_kinds = {kind: ({m._meta.label for m in spec.apply.models}, spec.permission) for kind, spec in KINDS.items()
                       if owners[kind] == "apps.common.setting_changes"}
     assert settings_kinds == {
-        StaffRequest.Kind.CHANNEL_SETTING: ({"channels.Channel"}, "channels.change_channel"),
+        StaffRequest.Kind.CHANNEL_SETTING: ({"channels.Channel", "channels.RefundRule"}, "channels.change_channel"),
         StaffRequest.Kind.BANK_CODE_SETTING: ({"channels.BankCode"}, "channels.change_bankcode"),
         StaffRequest.Kind.CURRENCY_SETTING: ({"currencies.Currency"}, "currencies.change_currency"),
         StaffRequest.Kind.PRODUCT_SETTING: ({"merchants.Product"}, "merchants.change_product"),

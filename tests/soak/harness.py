@@ -23,6 +23,9 @@ interleaving is not):
   xendit       (live) Xendit's side on the emulator: tests/soak/upstream.py
   insider      (sandbox) one person trying to sit in two seats through the admin and the portal, each try refused:
                tests/soak/insider.py
+  refunds      (sandbox) paid pay-ins refunded in parts over refund/create (replays, conflicting replays, refunds
+               beyond what was paid, amounts the sandbox fails) while the portal's refund_create refunds the same
+               order at the same moment: tests/soak/refunds.py
   faults       SIGKILL a gunicorn worker, SIGKILL the Celery worker (and start a new one), pg_terminate_backend of
                the platform's database sessions, SIGSTOP/SIGCONT of the private redis-server
 
@@ -223,9 +226,12 @@ def callbacks_received(receiver) -> list[dict]:
             verified, error = True, ""
         except Exception as exc:  # noqa: BLE001 - reported by the checks
             verified, error = False, f"{type(exc).__name__}: {exc}"
-        kind = ("payout.reversed" if body.get("event") == "payout.reversed"
+        event = body.get("event")
+        kind = (event if event in ("payout.reversed", "refund.terminal")
                 else "collection.success" if request.path.endswith("/collection") else "payout.terminal")
-        received.append({"path": request.path, "type": kind, "platform_order_no": body.get("platform_order_no"),
+        # A refund's callback is the refund's event: its number is refund_no (platform_order_no is its pay-in's).
+        number = body.get("refund_no") if event == "refund.terminal" else body.get("platform_order_no")
+        received.append({"path": request.path, "type": kind, "platform_order_no": number,
                          "verified": verified, "error": error, "key_version": body.get("key_version")})
     return received
 
@@ -313,8 +319,8 @@ class Soak:
 
     # --- the merchant API ------------------------------------------------------------------------------------
     def api(self, actor: str, merchant: Merchant, path: str, params: dict, *, timeout: float = 20) -> Op:
-        op = Op(actor, path, params.get("mch_order_no") or params.get("platform_order_no", ""), dict(params),
-                time.monotonic())
+        key = params.get("mch_refund_no") or params.get("mch_order_no") or params.get("platform_order_no", "")
+        op = Op(actor, path, key, dict(params), time.monotonic())
         op.params["merchant_no"] = merchant.ctx.merchant_no
         try:
             signed = json.dumps(merchant.ctx.signed_body(params))
@@ -732,10 +738,21 @@ def fault_actor(soak: Soak, platform, redis, rng: random.Random) -> None:
 
 # ------------------------------------------------------------------------------------------------------ set-up
 
+_CLAIMS: list = []  # the sessions holding this process's database claims, open until it ends
+
+
 def recreate_database(opts: Options) -> str:
-    with psycopg.connect(f"{opts.postgres}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{opts.database}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{opts.database}"' + (f' TEMPLATE "{opts.template}"' if opts.template else ""))
+    """Drop and create the deployment's database, claimed first: a session-level advisory lock on its name, held
+    until this process ends, so that a second soak given the same name (two checkouts with one DATABASE_URL) stops
+    with a message instead of dropping the first one's database under it (DROP ... WITH (FORCE))."""
+    claim = psycopg.connect(f"{opts.postgres}/postgres?application_name={HARNESS_APP}", autocommit=True)
+    if not claim.execute("SELECT pg_try_advisory_lock(hashtext(%s))", [f"soak:{opts.database}"]).fetchone()[0]:
+        claim.close()
+        raise RuntimeError(f"database {opts.database} belongs to a soak running now: give this one a database of its "
+                           f"own (SOAK_DATABASE=<name>, or another DATABASE_URL)")
+    _CLAIMS.append(claim)
+    claim.execute(f'DROP DATABASE IF EXISTS "{opts.database}" WITH (FORCE)')
+    claim.execute(f'CREATE DATABASE "{opts.database}"' + (f' TEMPLATE "{opts.template}"' if opts.template else ""))
     return f"{opts.postgres}/{opts.database}"
 
 
@@ -783,10 +800,11 @@ def run_checks(soak: Soak) -> dict:
     from django.db.models import Count, Sum
 
     from apps.callbacks.models import CallbackAttempt, CallbackEvent
-    from apps.collection.models import CollectionOrder
+    from apps.collection.models import CollectionOrder, Refund
     from apps.ledger.models import Hold, Posting
     from apps.ledger.selectors import ledger_verify, merchant_balances
     from apps.payout.models import Payout
+    from tests.soak.refunds import refund_checks, refund_figures
 
     ops = soak.history.ops
     checks: dict[str, dict] = {}
@@ -830,6 +848,8 @@ def run_checks(soak: Soak) -> dict:
                  .values_list("platform_order_no", flat=True)}
     expected |= {(n, "payout.reversed") for n in Payout.objects.filter(reversed_at__isnull=False)
                  .values_list("platform_order_no", flat=True)}
+    expected |= {(n, "refund.terminal") for n in Refund.objects.filter(status__in=Refund.TERMINAL)
+                 .values_list("refund_no", flat=True)}
     events = Counter(CallbackEvent.objects.values_list("platform_order_no", "type"))
     undelivered = list(CallbackEvent.objects.exclude(status="delivered").values_list("platform_order_no", "type",
                                                                                      "status"))
@@ -874,6 +894,9 @@ def run_checks(soak: Soak) -> dict:
     # 6. every accepted request took effect exactly once, every refused one not at all.
     checks["history_exactly_once"] = _check_history(soak, ops)
 
+    # 7. refunds: none beyond what was paid, each terminal or legitimately waiting, each answer as stored.
+    checks.update(refund_checks(soak, ops))
+
     postings = Counter(Posting.objects.values_list("kind", flat=True))
     figures = {
         "requests": len(ops), "by_kind": dict(Counter(op.kind for op in ops)),
@@ -889,16 +912,18 @@ def run_checks(soak: Soak) -> dict:
         "callbacks_received": len(received),
         "platform_key_versions": sorted({r["key_version"] for r in received if r["verified"]}),
         "credited": CollectionOrder.objects.filter(status="SUCCESS").aggregate(s=Sum("amount"))["s"] or 0,
+        **refund_figures(),
     }
     return {"checks": checks, "figures": figures}
 
 
 def _balances_from_orders(merchant_id: int) -> dict:
-    """What the merchant's balances must be from its orders alone, independently of the ledger."""
+    """What the merchant's balances must be from its orders and refunds alone, independently of the ledger."""
     from django.db.models import F, Sum
 
     from apps.collection.models import CollectionOrder
     from apps.payout.models import Payout
+    from tests.soak.refunds import refund_expected_balances
 
     def total(queryset, expression) -> int:
         return queryset.aggregate(s=Sum(expression))["s"] or 0
@@ -906,10 +931,12 @@ def _balances_from_orders(merchant_id: int) -> dict:
     payins = CollectionOrder.objects.filter(merchant_id=merchant_id, currency_id="PHP", status="SUCCESS")
     payouts = Payout.objects.filter(merchant_id=merchant_id, currency_id="PHP")
     settling = total(payins.filter(settlement="D1", settled_at__isnull=True), F("amount") - F("fee"))
-    frozen = total(payouts.exclude(status__in=TERMINAL_PAYOUT), F("amount") + F("fee"))
+    refunds = refund_expected_balances(merchant_id)
+    frozen = total(payouts.exclude(status__in=TERMINAL_PAYOUT), F("amount") + F("fee")) + refunds["frozen"]
     everything = (TOP_UP + total(payins, F("amount") - F("fee"))
                   - total(payouts.filter(status="SUCCESS"), F("amount") + F("fee"))
-                  + total(payouts.filter(reversed_at__isnull=False), F("reversal_amount") + F("fee_refund")))
+                  + total(payouts.filter(reversed_at__isnull=False), F("reversal_amount") + F("fee_refund"))
+                  - refunds["left"])
     return {"available": everything - settling - frozen, "settling": settling, "frozen": frozen}
 
 
@@ -977,7 +1004,8 @@ def _check_history(soak: Soak, ops: list[Op]) -> dict:
 
 def _decision_said(op: Op) -> str | None:
     if op.kind == "admin/decide":
-        text = op.detail
+        # Only the messages about this payout: the page may also show one left in the session by an earlier decision.
+        text = " | ".join(m for m in (op.data or {}).get("messages", []) if op.key in m)
         return "rejected" if " rejected: now" in text else "approved" if " approved: now" in text else None
     status = (op.data or {}).get("status")
     return "rejected" if status == "REJECTED" else "approved" if status in ("APPROVED", "PROCESSING", "SUCCESS",
@@ -987,12 +1015,13 @@ def _decision_said(op: Op) -> str | None:
 # -------------------------------------------------------------------------------------------------------- main
 
 def quiet_period(soak: Soak, platform, redis, budget: float, *, xendit=None, rng=None) -> float:
-    """Faults off, workers and beat left to finish: until no order is on its way and every callback is
+    """Faults off, workers and beat left to finish: until no order or refund is on its way and every callback is
     delivered, or the budget runs out. Live: Xendit decides what is still open and sends its late webhooks, and
     operations run `reconcile_channels` (what a lost webhook left) every 20 s while a payout is PROCESSING."""
     from django.db import connection
 
     from apps.callbacks.models import CallbackEvent
+    from apps.collection.models import Refund
     from apps.payout.models import Payout
 
     started = time.monotonic()
@@ -1009,6 +1038,7 @@ def quiet_period(soak: Soak, platform, redis, budget: float, *, xendit=None, rng
                 soak.manage("ops-quiet", "cli/reconcile_channels", "", ["reconcile_channels"])
                 reconciled = time.monotonic()
         busy = (Payout.objects.filter(status__in=["APPROVED", "PROCESSING"]).exists()
+                or Refund.objects.filter(status=Refund.Status.PROCESSING).exists()
                 or CallbackEvent.objects.exclude(status="delivered").exists())
         connection.close()
         if not busy:
@@ -1125,6 +1155,7 @@ def run_deployment(opts: Options) -> dict:
     django.setup()
     from tests.soak import upstream
     from tests.soak.insider import insider_actor, insider_refused, insider_set_up, insider_state
+    from tests.soak.refunds import refunds_actor
 
     from tests.support.receiver import CallbackReceiver
 
@@ -1167,6 +1198,8 @@ def run_deployment(opts: Options) -> dict:
             actors += [("xendit", upstream.upstream_actor, (xendit,))]
         if insider is not None:
             actors += [("insider", insider_actor, (insider,))]
+        if not live:  # the soak's Xendit side does not answer refunds (docs/testing.md, "Refunds in the soak")
+            actors += [("refunds", refunds_actor, ())]
         threads, faults = [], None
         for name, fn, args in actors:
             kwargs = {}

@@ -421,11 +421,19 @@ def _admin_on_a_merchant_user(soak, name: str, root: Person, insider: Insider, n
 
 def _accomplice_chain(soak, name: str, root: Person) -> list[Person]:
     """The superuser adds a superuser accomplice in the admin, who enrols a phone and adds one of their own."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
     chain, maker = [], root
     for i, username in enumerate((f"soak-accomplice-{soak.opts.seed}", f"soak-accomplice-{soak.opts.seed}-b")):
-        attempt(soak, name, "setup-add-staff", username, lambda: maker.post(
-            "/admin/auth/user/add/", {"username": username, "password1": PASSWORD, "password2": PASSWORD,
-                                      "usable_password": "true"}))
+        for _ in range(3):  # an add lost to a fault (a killed web worker, a terminated session) is asked again
+            attempt(soak, name, "setup-add-staff", username, lambda: maker.post(
+                "/admin/auth/user/add/", {"username": username, "password1": PASSWORD, "password2": PASSWORD,
+                                          "usable_password": "true"}))
+            added = get_user_model().objects.filter(username=username).exists()
+            connection.close()
+            if added:
+                break
         _make_superuser(soak, name, maker, username)
         person = Person(soak.base, username)
         person.admin_sign_in(enrol=True)
