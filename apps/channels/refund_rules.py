@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from apps.channels.models import Channel, RefundRule, UpstreamPayin
+from apps.channels.selectors import channel_cached
 
 
 @dataclass(frozen=True)
@@ -29,25 +30,29 @@ def refund_rule_for(*, channel: Channel, adapter, payment_method: str) -> RuleIn
     return None
 
 
-def payment_method_of(*, platform_order_no: str) -> str:
-    """How the payer paid the order, as its upstream said ("" when it did not, or for the sandbox)."""
-    return (UpstreamPayin.objects.filter(platform_order_no=platform_order_no)
-            .values_list("payment_method", flat=True).first() or "")
+@dataclass(frozen=True)
+class PaymentTaken:
+    """Where and how the payer paid an order: the channel its upstream payment was opened on (which stays when a
+    failover moves the order meanwhile; the order's own for the sandbox, which opens nothing) and the method the
+    upstream named ("" when it did not say)."""
+
+    channel: Channel
+    method: str
 
 
-def payment_channel_of(*, order) -> Channel:
-    """The channel that took the order's payment: the one its upstream payment was opened on (UpstreamPayin.channel,
-    which stays when a failover moves the order meanwhile), else the order's own (the sandbox opens nothing)."""
-    opened = UpstreamPayin.objects.select_related("channel").filter(platform_order_no=order.platform_order_no).first()
-    return opened.channel if opened is not None else order.channel
+def payment_taken(*, order) -> PaymentTaken:
+    """The order's PaymentTaken, in one read of its upstream payment."""
+    opened = (UpstreamPayin.objects.select_related("channel").only("channel", "payment_method")
+              .filter(platform_order_no=order.platform_order_no).first())
+    if opened is None:
+        return PaymentTaken(channel=channel_cached(order.channel_id) or order.channel, method="")
+    return PaymentTaken(channel=opened.channel, method=opened.payment_method)
 
 
-def refund_refusal(*, order, adapter, amount: int, refunded_before: int, now: datetime,
-                   channel: Channel | None = None) -> str:
-    """Why the channel that took the payment (`channel`, the order's by default) cannot take this refund, or "" when
-    it can. `refunded_before`: the order's refunds not FAILED, this one excluded."""
-    channel = channel or order.channel
-    method = payment_method_of(platform_order_no=order.platform_order_no)
+def refund_refusal(*, order, taken: PaymentTaken, adapter, amount: int, refunded_before: int, now: datetime) -> str:
+    """Why the channel that took the payment cannot take this refund, or "" when it can. `refunded_before`: the
+    order's refunds not FAILED, this one excluded."""
+    channel, method = taken.channel, taken.method
     rule = refund_rule_for(channel=channel, adapter=adapter, payment_method=method)
     if rule is None:
         return ""

@@ -19,8 +19,7 @@ from apps.callbacks.enqueue import callback_enqueue, refund_terminal_payload
 from apps.callbacks.models import CallbackEvent
 from apps.channels.base import UpstreamRejected, UpstreamUnavailable
 from apps.channels.environment import ChannelNotAllowed
-from apps.channels.models import Channel
-from apps.channels.refund_rules import payment_channel_of, refund_refusal
+from apps.channels.refund_rules import PaymentTaken, payment_taken, refund_refusal
 from apps.channels.submission import one_submission_at_a_time
 from apps.channels.registry import payin_adapter
 from apps.collection.models import CollectionOrder, Refund
@@ -89,27 +88,28 @@ def refund_with_totals(refund: Refund) -> Refund:
     return refund
 
 
-def _channel_refusal(order: CollectionOrder, *, channel: Channel, amount: int, refunded_before: int) -> str:
+def _channel_refusal(order: CollectionOrder, *, taken: PaymentTaken, amount: int, refunded_before: int) -> str:
     """Why the channel that took the payment cannot take this refund now, or "" when it can (its adapter, then its
     refund rules)."""
+    channel = taken.channel
     try:
         adapter = payin_adapter(channel)
     except ChannelNotAllowed as exc:
         return str(exc)
     if not getattr(adapter, "takes_refunds", False):
         return f"channel {channel.code} does not take refunds."
-    return refund_refusal(order=order, channel=channel, adapter=adapter, amount=amount,
-                          refunded_before=refunded_before, now=timezone.now())
+    return refund_refusal(order=order, taken=taken, adapter=adapter, amount=amount, refunded_before=refunded_before,
+                          now=timezone.now())
 
 
-def _order_refusal(order: CollectionOrder, *, channel: Channel, amount: int,
+def _order_refusal(order: CollectionOrder, *, taken: PaymentTaken, amount: int,
                    refunded_before: int) -> DomainError | None:
-    """The order's own refusal of a refund of `amount` through `channel`, the one that took the payment (2007 not
+    """The order's own refusal of a refund of `amount` through the channel that took the payment (2007 not
     paid or the channel refuses, 2008 more than is still refundable), None when it takes it."""
     if order.status != CollectionOrder.Status.SUCCESS:
         return DomainError(ErrorCode.ORDER_NOT_REFUNDABLE, f"order {order.mch_order_no} is {order.status}, not paid: "
                                                            f"only a paid pay-in can be refunded.")
-    refusal = _channel_refusal(order, channel=channel, amount=amount, refunded_before=refunded_before)
+    refusal = _channel_refusal(order, taken=taken, amount=amount, refunded_before=refunded_before)
     if refusal:
         return DomainError(ErrorCode.ORDER_NOT_REFUNDABLE, f"order {order.mch_order_no} cannot be refunded: {refusal}")
     refundable = order.amount - refunded_before
@@ -124,7 +124,7 @@ def refund_refusal_now(*, order: CollectionOrder, amount: int) -> DomainError | 
     """What refund_create would refuse for this refund now (2007, 2008, then 2003), without a lock and without
     creating anything: for a page that asks before a refund is made (the portal's request). refund_create decides
     again under the pay-in's row lock."""
-    if refusal := _order_refusal(order, channel=payment_channel_of(order=order), amount=amount,
+    if refusal := _order_refusal(order, taken=payment_taken(order=order), amount=amount,
                                  refunded_before=refunded_total(order_id=order.pk)):
         return refusal
     available = ledger_selectors.merchant_balances(merchant_id=order.merchant_id,
@@ -149,8 +149,9 @@ def _refund_insert(*, merchant: Merchant, order: CollectionOrder, mch_refund_no:
     order = lock_collection_order(order_id=order.pk)
     earlier = refunded_total(order_id=order.pk, exclude_id=refund.pk)
     # The refund goes back through the channel that took the payment, whatever the routing says now.
-    refund.channel = payment_channel_of(order=order)
-    if refusal := _order_refusal(order, channel=refund.channel, amount=amount, refunded_before=earlier):
+    taken = payment_taken(order=order)
+    refund.channel = taken.channel
+    if refusal := _order_refusal(order, taken=taken, amount=amount, refunded_before=earlier):
         raise refusal
     refundable = order.amount - earlier
     refund.hold = ledger.hold_place(merchant_id=merchant.pk, currency=order.currency_id, amount=amount,
