@@ -9,6 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
+        ('common', '0005_append_only_guards'),
         ('channels', '0006_routing_and_health'),
         ('pghistory', '0007_auto_20250421_0444'),
     ]
@@ -70,5 +71,11 @@ class Migration(migrations.Migration):
         pgtrigger.migrations.AddTrigger(
             model_name='refundruleevent',
             trigger=pgtrigger.compiler.Trigger(name='append_only', sql=pgtrigger.compiler.UpsertTriggerSql(func="RAISE EXCEPTION 'pgtrigger: Cannot update or delete rows from % table', TG_TABLE_NAME;", hash='5432e12b11cff8075c09a4830051c73a82e5aa05', operation='UPDATE OR DELETE', pgid='pgtrigger_append_only_98aca', table='channels_refundruleevent', when='BEFORE')),
+        ),
+        migrations.RunSQL(
+            # The settings trail's guard of common 0005_append_only_guards (its function exists since then).
+            "CREATE OR REPLACE TRIGGER append_only_guard BEFORE UPDATE OR DELETE ON channels_refundruleevent "
+            "FOR EACH ROW EXECUTE FUNCTION append_only_refuse();",
+            reverse_sql="DROP TRIGGER IF EXISTS append_only_guard ON channels_refundruleevent;",
         ),
     ]
