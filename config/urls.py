@@ -16,7 +16,7 @@ api_v1 = [
     path("schema/", include("apps.common.api.urls")),
     path("docs/", ApiDocsView.as_view(), name="openapi-docs"),  # GET only; before the catch-all below
     path("docs/redoc.standalone.js", redoc_bundle, name="openapi-redoc-bundle"),
-    # Contract §2: an unknown path under /openapi/v1/ is 1004 whatever the body.
+    # docs/api.md, "Checks, in order": an unknown path under /openapi/v1/ is 1004 whatever the body.
     re_path(r"^.*$", api_not_found),
 ]
 

@@ -41,7 +41,8 @@ def _status(value: Any) -> str:
 
 
 def collection_success_payload(order: Any) -> dict:
-    """§6.1: status always SUCCESS; `attach` always present (empty string when the order has none)."""
+    """docs/api.md, "Callbacks" (pay-in): status always SUCCESS; `attach` always present (empty string when the order
+    has none)."""
     return {
         "platform_order_no": order.platform_order_no,
         "mch_order_no": order.mch_order_no,
@@ -54,7 +55,8 @@ def collection_success_payload(order: Any) -> dict:
 
 
 def payout_terminal_payload(payout: Any) -> dict:
-    """§6.2: a terminal snapshot; no finished_at, no attach; fail_reason only on FAILED/REJECTED."""
+    """docs/api.md, "Callbacks" (payout): a terminal snapshot; no finished_at, no attach; fail_reason only on
+    FAILED/REJECTED."""
     status = _status(payout.status)
     if status not in ("SUCCESS", "FAILED", "REJECTED"):
         raise ValueError(f"payout {payout.platform_order_no} is not terminal ({status})")
@@ -72,7 +74,7 @@ def payout_terminal_payload(payout: Any) -> dict:
 
 
 def payout_reversed_payload(payout: Any) -> dict:
-    """§6.3: `event` = payout.reversed and no `status` (merchants route on `event`)."""
+    """docs/api.md, "Callbacks" (reversal): `event` = payout.reversed and no `status` (merchants route on `event`)."""
     return {
         "event": "payout.reversed",
         "reversed_at": _unix(payout.reversed_at),

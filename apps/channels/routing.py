@@ -1,5 +1,5 @@
-"""What serves a create request, checked in the contract's order (§2): currency 1001 → product 1002 → amount 1003 →
-bank code 2006; then the channel among those that serve the order (docs/channels.md, "Routing")."""
+"""What serves a create request, checked in the order of docs/api.md, "Checks, in order": currency 1001 → product 1002
+→ amount 1003 → bank code 2006; then the channel among those that serve the order (docs/channels.md, "Routing")."""
 
 from dataclasses import dataclass
 

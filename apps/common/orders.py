@@ -38,8 +38,8 @@ def replay_or_conflict(order: Model, *, stored: dict, request: dict) -> Model:
 
 def order_create_or_replay(*, lookup: Callable[[], Model | None], replay: Callable[[Model], Model],
                            create: Callable[[], Model]) -> Model:
-    """Contract §2: an mch_order_no already used is answered (identical parameters replay the order, different
-    ones are 2001) before any business check.
+    """docs/api.md, "Idempotent create": an mch_order_no already used is answered (identical parameters replay the
+    order, different ones are 2001) before any business check.
 
     `create` checks and inserts in its own transaction. The usual case, a new mch_order_no, pays for no lookup
     (a third of pay/create's database time, docs/performance.md): an existing order can only make `create` fail,

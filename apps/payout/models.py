@@ -173,7 +173,7 @@ class Payout(models.Model):
     @transition(field=status, source=Status.SUCCESS, target=Status.SUCCESS,
                 conditions=[lambda payout: payout.reversed_at is None])
     def reverse(self, *, reversal_amount: int, fee_refund: int) -> None:
-        """Interface §3.2: the status stays SUCCESS; `reversed_at` shows the reversal."""
+        """docs/api.md, "Payout orders": the status stays SUCCESS; `reversed_at` shows the reversal."""
         self.reversal_amount = reversal_amount
         self.fee_refund = fee_refund
         self.reversed_at = timezone.now()

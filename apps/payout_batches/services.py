@@ -56,7 +56,8 @@ class BatchNotFound(LookupError):
 
 @dataclass
 class RowCheck:
-    """One row as given and what checking it found: `code` "" (fine) or the contract's error code (§3) with `msg`."""
+    """One row as given and what checking it found: `code` "" (fine) or the error code of docs/api.md, "Error codes"
+    with `msg`."""
 
     line: int
     values: dict
@@ -112,11 +113,12 @@ def _default_product(merchant: Merchant, currency: str) -> str:
 
 
 def row_check(*, merchant: Merchant, line: int, values: dict, defaults: dict | None = None) -> RowCheck:
-    """The checks of payout/create in the contract's order (§2), without creating anything: formats (1000), an
-    mch_order_no already used (replay, or 2001), currency (1001), product (1002), amount (1003), bank code (2006).
-    The balance (2003) is checked when the payout is created."""
+    """The checks of payout/create in the order of docs/api.md, "Checks, in order", without creating anything: formats
+    (1000), an mch_order_no already used (replay, or 2001), currency (1001), product (1002), amount (1003), bank code
+    (2006). The balance (2003) is checked when the payout is created."""
     check = RowCheck(line=line, values=values)
-    data = {name: value for name, value in values.items() if value not in (None, "")}  # empty = absent (§1)
+    # empty = absent (docs/api.md, "Field formats")
+    data = {name: value for name, value in values.items() if value not in (None, "")}
     if not data.get("product_code") and isinstance(data.get("currency"), str):
         defaults = {} if defaults is None else defaults  # one query per currency of a file, not per row
         if data["currency"] not in defaults:

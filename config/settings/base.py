@@ -17,7 +17,7 @@ SECRET_KEY = env("SECRET_KEY", default="dev-only-insecure-secret-key-change-me-i
 DEBUG = env.bool("DEBUG", default=False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 
-# Contract §1: {api_root}, {base_url} = {api_root}/openapi/v1, {pay_base_url}.
+# docs/api.md, "Addresses": {api_root}, {base_url} = {api_root}/openapi/v1, {pay_base_url}.
 API_ROOT = env("API_ROOT", default="http://127.0.0.1:8000").rstrip("/")
 PAY_BASE_URL = env("PAY_BASE_URL", default=API_ROOT).rstrip("/")
 
@@ -261,24 +261,24 @@ SPECTACULAR_SETTINGS = {
     "REDOC_UI_SETTINGS": {"expandResponses": "200", "jsonSampleExpandLevel": "all", "hideDownloadButton": False},
 }
 
-# Contract §2: signing tolerances.
+# docs/api.md, "Signing": tolerances.
 SIGNATURE_TIMESTAMP_TOLERANCE_SECONDS = env.int("SIGNATURE_TIMESTAMP_TOLERANCE_SECONDS", default=300)
 NONCE_TTL_SECONDS = env.int("NONCE_TTL_SECONDS", default=600)
-# Contract §3, code 1106: requests per second per merchant.
+# docs/api.md, "Error codes", 1106: requests per second per merchant.
 RATE_LIMIT_PER_SECOND = env.int("RATE_LIMIT_PER_SECOND", default=100)
 
 # Private keys of the platform are encrypted at rest (Fernet) with this key; derived from SECRET_KEY when unset.
 PLATFORM_KEY_ENCRYPTION_KEY = env("PLATFORM_KEY_ENCRYPTION_KEY", default="")
 
-# Contract §4: D1 release cut-off time zone.
+# docs/api.md, "Collection orders": D1 release cut-off time zone.
 SETTLEMENT_TIME_ZONE = env("SETTLEMENT_TIME_ZONE", default="Asia/Manila")
 # A day's statement is stored (and then served as stored) once the day ended this long ago: a posting stamped
 # 23:59:59.9 commits a moment later, and a stored statement never changes.
 STATEMENT_CLOSE_DELAY_SECONDS = env.int("STATEMENT_CLOSE_DELAY_SECONDS", default=600)
-# Contract §5: risk rule "more than N payouts to one payee account within 24 h".
+# docs/api.md, "Payout orders": risk rule "more than N payouts to one payee account within 24 h".
 PAYOUT_VELOCITY_LIMIT = env.int("PAYOUT_VELOCITY_LIMIT", default=5)
 
-# Contract §6: callbacks.
+# docs/api.md, "Callbacks".
 CALLBACK_TIMEOUT_SECONDS = env.float("CALLBACK_TIMEOUT_SECONDS", default=10.0)
 CALLBACK_RETRY_DELAYS_SECONDS = [15, 60, 300, 1800, 7200, 21600, 43200, 86400]
 CALLBACK_ALLOW_PRIVATE_HOSTS = env.bool("CALLBACK_ALLOW_PRIVATE_HOSTS", default=False)
@@ -335,7 +335,7 @@ CHANNEL_BREAKER_CLOSE_AFTER = env.int("CHANNEL_BREAKER_CLOSE_AFTER", default=3)
 # asked by our idempotency key at least this long after the submission, has nothing (docs/channels.md, "Failover").
 CHANNEL_FAILOVER_LOOKUP_AFTER_SECONDS = env.int("CHANNEL_FAILOVER_LOOKUP_AFTER_SECONDS", default=300)
 
-# Contract §7: sandbox channel timings.
+# docs/api.md, "Sandbox channel": timings.
 SANDBOX_PAYOUT_SETTLE_SECONDS = env.float("SANDBOX_PAYOUT_SETTLE_SECONDS", default=1.0)
 SANDBOX_PAYOUT_RETURN_SECONDS = env.float("SANDBOX_PAYOUT_RETURN_SECONDS", default=3.0)
 # A sandbox refund's answer comes this long after its submission (docs/api.md, "Sandbox channel").

@@ -92,7 +92,8 @@ def test_create_accepts_bounds_of_formats(client, merchant):
     assert (status, body["code"]) == (200, "0")
 
 
-# Contract §1's formats hold on the value as sent: nothing is trimmed, and "$" before a final newline is no end.
+# The formats of docs/api.md, "Field formats" hold on the value as sent: nothing is trimmed, and "$" before a final
+# newline is no end.
 @pytest.mark.parametrize("field, value", [
     ("mch_order_no", "ORD-WS\n"), ("mch_order_no", " ORD-WS "), ("mch_order_no", "ORD-WS "),
     ("mch_order_no", "\tORD-WS"), ("mch_order_no", "ORD-WS\r\n"),

@@ -61,7 +61,8 @@ def test_another_merchants_order_looks_exactly_like_an_unknown_one(client, merch
                          ids=["pay", "payout"])
 def test_platform_number_of_another_merchant_wins_over_my_own_mch_number_and_is_not_found(
         client, merchant, other_merchant, path, make):
-    """Interface §4.4: platform_order_no takes precedence; pairing theirs with my own order number leaks nothing."""
+    """docs/api.md, "Endpoints": platform_order_no takes precedence; pairing theirs with my own order number leaks
+    nothing."""
     theirs = make(other_merchant)
     mine = make(merchant)  # same mch_order_no at my merchant: a different order
     assert mine.platform_order_no != theirs.platform_order_no

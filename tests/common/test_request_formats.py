@@ -1,5 +1,5 @@
-"""Contract §1: a request's string fields are checked as sent. Whatever field a request serializer declares now or
-later, a padded value is either refused (1000) or kept exactly as sent; it is never trimmed into another value."""
+"""docs/api.md, "Field formats": a request's string fields are checked as sent. Whatever field a request serializer
+declares now or later, a padded value is either refused (1000) or kept exactly as sent; it is never trimmed into another value."""
 
 import importlib
 

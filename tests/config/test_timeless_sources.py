@@ -21,8 +21,9 @@ FORBIDDEN = {
     "an issue number": re.compile(_joined("iss", r"ue[\s_]+#?\d+"), re.IGNORECASE),
     "who measured": re.compile(_joined("hel", r'pers?\s+(?:#\s*)?"')),  # the name may follow on the next line
     "a path outside the repository": re.compile(_joined("shared", "/", "spec")),
-    "a section of the contract outside the repository": re.compile(_joined("cont", r"ract\s+§")),
-    "the interface document outside the repository": re.compile(_joined("inter", r"face(\.md|\s+§)")),
+    "a section of the contract outside the repository": re.compile(_joined("cont", r"ract\s+§"), re.IGNORECASE),
+    "a numbered section of a document outside the repository": re.compile(_joined(r"(?<![0-9] )", "§", r"\s*\d")),
+    "the interface document outside the repository": re.compile(_joined("inter", r"face(\.md|\s+§)"), re.IGNORECASE),
 }
 
 
@@ -74,8 +75,8 @@ def test_every_reference_to_a_section_of_api_performance_runbook_or_architecture
 
 def test_the_check_finds_what_it_forbids():
     samples = [_joined("as measured in iss", "ue 22"), _joined("test_of_iss", "ue_22"), _joined("see hel", 'per "p5"'),
-               _joined("../shared", "/", "spec/contract.md"), _joined("cont", "ract §3"), _joined("inter", "face §4.1"),
-               _joined("inter", "face.md")]
+               _joined("../shared", "/", "spec/contract.md"), _joined("cont", "ract §", "3"), _joined("inter", "face §", "4.1"),
+               _joined("inter", "face.md"), _joined("Cont", "ract §", "2"), _joined("(§", "6.1)")]
     for sample in samples:
         assert any(pattern.search(sample) for pattern in FORBIDDEN.values()), sample
     assert not any(pattern.search('docs/api.md, "Error codes"') for pattern in FORBIDDEN.values())

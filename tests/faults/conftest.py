@@ -111,7 +111,8 @@ def pay_through_page(pay_url: str, timeout: float = 30) -> requests.Response:
 
 
 def assert_clean_error_envelope(status: int, body: dict, code: str, http_status: int) -> None:
-    """Contract §3: the envelope, that code and status, data null, and nothing internal in the message."""
+    """docs/api.md, "Error codes": the envelope, that code and status, data null, and nothing internal in the
+    message."""
     assert (status, body.get("code")) == (http_status, code), body
     assert set(body) == {"code", "msg", "data"} and body["data"] is None, body
     leaked = re.compile(r"Traceback|File \"|psycopg|OperationalError|ConnectionError|redis|SELECT|INSERT", re.I)

@@ -19,7 +19,8 @@ CONTRACT_CODES: dict[str, set[int]] = {
     "1101": {401}, "1102": {401}, "1103": {401}, "1104": {401}, "1105": {403}, "1106": {429},
     "2001": {409}, "2002": {404}, "2003": {422}, "2006": {422}, "2007": {422}, "2008": {422},
 }
-# Codes decided by the signature layer (§2); a correctly signed, fresh request never gets one of them.
+# Codes decided by the signature layer (docs/api.md, "Checks, in order"); a correctly signed, fresh request never gets
+# one of them.
 AUTH_CODES = {"1101", "1102", "1103", "1104", "1105", "1106"}
 COMMON_FIELDS = ("merchant_no", "app_id", "key_version", "timestamp", "nonce", "sign_type", "sign")
 NONCE_RE = re.compile(r"[A-Za-z0-9_-]{8,64}")

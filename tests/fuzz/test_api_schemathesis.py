@@ -186,7 +186,7 @@ class FuzzState:
 class Prepared:
     mode: str
     body: object
-    signed_ok: bool = False  # what the oracle's independent §2 check says about the body sent
+    signed_ok: bool = False  # what the oracle's independent check of the order of checks says about the body sent
 
 
 class CaseSigner:
@@ -371,7 +371,7 @@ def test_every_response_is_a_contract_envelope(case, data, fuzz_state):
     assert code in BUSINESS_CODES[case.path] | AUTH_CODES, context
     assert code != "1106", "rate limit is lifted for the fuzzer"
     if not is_flat_signable(sent):
-        # §2: not a JSON object of flat values -> 1000, before anything else.
+        # The first check: not a JSON object of flat values -> 1000, before anything else.
         assert code == "1000", (body, context)
         return
     if prepared.mode == "valid":

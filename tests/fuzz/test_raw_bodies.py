@@ -34,7 +34,8 @@ def deep(depth: int, opener: str) -> bytes:
 
 
 def expected_refusal(raw: bytes) -> bool:
-    """Independent oracle of §2's first check: True when the body is not a JSON object of flat values."""
+    """Independent oracle of the first of docs/api.md, "Checks, in order": True when the body is not a JSON object of
+    flat values."""
     try:
         body = json.loads(raw.decode("utf-8"), parse_float=lambda _: float("nan"), parse_constant=lambda _: [])
     except (UnicodeDecodeError, ValueError, RecursionError):

@@ -19,7 +19,8 @@ from tests.fuzz.conftest import fuzz_settings
 
 
 def oracle_string_to_sign(body: dict) -> bytes:
-    """Contract §2 steps 1-5, read literally and worked on bytes: no code shared with apps.common.signing."""
+    """docs/api.md, "The string to sign", steps 1-5, read literally and worked on bytes: no code shared with
+    apps.common.signing."""
     pairs = []
     for key, value in body.items():
         if key == "sign" or value is None or (isinstance(value, str) and len(value) == 0):  # steps 1, 2
@@ -120,12 +121,13 @@ def test_changes_invisible_to_the_string_keep_the_signature(key_pair, body, data
 
 
 def test_values_containing_separators_make_the_string_ambiguous():
-    """Contract §2 does not escape '&' or '='; two different bodies can share a string to sign. Documented in
+    """The string to sign does not escape '&' or '='; two different bodies can share a string to sign. Documented in
     docs/fuzzing.md: a request cannot be forged this way without the merchant signing the other body."""
     assert signing.string_to_sign({"a": "1&b=2"}) == signing.string_to_sign({"a": "1", "b": "2"})
 
 
-# parse_flat_json_object: what §2 step 4 and §3 (1000) say about bodies, over arbitrary JSON.
+# parse_flat_json_object: what "The string to sign" step 4 and "Error codes" (1000) say about bodies, over arbitrary
+# JSON.
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=10))
 json_anything = st.recursive(
     st.one_of(json_scalars, st.floats(allow_nan=True, allow_infinity=True)),

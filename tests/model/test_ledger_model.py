@@ -119,7 +119,7 @@ REQUIRED_PATHS = [
 
 
 def expected_fee(fee: tuple[int, int], amount: int) -> int:
-    """Contract §4/§5: fee_fixed + ceil(amount × bps / 10000), in integers."""
+    """docs/api.md, "Collection orders" and "Payout orders": fee_fixed + ceil(amount × bps / 10000), in integers."""
     fee_fixed, bps = fee
     return fee_fixed + (amount * bps + 9999) // 10000
 

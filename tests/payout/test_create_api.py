@@ -50,7 +50,8 @@ def test_payout_create_with_field_out_of_format_returns_1000(client, funded, ove
     assert not Payout.objects.exists()
 
 
-# Contract §1's formats hold on the value as sent: nothing is trimmed, and "$" before a final newline is no end.
+# The formats of docs/api.md, "Field formats" hold on the value as sent: nothing is trimmed, and "$" before a final
+# newline is no end.
 @pytest.mark.parametrize("field, value", [
     ("mch_order_no", "PO-WS\n"), ("mch_order_no", " PO-WS "), ("mch_order_no", "PO-WS "), ("mch_order_no", "\tPO-WS"),
     ("payee_account", "0012345678\n"), ("payee_account", " 0012345678"), ("payee_account", "0012345678 "),

@@ -19,8 +19,8 @@ from apps.common.errors import ErrorCode
 
 
 class ReadOnlyApiPage:
-    """Contract §2: under /openapi/v1/ a method a path does not take is 1004/405 in the JSON envelope, here too
-    (DRF would render its 405 with the view's own renderer: YAML for the schema, HTML for the docs page)."""
+    """docs/api.md, "Checks, in order": under /openapi/v1/ a method a path does not take is 1004/405 in the JSON
+    envelope, here too (DRF would render its 405 with the view's own renderer: YAML for the schema, HTML for the docs page)."""
 
     def dispatch(self, request, *args, **kwargs):
         if request.method not in ("GET", "HEAD"):

@@ -19,7 +19,8 @@ class SignedAPIView(APIView):
 
     def initial(self, request, *args, **kwargs):
         django_request = request._request  # what DRF's Request hands these reads on to, one lookup per read
-        # Contract §2: a method the endpoint does not take is 1004 whatever the body, before any signature check.
+        # docs/api.md, "Checks, in order": a method the endpoint does not take is 1004 whatever the body, before any
+        # signature check.
         if django_request.method.lower() not in self.http_method_names:
             raise MethodNotAllowed(django_request.method)
         # DRF reads an empty body as {}; an empty body is not a JSON object, so it is 1000 (not a missing sign).

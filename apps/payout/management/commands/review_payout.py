@@ -18,8 +18,8 @@ class Command(JsonCommand):
         payout = Payout.objects.filter(platform_order_no=options["platform_order_no"]).first()
         if payout is None:
             raise PayoutNotFound(f"no payout {options['platform_order_no']}")
-        # Contract §8: a decision on an order that is not FROZEN exits non-zero; checked under the row lock, so a
-        # reviewer deciding at the same moment makes this exit non-zero too (replay=False).
+        # docs/api.md, "Operations CLI": a decision on an order that is not FROZEN exits non-zero; checked under the
+        # row lock, so a reviewer deciding at the same moment makes this exit non-zero too (replay=False).
         service = payout_approve if options["approve"] else payout_reject
         payout = service(payout_id=payout.pk, reviewer=None, reason=options["reason"], via="cli", replay=False)
         return payout_query_data(payout)

@@ -1,5 +1,5 @@
 """Callbacks from the platform (docs/api.md, "Keys", "Callbacks"): verify with the platform public key of the body's
-`key_version`, then route on `event` first, then `status` (§6.3 rule 1).
+`key_version`, then route on `event` first, then `status` (docs/api.md, "Callbacks").
 
 Framework glue: `handle_callback` (any framework), `django_view` and `wsgi_app`. Django is imported only
 inside `django_view`, so this module works without it.
@@ -32,7 +32,7 @@ MAX_BODY_BYTES = 1 << 20
 
 @dataclass(frozen=True, slots=True)
 class CollectionSuccess:
-    """§6.1, sent to the collection callback URL; process idempotently by `platform_order_no`."""
+    """The pay-in callback, sent to the collection callback URL; process idempotently by `platform_order_no`."""
 
     platform_order_no: str
     mch_order_no: str
@@ -47,8 +47,8 @@ class CollectionSuccess:
 
 @dataclass(frozen=True, slots=True)
 class PayoutTerminal:
-    """§6.2: SUCCESS, FAILED or REJECTED (with `fail_reason` on the last two). `payout_query` has finished_at
-    and attach."""
+    """The payout callback: SUCCESS, FAILED or REJECTED (with `fail_reason` on the last two). `payout_query` has
+    finished_at and attach."""
 
     platform_order_no: str
     mch_order_no: str
@@ -63,8 +63,8 @@ class PayoutTerminal:
 
 @dataclass(frozen=True, slots=True)
 class PayoutReversed:
-    """§6.3: a SUCCESS payout was returned; the order stays SUCCESS. Deduplicate by platform_order_no *and*
-    this type, not by the order number alone."""
+    """The reversal callback: a SUCCESS payout was returned; the order stays SUCCESS. Deduplicate by platform_order_no
+    *and* this type, not by the order number alone."""
 
     platform_order_no: str
     mch_order_no: str

@@ -1,4 +1,4 @@
-"""Typed errors: one class per error code of the platform contract (§3), all under `PaymentsError`."""
+"""Typed errors: one class per error code of the platform (docs/api.md, "Error codes"), all under `PaymentsError`."""
 
 from __future__ import annotations
 
