@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 from apps.channels.models import Channel, RefundRule, UpstreamPayin
 from apps.channels.selectors import channel_cached
+from apps.common.refcache import refcache_get
 
 
 @dataclass(frozen=True)
@@ -19,9 +20,10 @@ class RuleInForce:
 
 
 def refund_rule_for(*, channel: Channel, adapter, payment_method: str) -> RuleInForce | None:
-    """The rule that holds for a payment by `payment_method` on `channel`: its own method's, else its default's."""
-    rows = list(RefundRule.objects.filter(channel=channel, method__in=[payment_method, ""]))
-    rules = rows or list(getattr(adapter, "refund_rules", ()))
+    """The rule that holds for a payment by `payment_method` on `channel`: its own method's, else its default's. The
+    channel's rows are reference data, cached per process under the staleness rule (apps.common.refcache)."""
+    rows = refcache_get(("refund_rules", channel.pk), lambda: tuple(RefundRule.objects.filter(channel=channel)))
+    rules = rows or tuple(getattr(adapter, "refund_rules", ()))
     for method in (payment_method, ""):
         for rule in rules:
             if rule.method == method:

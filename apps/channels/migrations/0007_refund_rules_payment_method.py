@@ -5,6 +5,8 @@ import pgtrigger.compiler
 import pgtrigger.migrations
 from django.db import migrations, models
 
+from apps.common.refcache import reference_table_trigger
+
 
 class Migration(migrations.Migration):
 
@@ -78,4 +80,6 @@ class Migration(migrations.Migration):
             "FOR EACH ROW EXECUTE FUNCTION append_only_refuse();",
             reverse_sql="DROP TRIGGER IF EXISTS append_only_guard ON channels_refundruleevent;",
         ),
+        # The rules are reference data, cached per process (apps.channels.refund_rules): a write bumps the generation.
+        reference_table_trigger("channels_refundrule"),
     ]
