@@ -402,51 +402,39 @@ class PayMongoPayinAdapter(PayinAdapter):
         return {}
 
 
-def refunds_listed(client: PayMongoClient, *, payment_id: str) -> list[dict]:
-    """Every refund PayMongo lists for the payment, each page read (apps.channels.lookups) and matched on payment_id
-    here too, since a list that ignores the filter answers every refund of the account. LookupUnknown when the list
-    cannot be read to its end, or a listed refund does not show its payment_id (it cannot be told apart)."""
+def _listed(client: PayMongoClient, path: str, *, field: str, value: str) -> list[dict]:
+    """Every object PayMongo lists under `field`=`value`, each page read (`limit`, the `after` cursor, until
+    `has_more` is false: apps.channels.lookups) and matched on `field` here too, since a list that ignores the filter
+    answers every object of the account. LookupUnknown when the list cannot be read to its end, or when a listed
+    object does not show `field` (it cannot be told apart from ours)."""
 
     def page(cursor: str | None):
-        params = {"payment_id": payment_id, "limit": LOOKUP_PAGE_SIZE}
+        params = {field: value, "limit": LOOKUP_PAGE_SIZE}
         if cursor:
             params["after"] = cursor
-        answer = client.call("GET", REFUNDS, params=params)
+        answer = client.call("GET", path, params=params)
         more = answer.get("has_more")
         return answer.get("data"), more if isinstance(more, bool) else None
 
+    where = f"paymongo GET {path}"
     ours = []
-    for refund in every_page(where="paymongo GET /v1/refunds", page=page):
-        fields = _fields(refund)
-        if "payment_id" not in fields:
-            raise LookupUnknown(f"paymongo GET /v1/refunds: refund {refund.get('id')} shows no payment_id")
-        if str(fields.get("payment_id") or "") == payment_id:
-            ours.append(refund)
+    for obj in every_page(where=where, page=page):
+        fields = _fields(obj)
+        if field not in fields:
+            raise LookupUnknown(f"{where}: {obj.get('id')} shows no {field}")
+        if str(fields.get(field) or "") == value:
+            ours.append(obj)
     return ours
+
+
+def refunds_listed(client: PayMongoClient, *, payment_id: str) -> list[dict]:
+    """Every refund PayMongo lists for the payment."""
+    return _listed(client, REFUNDS, field="payment_id", value=payment_id)
 
 
 def transfers_listed(client: PayMongoClient, *, reference_number: str) -> list[dict]:
-    """Every transfer PayMongo lists under `reference_number`, each page read (`limit`, the `after` cursor, until
-    `has_more` is false: apps.channels.lookups) and matched on reference_number here too, since a list that ignores
-    the filter answers everyone's transfers. LookupUnknown when the list cannot be read to its end, or when a listed
-    transfer does not show its reference_number (it cannot be told apart from ours)."""
-
-    def page(cursor: str | None):
-        params = {"reference_number": reference_number, "limit": LOOKUP_PAGE_SIZE}
-        if cursor:
-            params["after"] = cursor
-        answer = client.call("GET", "/v2/transfers", params=params)
-        more = answer.get("has_more")
-        return answer.get("data"), more if isinstance(more, bool) else None
-
-    ours = []
-    for transfer in every_page(where="paymongo GET /v2/transfers", page=page):
-        fields = _fields(transfer)
-        if "reference_number" not in fields:
-            raise LookupUnknown(f"paymongo GET /v2/transfers: transfer {transfer.get('id')} shows no reference_number")
-        if str(fields.get("reference_number") or "") == reference_number:
-            ours.append(transfer)
-    return ours
+    """Every transfer PayMongo lists under `reference_number`."""
+    return _listed(client, "/v2/transfers", field="reference_number", value=reference_number)
 
 
 @register_payout

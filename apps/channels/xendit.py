@@ -204,42 +204,35 @@ def _matching(listed: list[dict], *, field: str, value: str, where: str) -> list
     return ours
 
 
-def payouts_listed(client: XenditClient, *, reference_id: str) -> list[dict]:
-    """Every payout Xendit lists under `reference_id` ({"data": [...], "has_more": ...}), each page read (`limit`,
-    the `after_id` cursor, until has_more is false: apps.channels.lookups). LookupUnknown when it cannot be read to
-    its end."""
+def _listed(client: XenditClient, path: str, *, filters: dict, field: str, value: str) -> list[dict]:
+    """Every object a Xendit list ({"data": [...], "has_more": ...}) answers under `filters`, each page read (`limit`,
+    the `after_id` cursor, until has_more is false: apps.channels.lookups), and those whose `field` is `value`.
+    LookupUnknown when it cannot be read to its end."""
 
     def page(cursor: str | None):
-        params = {"reference_id": reference_id, "limit": LOOKUP_PAGE_SIZE}
+        params = {**filters, "limit": LOOKUP_PAGE_SIZE}
         if cursor:
             params["after_id"] = cursor
-        answer = client.call("GET", "/v2/payouts", params=params)
+        answer = client.call("GET", path, params=params)
         if not isinstance(answer, dict):
             return answer, None
         more = answer.get("has_more")
         return answer.get("data"), more if isinstance(more, bool) else None
 
-    where = "xendit GET /v2/payouts"
-    return _matching(every_page(where=where, page=page), field="reference_id", value=reference_id, where=where)
+    where = f"xendit GET {path}"
+    return _matching(every_page(where=where, page=page), field=field, value=value, where=where)
+
+
+def payouts_listed(client: XenditClient, *, reference_id: str) -> list[dict]:
+    """Every payout Xendit lists under `reference_id`, matched on it here too."""
+    return _listed(client, "/v2/payouts", filters={"reference_id": reference_id}, field="reference_id",
+                   value=reference_id)
 
 
 def refunds_listed(client: XenditClient, *, invoice_id: str, reference_id: str) -> list[dict]:
     """The refunds of the invoice whose reference_id is ours. The Refund API lists by invoice_id (it documents no
-    reference_id filter), {"data": [...], "has_more": ...} with `limit` and the `after_id` cursor: every page read,
-    ours matched here. LookupUnknown when the list cannot be read to its end."""
-
-    def page(cursor: str | None):
-        params = {"invoice_id": invoice_id, "limit": LOOKUP_PAGE_SIZE}
-        if cursor:
-            params["after_id"] = cursor
-        answer = client.call("GET", "/refunds", params=params)
-        if not isinstance(answer, dict):
-            return answer, None
-        more = answer.get("has_more")
-        return answer.get("data"), more if isinstance(more, bool) else None
-
-    where = "xendit GET /refunds"
-    return _matching(every_page(where=where, page=page), field="reference_id", value=reference_id, where=where)
+    reference_id filter): ours are matched here."""
+    return _listed(client, "/refunds", filters={"invoice_id": invoice_id}, field="reference_id", value=reference_id)
 
 
 def invoices_listed(client: XenditClient, *, external_id: str) -> list[dict]:
