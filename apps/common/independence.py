@@ -94,6 +94,18 @@ def independence_conflict(first, second) -> str:
     return f"{names[first.pk]} and {names[second.pk]} are not independent: {'; '.join(chains)}"
 
 
+def maker_checker_refusal(*, maker, checker_user, what: str) -> str:
+    """Why `checker_user` may not approve the `what` ("batch", "refund") that `maker` asked for, in the words a
+    merchant's owner reads, or "" when they may: another person than the maker, and independent of them
+    (independence_conflict; docs/portal.md, "Maker-checker and independence")."""
+    if maker.pk == checker_user.pk:
+        return f"You asked for this {what}: another owner must approve it (maker-checker)."
+    if conflict := independence_conflict(maker, checker_user):
+        return (f"You cannot approve this {what}: {conflict}. An owner independent of the person who asked must "
+                "approve it (maker-checker).")
+    return ""
+
+
 def _depth(found: dict[int, Act | None], top: int) -> int:
     depth, at = 0, top
     while found[at] is not None:

@@ -25,7 +25,7 @@ from apps.channels.routing import order_route
 from apps.channels.selectors import bank_code_active
 from apps.common import audit
 from apps.common.errors import DomainError, ErrorCode
-from apps.common.independence import independence_conflict
+from apps.common.independence import maker_checker_refusal
 from apps.common.orders import replay_or_conflict
 from apps.common.step_up import second_factor_confirm
 from apps.payout_batches.models import LIVE, PayoutBatch, PayoutBatchRow
@@ -380,11 +380,8 @@ def _checker_independent(actor, batch: PayoutBatch) -> None:
     """The merchant's maker-checker (docs/portal.md, "Maker-checker and independence"): the approver is another
     person than the maker, by the one independence rule: not the maker, not an account the maker controls (invited,
     granted a role), not one that controls the maker, and not one controlled by the same third account."""
-    if batch.created_by_id == actor.user.pk:
-        raise BatchRefused("You asked for this batch: another owner must approve it (maker-checker).")
-    if conflict := independence_conflict(batch.created_by, actor.user):
-        raise BatchRefused(f"You cannot approve this batch: {conflict}. An owner independent of the maker must "
-                           "approve it (maker-checker).")
+    if refusal := maker_checker_refusal(maker=batch.created_by, checker_user=actor.user, what="batch"):
+        raise BatchRefused(refusal)
 
 
 def batch_checker_problem(*, actor, batch: PayoutBatch) -> str:

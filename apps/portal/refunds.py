@@ -17,7 +17,7 @@ from apps.collection.models import CollectionOrder, random_alphanumerics
 from apps.collection.refunds import refund_create, refund_refusal_now
 from apps.common import audit
 from apps.common.errors import DomainError, ErrorCode
-from apps.common.independence import independence_conflict
+from apps.common.independence import maker_checker_refusal
 from apps.common.step_up import second_factor_confirm
 from apps.common.stranded import STRANDED_FINISHED, StrandedKind
 from apps.merchants.models import Merchant
@@ -133,11 +133,8 @@ def _maker_still_may_ask(request: RefundRequest) -> None:
 
 def _checker_independent(actor, request: RefundRequest) -> None:
     """The approver is another person than the maker, by the one independence rule (apps.common.independence)."""
-    if request.created_by_id == actor.user.pk:
-        raise RefundRefused("You asked for this refund: another owner must approve it (maker-checker).")
-    if conflict := independence_conflict(request.created_by, actor.user):
-        raise RefundRefused(f"You cannot approve this refund: {conflict}. An owner independent of the person who "
-                            "asked must approve it (maker-checker).")
+    if refusal := maker_checker_refusal(maker=request.created_by, checker_user=actor.user, what="refund"):
+        raise RefundRefused(refusal)
 
 
 def refund_checker_problem(*, actor, request: RefundRequest) -> str:
