@@ -228,15 +228,17 @@ def paid_payment(session: dict) -> dict:
     return {}
 
 
+def _failure_reason(fields: dict, status: str) -> str:
+    """Why PayMongo failed a refund or a transfer: its failure code, else its message, else its status."""
+    return str(fields.get("failure_code") or fields.get("failed_code") or fields.get("failure_message") or status)
+
+
 def refund_state_of(refund: dict) -> RefundState:
     """A refund PayMongo listed, as a RefundState: pending and processing wait, succeeded and failed are final."""
     fields = _fields(refund)
     status = str(fields.get("status", "")).lower()
     outcome = REFUND_OUTCOMES.get(status, "pending")
-    reason = ""
-    if outcome == "failed":
-        reason = str(fields.get("failure_code") or fields.get("failed_code") or fields.get("failure_message")
-                     or status)
+    reason = _failure_reason(fields, status) if outcome == "failed" else ""
     return RefundState(outcome=outcome, reference=str(refund.get("id", "")), fail_reason=f"paymongo: {reason}"
                        if reason else "")
 
@@ -251,10 +253,7 @@ def transfer_state(transfer: dict) -> PayoutState:
     fields = _fields(transfer)
     status = str(fields.get("status", "")).lower()
     outcome = TRANSFER_OUTCOMES.get(status, "pending")
-    reason = ""
-    if outcome == "failed":
-        reason = str(fields.get("failure_code") or fields.get("failed_code") or fields.get("failure_message")
-                     or status)
+    reason = _failure_reason(fields, status) if outcome == "failed" else ""
     return PayoutState(outcome=outcome, reference=str(transfer.get("id", "")), upstream_status=status.upper(),
                        fail_reason=reason, amount=_amount(fields.get("amount")),
                        currency=str(fields.get("currency", "")))

@@ -5,7 +5,7 @@ from apps.collection.sweep import REFUND_STRANDED, STRANDED
 from django.urls import reverse
 from django.utils.html import format_html
 
-from apps.common.admin import LagTolerantChangelistMixin, order_no_cell
+from apps.common.admin import LagTolerantChangelistMixin, ReadOnlyAdminMixin, order_no_cell
 from apps.common.formatting import utc_short
 from apps.common.stranded import stranded_list_filter
 from apps.currencies.formatting import money
@@ -101,7 +101,7 @@ class CollectionOrderAdmin(LagTolerantChangelistMixin, admin.ModelAdmin):
 
 
 @admin.register(Refund)
-class RefundAdmin(LagTolerantChangelistMixin, admin.ModelAdmin):
+class RefundAdmin(ReadOnlyAdminMixin, LagTolerantChangelistMixin, admin.ModelAdmin):
     """Read-only view of refunds: state and money change only through apps.collection.refunds."""
 
     list_display = ("refund_short", "amount_display", "status", "merchant_no", "order_short", "mch_refund_short",
@@ -142,12 +142,3 @@ class RefundAdmin(LagTolerantChangelistMixin, admin.ModelAdmin):
     @admin.display(description="created (UTC)", ordering="created_at")
     def created_utc(self, obj: Refund) -> str:
         return utc_short(obj.created_at)
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False

@@ -9,7 +9,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from apps.common.admin import StaffReasonForm
+from apps.common.admin import ReadOnlyAdminMixin, StaffReasonForm
 from apps.common.models import StaffRequest
 from apps.common.staff_requests import StaffRequestRefused, staff_request_create
 from apps.common.admin import order_no_cell
@@ -100,7 +100,7 @@ class MerchantUserAdmin(admin.ModelAdmin):
 
 
 @admin.register(RefundRequest)
-class RefundRequestAdmin(admin.ModelAdmin):
+class RefundRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Refunds merchants asked for in their portal (docs/portal.md, "Refunds"), read only: who asked, who decided,
     and the refund it made. Decided only by the merchant's own people."""
 
@@ -134,12 +134,3 @@ class RefundRequestAdmin(admin.ModelAdmin):
     @admin.display(description="created (UTC)", ordering="created_at")
     def created_utc(self, obj: RefundRequest) -> str:
         return utc_short(obj.created_at)
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
