@@ -491,6 +491,18 @@ def _accept(base: str, link: str, username: str) -> Person:
     return person
 
 
+def _invite_attempt(soak, name: str, inviter: Person, username: str, role: str, *, step: str) -> str | None:
+    """`inviter` invites `username` as `role`, recorded as the soak's attempt `step`; the invite link, or None."""
+    holder = {}
+
+    def make():
+        holder["response"], holder["link"] = _invite(inviter, username, role)
+        return holder["response"]
+
+    attempt(soak, name, step, username, make)
+    return holder.get("link")
+
+
 def _portal_owner_invite(soak, name: str, olivia: Person, n: int) -> None:
     """An owner invites a second account of hers as owner: she approves it herself, and its link is used at once."""
     from django.db import connection
@@ -498,22 +510,16 @@ def _portal_owner_invite(soak, name: str, olivia: Person, n: int) -> None:
     from apps.portal.models import Invite
 
     username = f"olivia.alt{n}@insider.example"
-    holder = {}
-
-    def make():
-        holder["response"], holder["link"] = _invite(olivia, username, "owner")
-        return holder["response"]
-
-    attempt(soak, name, "setup-invite-owner", username, make)
+    link = _invite_attempt(soak, name, olivia, username, "owner", step="setup-invite-owner")
     invite = Invite.objects.filter(username=username).values_list("pk", flat=True).first()
     connection.close()
-    if not invite or not holder.get("link"):
+    if not invite or not link:
         return
     attempt(soak, name, "cross-approve-own-owner-invite", username, lambda: olivia.post(
         "/portal/team/", {"action": "approve-invite", "invite": str(invite), "code": olivia.code()}))
     newcomer = Person(soak.base, username, "Alt-account-Pw-42!")
     attempt(soak, name, "cross-use-waiting-owner-link", username, lambda: newcomer.post(
-        holder["link"], {"password1": newcomer.password, "password2": newcomer.password}))
+        link, {"password1": newcomer.password, "password2": newcomer.password}))
 
 
 def _portal_finance_batch(soak, name: str, olivia: Person, n: int) -> None:
@@ -523,16 +529,10 @@ def _portal_finance_batch(soak, name: str, olivia: Person, n: int) -> None:
     from apps.payout_batches.models import PayoutBatch
 
     username = f"fin{n}@insider.example"
-    holder = {}
-
-    def make():
-        holder["response"], holder["link"] = _invite(olivia, username, "finance")
-        return holder["response"]
-
-    attempt(soak, name, "setup-invite-finance", username, make)
-    if not holder.get("link"):
+    link = _invite_attempt(soak, name, olivia, username, "finance", step="setup-invite-finance")
+    if not link:
         return
-    finance = _accept(soak.base, holder["link"], username)
+    finance = _accept(soak.base, link, username)
     number = f"S{soak.opts.seed}-insider-batch-{n}"
     attempt(soak, name, "setup-ask-payout", number, lambda: finance.post("/portal/payouts/new/", {
         "action": "single", "mch_order_no": number, "product_code": "PHP_PAYOUT", "amount": "2500.00",
@@ -560,20 +560,14 @@ def _portal_withdrawn_link(soak, name: str, insider: Insider, ben: Person, n: in
     connection.close()
     omar = Person(soak.base, username, _test_password())
     omar.portal_sign_in()
-    holder = {}
-
-    def make():
-        holder["response"], holder["link"] = _invite(omar, f"late{n}@insider.example", "finance")
-        return holder["response"]
-
-    attempt(soak, name, "setup-invite-finance", f"late{n}@insider.example", make)
+    link = _invite_attempt(soak, name, omar, f"late{n}@insider.example", "finance", step="setup-invite-finance")
     change = {"active": "0"} if n % 2 else {"role": "viewer"}
     attempt(soak, name, "setup-switch-off-owner" if n % 2 else "setup-demote-owner", username, lambda: ben.post(
         "/portal/team/", {"action": "member", "member": str(member), **change}))
-    if holder.get("link"):
+    if link:
         late = Person(soak.base, f"late{n}@insider.example", "Late-comer-Pw-42!")
         attempt(soak, name, "cross-use-withdrawn-link", late.username, lambda: late.post(
-            holder["link"], {"password1": late.password, "password2": late.password}))
+            link, {"password1": late.password, "password2": late.password}))
 
 
 def _olivias_puppet(soak, name: str, insider: Insider, olivia: Person, ben: Person) -> Person | None:
@@ -585,21 +579,15 @@ def _olivias_puppet(soak, name: str, insider: Insider, olivia: Person, ben: Pers
     from apps.portal.models import Invite
 
     username = f"olivia.puppet-{soak.opts.seed}@insider.example"
-    holder = {}
-
-    def make():
-        holder["response"], holder["link"] = _invite(olivia, username, "owner")
-        return holder["response"]
-
-    attempt(soak, name, "setup-invite-owner", username, make)
+    link = _invite_attempt(soak, name, olivia, username, "owner", step="setup-invite-owner")
     invite = Invite.objects.filter(username=username).values_list("pk", flat=True).first()
     connection.close()
-    if not invite or not holder.get("link"):
+    if not invite or not link:
         return None
     attempt(soak, name, "setup-approve-owner-invite", username, lambda: ben.post(
         "/portal/team/", {"action": "approve-invite", "invite": str(invite), "code": ben.code()}))
     insider.added_owners.append(username)
-    puppet = _accept(soak.base, holder["link"], username)
+    puppet = _accept(soak.base, link, username)
     pem = signing.public_key_to_pem(signing.generate_private_key().public_key())
     attempt(soak, name, "setup-upload-key", insider.merchant.ctx.merchant_no, lambda: olivia.post(
         "/portal/developers/keys/", {"public_key_text": pem, "code": olivia.code()}))
