@@ -101,7 +101,7 @@ class Options:
     deployment: str | None
     broker: str = "redis"
     hosts: int = 1
-    host_kill_every: float = 12.0
+    host_kill_every: float = 8.0
 
 
 def parse_args(argv: list[str] | None = None) -> Options:
@@ -141,7 +141,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
     parser.add_argument("--hosts", type=int, default=int(env("SOAK_HOSTS") or 1),
                         help="the own stack as this many hosts behind HAProxy and PgBouncer (each its gunicorn, "
                              "Celery worker and beat), whole hosts killed in turn and started again; 1: one host")
-    parser.add_argument("--host-kill-every", type=float, default=float(env("SOAK_HOST_KILL_EVERY") or 12),
+    parser.add_argument("--host-kill-every", type=float, default=float(env("SOAK_HOST_KILL_EVERY") or 8),
                         help="with --hosts: mean seconds from a host back in the proxy's rotation to the next kill")
     parser.add_argument("--deployment", choices=DEPLOYMENTS, default=None, help=argparse.SUPPRESS)  # a child's
     args = parser.parse_args(argv)
@@ -754,9 +754,9 @@ class Fleet:
     lock: threading.Lock = field(default_factory=threading.Lock)
     down: set = field(default_factory=set)  # the names of the hosts killed and not yet back in the proxy's rotation
 
-    def platform_up(self, rng: random.Random):
-        """One platform whose host is up (the caller holds the lock)."""
-        up = [h.platform for h in self.hosts if h.name not in self.down] if self.hosts else self.platforms
+    def platform_up(self, rng: random.Random) -> tuple:
+        """One platform whose host is up, and the host's name (None with one host); the caller holds the lock."""
+        up = [(h.platform, h.name) for h in self.hosts if h.name not in self.down] or [(self.platforms[0], None)]
         return up[rng.randrange(len(up))]
 
 
@@ -774,20 +774,19 @@ def fault_actor(soak: Soak, fleet: Fleet, redis, rng: random.Random) -> None:
         try:
             if kind == "kill_web_worker":
                 with fleet.lock:
-                    platform = fleet.platform_up(rng)
+                    platform, detail["host"] = fleet.platform_up(rng)
                     workers = children(platform.web.pid)
                     if workers:
                         victim = workers[rng.randrange(len(workers))]
                         started = time.monotonic()
                         os.kill(victim, signal.SIGKILL)  # gunicorn's arbiter starts a new one
-                        detail.update(pid=victim, host=platform.host)
+                        detail["pid"] = victim
             elif kind == "kill_celery_worker":
                 with fleet.lock:
-                    platform = fleet.platform_up(rng)
+                    platform, detail["host"] = fleet.platform_up(rng)
                     doomed = platform.workers[-1]
                     doomed.kill(signal.SIGKILL)
                     doomed.popen.wait(timeout=10)
-                    detail["host"] = platform.host
                     platform.start_worker(concurrency=soak.opts.worker_concurrency, pool=soak.opts.worker_pool)
             elif kind == "terminate_backends":
                 with psycopg.connect(soak.env["DATABASE_URL"], autocommit=True) as admin:
@@ -812,7 +811,8 @@ def fault_actor(soak: Soak, fleet: Fleet, redis, rng: random.Random) -> None:
             connection.close()
         # A gunicorn worker's kill to the millisecond: the requests in flight at it are excused (History.excused).
         ended = time.monotonic() if kind != "kill_web_worker" else started
-        soak.history.fault(kind, round(started - soak.started, 3), round(ended - soak.started, 3), **detail)
+        soak.history.fault(kind, round(started - soak.started, 3), round(ended - soak.started, 3),
+                           **{k: v for k, v in detail.items() if v is not None})
 
 
 def hosts_actor(soak: Soak, fleet: Fleet, rng: random.Random) -> None:
