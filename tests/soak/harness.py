@@ -187,6 +187,7 @@ CONNECTION_CUT = ("ConnectionError", "ChunkedEncodingError")
 class History:
     def __init__(self, t0: float = 0.0, *, behind_proxy: bool = False):
         self.t0 = t0  # the start of the load: times in the JSON are seconds since then
+        self.wall0 = time.time() - (time.monotonic() - t0)  # t0 on the clock of the processes' log lines
         # Behind the proxy a cut connection is an error too: the actors' connections end at HAProxy, which never dies.
         self.behind_proxy = behind_proxy
         self.ops: list[Op] = []
@@ -1341,6 +1342,8 @@ def run_deployment(opts: Options) -> dict:
             host_kills.join(timeout=240)
         quiet = quiet_period(soak, fleet, redis, opts.quiet_seconds, xendit=xendit, rng=rng("quiet"))
         result.update(run_checks(soak))
+        if fleet.hosts:
+            result["checks"]["beat_one_sender"] = beat_one_sender(fleet, history)
         if insider is not None:
             result["checks"]["insider_refused"] = insider_refused(soak.history.ops, insider.before,
                                                                   insider_state(insider), soak.history.sample)
@@ -1388,6 +1391,38 @@ def several_hosts(opts: Options, procs, redis, logdir: Path, platform_env: dict)
                                worker_concurrency=opts.worker_concurrency, worker_pool=opts.worker_pool,
                                BEAT_LOCK_SECONDS=5, **platform_env)
     return Fleet(proxy.base, hosts[0].platform.env, [h.platform for h in hosts], hosts=hosts, proxy=proxy)
+
+
+BEAT_SENT = re.compile(r"^(\S+Z) .*Sending due task (\S+)", re.MULTILINE)
+
+
+def beat_one_sender(fleet: Fleet, history: History) -> dict:
+    """Every host runs a beat (config/beat.py): each periodic task is sent by one beat at a time. The sender of a task
+    changes only when its last sender may have lost the beat lock between its last send and the new sender's first:
+    its host was killed, or Redis was stalled past the lock's renewal. Any other change is two beats sending."""
+    from datetime import datetime
+
+    def walls(kind: str, host: str | None = None) -> list[tuple[float, float]]:
+        return [(history.wall0 + f["started"], history.wall0 + f["ended"]) for f in history.faults
+                if f["kind"] == kind and (host is None or f.get("host") == host)]
+
+    sends = sorted((datetime.fromisoformat(at).timestamp(), entry, host.name, index)
+                   for host in fleet.hosts for index, beat in enumerate(host.beats)
+                   for at, entry in BEAT_SENT.findall(beat.log()))
+    last: dict[str, tuple] = {}
+    handovers, overlaps = 0, []
+    for at, entry, host, index in sends:
+        before = last.get(entry)
+        last[entry] = (at, host, index)
+        if before is None or before[1:] == (host, index):
+            continue
+        lost = [(a, b) for a, b in walls("kill_host", before[1]) + walls("stall_redis") if a <= at and b >= before[0]]
+        if lost:
+            handovers += 1
+        else:
+            overlaps.append({"task": entry, "sent_by": f"{before[1]} beat {before[2]}",
+                             "then_by": f"{host} beat {index}", "seconds_apart": round(at - before[0], 2)})
+    return check(sends and not overlaps, sends=len(sends), handovers=handovers, two_senders=overlaps[:8])
 
 
 def hosts_figures(fleet: Fleet) -> dict:

@@ -1,8 +1,13 @@
 """What the soak on several hosts excuses (tests/soak/harness.py, History): a request's 502 or cut connection only
 when it was in flight at the kill of a host or of a gunicorn worker, never one sent once the host was dead (the proxy
-sends it to a live host), never the platform's own 500, and each host kill's count of requests in flight and lost."""
+sends it to a live host), never the platform's own 500, and each host kill's count of requests in flight and lost.
+And its beat check (beat_one_sender): the beat that sends a periodic task changes only when the last sender's host
+was killed or Redis stalled, never while two beats could both send."""
 
-from tests.soak.harness import History, Op
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+from tests.soak.harness import Fleet, History, Op, beat_one_sender
 
 T0 = 1000.0
 KILL = {"kind": "kill_host", "started": 10.0, "ended": 10.05, "host": "host0", "back_in_rotation_after": 21.4}
@@ -83,3 +88,41 @@ def test_each_host_kill_reports_the_requests_in_flight_and_those_lost_with_it():
     assert recorded.kills() == [
         {"host": "host0", "at": 10.0, "back_in_rotation_after": 21.4, "in_flight": 2, "lost": 1},
         {"host": "host1", "at": 50.0, "back_in_rotation_after": 21.4, "in_flight": 0, "lost": 0}]
+
+
+class Beat:
+    """A beat's log: its `Sending due task` lines, at the given seconds into the load."""
+
+    def __init__(self, recorded: History, *sent: float, task: str = "callbacks-sweep"):
+        self.lines = [f"{datetime.fromtimestamp(recorded.wall0 + at, UTC).isoformat().replace('+00:00', 'Z')} "
+                      f"[info     ] Scheduler: Sending due task {task} (apps.callbacks.tasks.sweep_due_deliveries)"
+                      for at in sent]
+
+    def log(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def fleet_of(host0: list, host1: list) -> Fleet:
+    return Fleet("http://127.0.0.1:1", {}, [], hosts=[SimpleNamespace(name="host0", beats=host0),
+                                                        SimpleNamespace(name="host1", beats=host1)])
+
+
+def test_the_beat_sender_changes_only_when_the_last_sender_s_host_was_killed_or_redis_stalled():
+    recorded = history()  # host0 killed 10 s into the load
+    killed_over = fleet_of([Beat(recorded, 1.0, 6.0), Beat(recorded)], [Beat(recorded, 14.0, 19.0)])
+    assert beat_one_sender(killed_over, recorded) == {"ok": True, "sends": 4, "handovers": 1, "two_senders": []}
+
+    stalled = history(faults=({"kind": "stall_redis", "started": 20.0, "ended": 24.5, "seconds": 4.5},))
+    lock_ran_out = fleet_of([Beat(stalled, 16.0)], [Beat(stalled, 25.0)])
+    assert beat_one_sender(lock_ran_out, stalled)["ok"] is True
+
+
+def test_two_beats_sending_while_both_hosts_were_up_fail_the_check():
+    recorded = history(faults=({**KILL, "host": "host1"},))  # the other host's kill excuses nothing of host0's beat
+    both = fleet_of([Beat(recorded, 1.0, 6.0, 11.0)], [Beat(recorded, 3.0)])
+
+    result = beat_one_sender(both, recorded)
+
+    assert result["ok"] is False
+    assert result["two_senders"][0] == {"task": "callbacks-sweep", "sent_by": "host0 beat 0",
+                                        "then_by": "host1 beat 0", "seconds_apart": 2.0}
