@@ -788,7 +788,10 @@ def fault_actor(soak: Soak, fleet: Fleet, redis, rng: random.Random) -> None:
                     doomed = platform.workers[-1]
                     doomed.kill(signal.SIGKILL)
                     doomed.popen.wait(timeout=10)
-                    platform.start_worker(concurrency=soak.opts.worker_concurrency, pool=soak.opts.worker_pool)
+                    worker = platform.start_worker(concurrency=soak.opts.worker_concurrency,
+                                                   pool=soak.opts.worker_pool, wait=False)
+                # Its boot is waited for outside the lock: a host kill meanwhile kills it too (the error is reported).
+                worker.wait_for_log(" ready.", timeout=platform.ready_timeout)
             elif kind == "terminate_backends":
                 with psycopg.connect(soak.env["DATABASE_URL"], autocommit=True) as admin:
                     pids = [row[0] for row in admin.execute(
@@ -840,9 +843,9 @@ def hosts_actor(soak: Soak, fleet: Fleet, rng: random.Random) -> None:
         host.start()
         wait_until(lambda name=host.name: fleet.proxy.servers()[name]["status"] == "UP", timeout=60, interval=0.2,
                    what=f"the proxy sending to {host.name} again")
+        fault.update(dead_seconds=round(dead, 1), back_in_rotation_after=round(time.monotonic() - started, 1))
         with fleet.lock:
             fleet.down.discard(host.name)
-        fault.update(dead_seconds=round(dead, 1), back_in_rotation_after=round(time.monotonic() - started, 1))
 
 
 # ------------------------------------------------------------------------------------------------------ set-up
