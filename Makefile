@@ -91,6 +91,8 @@ faults: install redis-server
 # SOAK_STACK=make-run: the actors against `make run`'s own default stack instead (embedded PostgreSQL and Valkey in a
 # copy of the checkout; the sandbox deployment, no faults: docs/development.md). SOAK_BROKER=rabbitmq: the Celery
 # broker on a vhost of its own on the machine's RabbitMQ, production's broker (docs/faults.md, "On RabbitMQ").
+# SOAK_HOSTS=2: the platform as two hosts behind HAProxy and PgBouncer, whole hosts killed in turn and started again
+# (docs/faults.md, "On several hosts").
 SOAK_SECONDS ?= 90
 soak: export DJANGO_SETTINGS_MODULE = config.settings.test
 soak: install redis-server

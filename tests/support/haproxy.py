@@ -1,4 +1,5 @@
-"""HAProxy as a real process in front of several hosts' gunicorn: one address that spreads requests.
+"""HAProxy as a real process in front of several hosts' gunicorn: one address that spreads requests (tests/hosts and
+the soak's several-hosts deployment, tests/support/hosts.py).
 
 Debian's haproxy reads a generated configuration from the caller's directory, listens on a free port of 127.0.0.1
 and sends a host out of rotation while its /healthz is not 200 (checked every half second), and back when it is."""
@@ -68,3 +69,10 @@ backend hosts
         text = requests.get(f"http://127.0.0.1:{self.stats_port}/stats;csv", timeout=5).text.lstrip("# ")
         return {row["svname"]: row for row in csv.DictReader(io.StringIO(text))
                 if row["pxname"] == "hosts" and row["svname"] not in ("FRONTEND", "BACKEND")}
+
+    def all_up(self) -> bool:
+        """Whether the proxy sends to every host (False while it is still starting)."""
+        try:
+            return {row["status"] for row in self.servers().values()} == {"UP"}
+        except requests.RequestException:
+            return False
