@@ -192,7 +192,9 @@ def test_default_stack_takes_a_burst_of_pay_ins_payouts_and_callbacks_then_stops
         # A fresh clone's first start: initdb, the whole migration history, bootstrap (about a minute on 2 busy
         # cores). A bound on start-up, not a contract.
         run.wait_ready(timeout=300)
-        assert run.manage("verify_ledger")["ok"]  # the second terminal reaches the same database, nothing set
+        # A second terminal reaches the same database and the keys bootstrap made, nothing set.
+        assert run.manage("verify_ledger")["ok"]
+        assert [key["key_version"] for key in run.manage("platform_keys")["keys"]] == [1]
         merchants = _merchants(run, receiver, 3)
         errors: list[str] = []
         started = time.monotonic()
