@@ -19,7 +19,11 @@ from apps.collection.refunds import refund_create, refund_submit, refunds_sweep
 from apps.common.errors import DomainError
 from apps.ledger.models import Posting
 from apps.ledger.selectors import ledger_verify
-from tests.channels.conftest import PAYMONGO_PAYIN_CODE, refund_amount_mismatches, refunds_stuck_a_minute_later
+from tests.channels.conftest import (
+    PAYMONGO_PAYIN_CODE,
+    refund_amount_mismatches,
+    refunds_stuck_a_minute_later,
+)
 from tests.collection.conftest import balances
 from tests.collection.conftest import create_ok as pay_create_ok
 from tests.helpers import at_once

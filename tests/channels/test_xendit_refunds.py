@@ -20,7 +20,11 @@ from apps.collection.refunds import refund_submit, refunds_sweep
 from apps.ledger.models import Posting
 from apps.ledger.selectors import ledger_verify
 from tests.callbacks.merchant_side import merchant_verifies
-from tests.channels.conftest import PAYIN_CODE, refund_amount_mismatches, refunds_stuck_a_minute_later
+from tests.channels.conftest import (
+    PAYIN_CODE,
+    refund_amount_mismatches,
+    refunds_stuck_a_minute_later,
+)
 from tests.collection.conftest import balances
 from tests.collection.conftest import create_ok as pay_create_ok
 from tests.conftest import make_merchant

@@ -1014,10 +1014,11 @@ def _decision_said(op: Op) -> str | None:
 
 # -------------------------------------------------------------------------------------------------------- main
 
-def quiet_period(soak: Soak, platform, redis, budget: float, *, xendit=None, rng=None) -> float:
+def quiet_period(soak: Soak, platform, redis, budget: float, *, upstreams=None, rng=None) -> float:
     """Faults off, workers and beat left to finish: until no order or refund is on its way and every callback is
-    delivered, or the budget runs out. Live: Xendit decides what is still open and sends its late webhooks, and
-    operations run `reconcile_channels` (what a lost webhook left) every 20 s while a payout is PROCESSING."""
+    delivered, or the budget runs out. Live: Xendit and PayMongo decide what is still open and send their late
+    webhooks, and operations run `reconcile_channels` (what a lost webhook left) every 20 s while a payout is
+    PROCESSING (a refund whose webhook was lost is the refund sweep's, every 15 s)."""
     from django.db import connection
 
     from apps.callbacks.models import CallbackEvent
@@ -1030,10 +1031,10 @@ def quiet_period(soak: Soak, platform, redis, budget: float, *, xendit=None, rng
         platform.start_worker(concurrency=soak.opts.worker_concurrency, pool=soak.opts.worker_pool)
     reconciled = started
     while time.monotonic() - started < budget:
-        if xendit is not None:
+        if upstreams is not None:
             from tests.soak.upstream import upstream_finish
 
-            upstream_finish(xendit, rng)
+            upstream_finish(upstreams, rng)
             if time.monotonic() - reconciled > 20 and Payout.objects.filter(status="PROCESSING").exists():
                 soak.manage("ops-quiet", "cli/reconcile_channels", "", ["reconcile_channels"])
                 reconciled = time.monotonic()
@@ -1155,12 +1156,13 @@ def run_deployment(opts: Options) -> dict:
     django.setup()
     from tests.soak import upstream
     from tests.soak.insider import insider_actor, insider_refused, insider_set_up, insider_state
-    from tests.soak.refunds import refunds_actor
+    from tests.soak.refunds import portal_desks_set_up, refunds_actor
 
     from tests.support.receiver import CallbackReceiver
 
     receivers = CallbackReceiver().start()
     emulator = upstream.XenditEmulator(stall_seconds=6.0).start() if live else None
+    paymongo = upstream.PayMongoEmulator(stall_seconds=6.0).start() if live else None
     result: dict = {"deployment": opts.deployment, "seed": opts.seed, "seconds": opts.seconds,
                     "broker": "redis" if stack is not None else opts.broker}
     try:
@@ -1168,7 +1170,7 @@ def run_deployment(opts: Options) -> dict:
         merchants, staff = set_up_data(opts, receivers)
         insider = None if live else insider_set_up(receivers, len(merchants))
         if live:
-            upstream.xendit_channels_create(emulator)
+            upstream.live_channels_create(emulator, paymongo)
         if stack is not None:
             platform = stack
         else:
@@ -1180,11 +1182,12 @@ def run_deployment(opts: Options) -> dict:
                     ("soak-reviewer-a", "soak-reviewer-b", "soak-racer", "soak-ops-a")}
         for browser in browsers.values():
             browser.sign_in()
+        desks = portal_desks_set_up(platform.base, merchants)
 
         started = time.monotonic()
         soak = Soak(opts, platform.base, platform.env, merchants, History(started), receivers,
                     deadline=started + opts.seconds, started=started)
-        xendit = upstream.Xendit(soak, emulator) if live else None
+        upstreams = upstream.Upstreams(soak, emulator, paymongo) if live else None
         rng = lambda name: random.Random(f"{opts.seed}/{opts.deployment}/{name}")  # noqa: E731 - one per actor
         payer = upstream.live_payer_actor if live else payer_actor
         actors = [(f"merchant-{m.index}", merchant_actor, (m,)) for m in merchants]
@@ -1195,11 +1198,10 @@ def run_deployment(opts: Options) -> dict:
         actors += [("ops-reversals", reversals_actor, (browsers["soak-ops-a"], staff["soak-ops-b"])),
                    ("ops-batch", batch_actor, ())]
         if live:
-            actors += [("xendit", upstream.upstream_actor, (xendit,))]
+            actors += [("upstreams", upstream.upstream_actor, (upstreams,))]
         if insider is not None:
             actors += [("insider", insider_actor, (insider,))]
-        if not live:  # the soak's Xendit side does not answer refunds (docs/testing.md, "Refunds in the soak")
-            actors += [("refunds", refunds_actor, ())]
+        actors += [("refunds", refunds_actor, (desks,))]
         threads, faults = [], None
         for name, fn, args in actors:
             kwargs = {}
@@ -1221,13 +1223,13 @@ def run_deployment(opts: Options) -> dict:
         soak.stop.set()
         if faults:
             faults.join(timeout=60)
-        quiet = quiet_period(soak, platform, redis, opts.quiet_seconds, xendit=xendit, rng=rng("quiet"))
+        quiet = quiet_period(soak, platform, redis, opts.quiet_seconds, upstreams=upstreams, rng=rng("quiet"))
         result.update(run_checks(soak))
         if insider is not None:
             result["checks"]["insider_refused"] = insider_refused(soak.history.ops, insider.before,
                                                                   insider_state(insider), soak.history.sample)
         if live:
-            result["checks"]["upstream_agrees"] = upstream.upstream_agrees(emulator)
+            result["checks"]["upstream_agrees"] = upstream.upstream_agrees(emulator, paymongo)
         with open(logdir / "history.jsonl", "w") as handle:  # the client-side history, for a person to read
             for op in soak.history.ops:
                 handle.write(json.dumps({**op.__dict__, "started": round(op.started - started, 3),
@@ -1251,8 +1253,9 @@ def run_deployment(opts: Options) -> dict:
         if vhost is not None:
             vhost.delete()
         receivers.stop()
-        if emulator is not None:
-            emulator.stop()
+        for upstream_emulator in (emulator, paymongo):
+            if upstream_emulator is not None:
+                upstream_emulator.stop()
     return result
 
 
