@@ -15,17 +15,17 @@ interleaving is not):
   racer        the replay race: a payout in review, replayed from several threads while an admin reviewer, the
                CLI and a service decide it at the same moment; an approved one replayed while the sandbox settles it
   payer-*      press Pay (and sometimes Fail) on one hosted page from several threads at once (live: open the page,
-               forwarded to the invoice, from several threads)
+               forwarded to the invoice or checkout session, from several threads)
   reviewer-*   approve / reject / second approvals: the admin over HTTP (staff signed in with password + TOTP),
                `manage.py review_payout` subprocesses, and the payout services in this process
   ops-*        reversals (admin staff request + a second person's approval, or `reverse_payout`); one
                `rotate_platform_key`, `reconcile_channels`, `release_settlement --as-of <tomorrow>`
-  xendit       (live) Xendit's side on the emulator: tests/soak/upstream.py
+  upstreams    (live) Xendit's and PayMongo's sides on their emulators: tests/soak/upstream.py
   insider      (sandbox) one person trying to sit in two seats through the admin and the portal, each try refused:
                tests/soak/insider.py
-  refunds      (sandbox) paid pay-ins refunded in parts over refund/create (replays, conflicting replays, refunds
-               beyond what was paid, amounts the sandbox fails) while the portal's refund_create refunds the same
-               order at the same moment: tests/soak/refunds.py
+  refunds      paid pay-ins refunded in parts over refund/create (replays, conflicting replays, refunds beyond
+               what was paid, amounts the sandbox fails) while the portal refunds the same order through its pages
+               (a finance person asks, an owner approves with a fresh code): tests/soak/refunds.py
   faults       SIGKILL a gunicorn worker, SIGKILL the Celery worker (and start a new one), pg_terminate_backend of
                the platform's database sessions, SIGSTOP/SIGCONT of the private redis-server
 
@@ -34,8 +34,8 @@ Everything runs on 127.0.0.1; every loop is bounded in count and time; every pro
 
 A deployment is sandbox or live, never both (docs/channels.md), so each runs in a child process of its own, side
 by side (`--in-turn`: one after the other), on its own database and redis-server: the sandbox (hosted page's Pay button, the sandbox bank)
-and live (Xendit, played by tests/soak/upstream.py on the emulator: invoices paid, disbursements settled, webhooks
-duplicated, late, out of order and lost). The load time is shared 2:1.
+and live (Xendit and PayMongo, played by tests/soak/upstream.py on their emulators: invoices and checkout sessions
+paid, disbursements settled, refunds decided, webhooks duplicated, late, out of order and lost). The load time is shared 2:1.
 """
 
 import argparse
