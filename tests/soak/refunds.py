@@ -114,9 +114,9 @@ def portal_refund(soak: Soak, actor: str, desk: PortalDesk, merchant, order: dic
         desk.finance.get(f"/portal/payins/{order['platform_order_no']}/"),
         desk.finance.post(f"/portal/payins/{order['platform_order_no']}/refund/",
                           {"amount": f"{amount // 100}.{amount % 100:02d}", "reason": "soak portal"}))[-1])
-    number = REFUND_NUMBER.search(asked.data.get("html", "")) if asked.outcome == "ok" else None
-    request_path = urlsplit(asked.data.get("url", "")).path
-    asked.data.pop("html", None)
+    page = (asked.data or {}).pop("html", "")
+    number = REFUND_NUMBER.search(page) if asked.outcome == "ok" else None
+    request_path = urlsplit((asked.data or {}).get("url", "")).path
     if number is None or "/refunds/requests/" not in request_path:
         return None
     owner = desk.owner()
@@ -128,6 +128,7 @@ def _portal_step(soak: Soak, actor: str, kind: str, key: str, params: dict, fn) 
     """One person's form post in the portal: ok when the page's message says it was done, fail (with the contract's
     code the message names) when it says it was not."""
     op = Op(actor, kind, key, dict(params), time.monotonic())
+    op.data = {}
     try:
         response = fn()
         said = messages(response)
@@ -137,6 +138,8 @@ def _portal_step(soak: Soak, actor: str, kind: str, key: str, params: dict, fn) 
         refused = [m for m in said if m.startswith(("Not asked for", "Not approved", "Approved, but"))]
         if response.status_code >= 500:
             op.outcome = "error"
+        elif any(m.startswith("Approved: the refund is being made") for m in said):
+            op.outcome = "info"  # approved; the refund is made after the page (the beat finishes it if lost)
         elif done:
             op.outcome = "ok"
             if found := APPROVED.search(done[0]):
