@@ -228,8 +228,8 @@ def lock_refund(*, refund_no: str) -> Refund:
 # Upstream answers on a refund whose amount or currency is not the refund's: never applied (docs/channels.md,
 # "A refund answer of another amount"); the refund waits in the stuck list for an operator.
 REFUND_AMOUNT_MISMATCHES = Counter("payments_refund_amount_mismatches",
-                                   "Upstream refund answers (webhook or lookup) whose amount or currency differ from "
-                                   "the refund's, not applied.", ["adapter"])
+                                   "Upstream refund answers whose amount or currency differ from the refund's, not "
+                                   "applied.", ["adapter"])
 
 
 @retry_conflicts
