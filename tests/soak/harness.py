@@ -15,17 +15,17 @@ interleaving is not):
   racer        the replay race: a payout in review, replayed from several threads while an admin reviewer, the
                CLI and a service decide it at the same moment; an approved one replayed while the sandbox settles it
   payer-*      press Pay (and sometimes Fail) on one hosted page from several threads at once (live: open the page,
-               forwarded to the invoice, from several threads)
+               forwarded to the invoice or checkout session, from several threads)
   reviewer-*   approve / reject / second approvals: the admin over HTTP (staff signed in with password + TOTP),
                `manage.py review_payout` subprocesses, and the payout services in this process
   ops-*        reversals (admin staff request + a second person's approval, or `reverse_payout`); one
                `rotate_platform_key`, `reconcile_channels`, `release_settlement --as-of <tomorrow>`
-  xendit       (live) Xendit's side on the emulator: tests/soak/upstream.py
+  upstreams    (live) Xendit's and PayMongo's sides on their emulators: tests/soak/upstream.py
   insider      (sandbox) one person trying to sit in two seats through the admin and the portal, each try refused:
                tests/soak/insider.py
-  refunds      (sandbox) paid pay-ins refunded in parts over refund/create (replays, conflicting replays, refunds
-               beyond what was paid, amounts the sandbox fails) while the portal's refund_create refunds the same
-               order at the same moment: tests/soak/refunds.py
+  refunds      paid pay-ins refunded in parts over refund/create (replays, conflicting replays, refunds beyond
+               what was paid, amounts the sandbox fails) while the portal refunds the same order through its pages
+               (a finance person asks, an owner approves with a fresh code): tests/soak/refunds.py
   faults       SIGKILL a gunicorn worker, SIGKILL the Celery worker (and start a new one), pg_terminate_backend of
                the platform's database sessions, SIGSTOP/SIGCONT of the private redis-server
   hosts        (--hosts N, N >= 2) whole hosts SIGKILLed in turn and started again: tests/support/hosts.py
@@ -35,8 +35,9 @@ Everything runs on 127.0.0.1; every loop is bounded in count and time; every pro
 
 A deployment is sandbox or live, never both (docs/channels.md), so each runs in a child process of its own, side
 by side (`--in-turn`: one after the other), on its own database and redis-server: the sandbox (hosted page's Pay button, the sandbox bank)
-and live (Xendit, played by tests/soak/upstream.py on the emulator: invoices paid, disbursements settled, webhooks
-duplicated, late, out of order and lost). The load time is shared 2:1.
+and live (Xendit and PayMongo, played by tests/soak/upstream.py on their emulators: invoices and checkout sessions
+paid, disbursements settled, refunds decided, webhooks duplicated, late, out of order and lost). The load time is
+shared 2:1.
 
 `--hosts N` (N >= 2): each deployment's platform runs as N hosts on their own loopback addresses (each its gunicorn,
 Celery worker and beat) behind HAProxy, reaching the database through PgBouncer; every actor goes through the proxy.
@@ -1126,10 +1127,11 @@ def _decision_said(op: Op) -> str | None:
 
 # -------------------------------------------------------------------------------------------------------- main
 
-def quiet_period(soak: Soak, fleet: Fleet, redis, budget: float, *, xendit=None, rng=None) -> float:
+def quiet_period(soak: Soak, fleet: Fleet, redis, budget: float, *, upstreams=None, rng=None) -> float:
     """Faults off, workers and beat left to finish: until no order or refund is on its way and every callback is
-    delivered, or the budget runs out. Live: Xendit decides what is still open and sends its late webhooks, and
-    operations run `reconcile_channels` (what a lost webhook left) every 20 s while a payout is PROCESSING."""
+    delivered, or the budget runs out. Live: Xendit and PayMongo decide what is still open and send their late
+    webhooks, and operations run `reconcile_channels` (what a lost webhook left) every 20 s while a payout is
+    PROCESSING (a refund whose webhook was lost is the refund sweep's, every 15 s)."""
     from django.db import connection
 
     from apps.callbacks.models import CallbackEvent
@@ -1143,10 +1145,10 @@ def quiet_period(soak: Soak, fleet: Fleet, redis, budget: float, *, xendit=None,
             platform.start_worker(concurrency=soak.opts.worker_concurrency, pool=soak.opts.worker_pool)
     reconciled = started
     while time.monotonic() - started < budget:
-        if xendit is not None:
+        if upstreams is not None:
             from tests.soak.upstream import upstream_finish
 
-            upstream_finish(xendit, rng)
+            upstream_finish(upstreams, rng)
             if time.monotonic() - reconciled > 20 and Payout.objects.filter(status="PROCESSING").exists():
                 soak.manage("ops-quiet", "cli/reconcile_channels", "", ["reconcile_channels"])
                 reconciled = time.monotonic()
@@ -1268,12 +1270,13 @@ def run_deployment(opts: Options) -> dict:
     django.setup()
     from tests.soak import upstream
     from tests.soak.insider import insider_actor, insider_refused, insider_set_up, insider_state
-    from tests.soak.refunds import refunds_actor
+    from tests.soak.refunds import portal_desks_set_up, refunds_actor
 
     from tests.support.receiver import CallbackReceiver
 
     receivers = CallbackReceiver().start()
     emulator = upstream.XenditEmulator(stall_seconds=6.0).start() if live else None
+    paymongo = upstream.PayMongoEmulator(stall_seconds=6.0).start() if live else None
     result: dict = {"deployment": opts.deployment, "seed": opts.seed, "seconds": opts.seconds,
                     "broker": "redis" if stack is not None else opts.broker}
     try:
@@ -1281,7 +1284,7 @@ def run_deployment(opts: Options) -> dict:
         merchants, staff = set_up_data(opts, receivers)
         insider = None if live else insider_set_up(receivers, len(merchants))
         if live:
-            upstream.xendit_channels_create(emulator)
+            upstream.live_channels_create(emulator, paymongo)
         if stack is not None:
             fleet = Fleet(stack.base, stack.env, [stack])
         elif opts.hosts > 1:
@@ -1296,12 +1299,13 @@ def run_deployment(opts: Options) -> dict:
                     ("soak-reviewer-a", "soak-reviewer-b", "soak-racer", "soak-ops-a")}
         for browser in browsers.values():
             browser.sign_in()
+        desks = portal_desks_set_up(fleet.base, merchants)
 
         started = time.monotonic()
         history = History(started, behind_proxy=bool(fleet.hosts))
         soak = Soak(opts, fleet.base, fleet.env, merchants, history, receivers,
                     deadline=started + opts.seconds, started=started)
-        xendit = upstream.Xendit(soak, emulator) if live else None
+        upstreams = upstream.Upstreams(soak, emulator, paymongo) if live else None
         rng = lambda name: random.Random(f"{opts.seed}/{opts.deployment}/{name}")  # noqa: E731 - one per actor
         payer = upstream.live_payer_actor if live else payer_actor
         actors = [(f"merchant-{m.index}", merchant_actor, (m,)) for m in merchants]
@@ -1312,11 +1316,10 @@ def run_deployment(opts: Options) -> dict:
         actors += [("ops-reversals", reversals_actor, (browsers["soak-ops-a"], staff["soak-ops-b"])),
                    ("ops-batch", batch_actor, ())]
         if live:
-            actors += [("xendit", upstream.upstream_actor, (xendit,))]
+            actors += [("upstreams", upstream.upstream_actor, (upstreams,))]
         if insider is not None:
             actors += [("insider", insider_actor, (insider,))]
-        if not live:  # the soak's Xendit side does not answer refunds (docs/testing.md, "Refunds in the soak")
-            actors += [("refunds", refunds_actor, ())]
+        actors += [("refunds", refunds_actor, (desks,))]
         threads, faults, host_kills = [], None, None
         for name, fn, args in actors:
             kwargs = {}
@@ -1343,7 +1346,7 @@ def run_deployment(opts: Options) -> dict:
             faults.join(timeout=60)
         if host_kills:  # a host killed at the end of the load is started again first (up to 2 minutes on 2 cores)
             host_kills.join(timeout=240)
-        quiet = quiet_period(soak, fleet, redis, opts.quiet_seconds, xendit=xendit, rng=rng("quiet"))
+        quiet = quiet_period(soak, fleet, redis, opts.quiet_seconds, upstreams=upstreams, rng=rng("quiet"))
         result.update(run_checks(soak))
         if fleet.hosts:
             result["checks"]["beat_one_sender"] = beat_one_sender(fleet, history)
@@ -1351,7 +1354,7 @@ def run_deployment(opts: Options) -> dict:
             result["checks"]["insider_refused"] = insider_refused(soak.history.ops, insider.before,
                                                                   insider_state(insider), soak.history.sample)
         if live:
-            result["checks"]["upstream_agrees"] = upstream.upstream_agrees(emulator)
+            result["checks"]["upstream_agrees"] = upstream.upstream_agrees(emulator, paymongo)
         with open(logdir / "history.jsonl", "w") as handle:  # the client-side history, for a person to read
             for op in soak.history.ops:
                 handle.write(json.dumps({**op.__dict__, "started": round(op.started - started, 3),
@@ -1377,8 +1380,9 @@ def run_deployment(opts: Options) -> dict:
         if vhost is not None:
             vhost.delete()
         receivers.stop()
-        if emulator is not None:
-            emulator.stop()
+        for upstream_emulator in (emulator, paymongo):
+            if upstream_emulator is not None:
+                upstream_emulator.stop()
     return result
 
 
