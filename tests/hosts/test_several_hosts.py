@@ -144,7 +144,7 @@ def test_a_host_killed_whole_under_a_burst_through_the_proxy_loses_nothing_and_c
     with ThreadPoolExecutor(max_workers=len(hosts)) as pool:  # the hosts boot side by side, as machines do
         list(pool.map(lambda host: host.start(database_url=web_database), hosts))
     procs.start("haproxy", proxy.argv())
-    wait_until(lambda: _both_up(proxy), timeout=30, interval=0.2, what="the proxy sending to both hosts")
+    wait_until(proxy.all_up, timeout=30, interval=0.2, what="the proxy sending to both hosts")
 
     ready = time.monotonic()
     burst = Burst(proxy.base, contexts)
@@ -224,9 +224,3 @@ def test_a_host_killed_whole_under_a_burst_through_the_proxy_loses_nothing_and_c
           f"callback delivered {checked - load_ended:.1f} s after the load; hosts up in {ready - started:.1f} s; "
           f"ledger verified in {time.monotonic() - checked:.1f} s")
 
-
-def _both_up(proxy: HAProxy) -> bool:
-    try:
-        return {row["status"] for row in proxy.servers().values()} == {"UP"}
-    except requests.RequestException:  # the proxy is starting
-        return False
