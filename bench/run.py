@@ -44,8 +44,9 @@ def free_port() -> int:
 # ---- where a row's CPU goes: /proc, summed over the row's slices -------------------------------------------
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # The kinds of process a row's CPU is told apart by (comm, as /proc/<pid>/stat gives it); gunicorn's workers run
-# this interpreter's executable, so they are told by their parent instead.
-PROCESS_KINDS = {"postgres": "PostgreSQL", "redis-server": "Redis", "pgbouncer": "PgBouncer", "haproxy": "HAProxy"}
+# this interpreter's executable, so they are told by their parent instead, and HAProxy by its pid (the tests of a
+# shared host run HAProxys of their own).
+PROCESS_KINDS = {"postgres": "PostgreSQL", "redis-server": "Redis", "pgbouncer": "PgBouncer"}
 # The row served by two hosts behind HAProxy (Bench.two_hosts_row).
 TWO_HOSTS_ROW = "pay/create (two hosts behind HAProxy)"
 
@@ -71,13 +72,14 @@ def cpu_snapshot() -> dict:
     return {"machine": busy / CLOCK_TICKS, "wrk": children.ru_utime + children.ru_stime, "processes": processes}
 
 
-def cpu_used(before: dict, after: dict, gunicorn_pids: set[int]) -> dict[str, float]:
+def cpu_used(before: dict, after: dict, own: dict[int, str]) -> dict[str, float]:
     """CPU seconds between two snapshots: the machine's, wrk's, and per kind of process (gunicorn's masters and
     workers, PostgreSQL's processes, Redis, PgBouncer, HAProxy), counted per process alive at the second (a process
-    that ended in between, say another database's backend, is missed rather than subtracted)."""
+    that ended in between, say another database's backend, is missed rather than subtracted). `own`: the bench's
+    processes told by pid (pid -> kind; a child of one is of its kind: gunicorn's workers)."""
     used = {"machine": after["machine"] - before["machine"], "wrk": after["wrk"] - before["wrk"], "gunicorn": 0.0}
     for pid, (comm, ppid, seconds) in after["processes"].items():
-        kind = "gunicorn" if pid in gunicorn_pids or ppid in gunicorn_pids else PROCESS_KINDS.get(comm)
+        kind = own.get(pid) or own.get(ppid) or PROCESS_KINDS.get(comm)
         if kind:
             earlier = before["processes"].get(pid)
             used[kind] = used.get(kind, 0.0) + seconds - (earlier[2] if earlier and earlier[0] == comm else 0.0)
@@ -215,9 +217,12 @@ class Bench:
         if answered < 2 * workers:
             raise SystemExit(f"gunicorn did not start at {base}")
 
-    def gunicorn_pids(self) -> set[int]:
-        """The gunicorn masters running now (their workers are told by their parent: cpu_used)."""
-        return {proc.pid for proc in self.procs + self.host_procs}
+    def own_pids(self) -> dict[int, str]:
+        """The gunicorn masters and the HAProxy running now, by pid (cpu_used)."""
+        own = {proc.pid: "gunicorn" for proc in self.procs + self.host_procs}
+        if self.haproxy_proc is not None:
+            own[self.haproxy_proc.pid] = "HAProxy"
+        return own
 
     def stop_server(self) -> None:
         procs, self.procs = self.procs, []
@@ -349,7 +354,7 @@ class Bench:
         before = cpu_snapshot()
         result = self.wrk("reference (bracket)", "/bench/reference", self.reference_bodies, self.args.bodies,
                           quiet=True)
-        result["cpu"] = cpu_used(before, cpu_snapshot(), self.gunicorn_pids())
+        result["cpu"] = cpu_used(before, cpu_snapshot(), self.own_pids())
         self.reference_runs.append(result)
         self.fresh_reference = result["rps"]
         return result["rps"]
@@ -364,7 +369,7 @@ class Bench:
         for _ in range(self.args.slices):
             before = cpu_snapshot()
             piece = run_slice(offset)
-            for kind, used in cpu_used(before, cpu_snapshot(), self.gunicorn_pids()).items():
+            for kind, used in cpu_used(before, cpu_snapshot(), self.own_pids()).items():
                 cpu[kind] = cpu.get(kind, 0.0) + used
             offset += piece["consumed"]
             self.fresh_reference = None
@@ -719,8 +724,8 @@ class Bench:
         rows = {r["name"]: r["rps"] / r["reference_rps"] for r in self.results}
         if TWO_HOSTS_ROW not in rows:
             return
-        line = (f"{TWO_HOSTS_ROW}: two hosts of {self.args.workers // 2 or 1} gunicorn workers each, sharing this machine's "
-                f"{os.cpu_count()} cores (a cost, not a speed-up); requests per host "
+        line = (f"{TWO_HOSTS_ROW}: two hosts of {self.args.workers // 2 or 1} gunicorn workers each, sharing "
+                f"this machine's {os.cpu_count()} cores (a cost, not a speed-up); requests per host "
                 + ", ".join(str(sent) for sent in self.spread.values()))
         if "pay/create (many merchants)" in rows:
             line += (f"; its ratio / the one host's pay/create (many merchants): "
