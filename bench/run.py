@@ -86,6 +86,18 @@ def cpu_used(before: dict, after: dict, own: dict[int, str]) -> dict[str, float]
     return used
 
 
+def two_hosts_refusal(result: dict, spread: dict[str, int], made: int) -> str:
+    """Why a run of the two-hosts row is refused ("" if it is not): a request answered with an error, a host that
+    HAProxy sent no request (`spread`: host -> requests), or fewer orders `made` than creates answered."""
+    problems = [f"{result['errors']} errors"] if result["errors"] else []
+    if len(spread) != 2 or not all(spread.values()):
+        problems.append(f"a host took no request ({spread})")
+    answered = result["requests"] - result["errors"]
+    if made < answered:
+        problems.append(f"{answered} creates answered, {made} orders made")
+    return "; ".join(problems)
+
+
 def recreate_database(admin_url: str, name: str) -> None:
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -524,17 +536,12 @@ class Bench:
             self.spread = {host: int(row["stot"]) for host, row in proxy.servers().items()}
         finally:
             self.stop_hosts()
-        answered = result["requests"] - result["errors"]
         made = CollectionOrder.objects.filter(mch_order_no__startswith=prefix).count()
-        problems = [f"{result['errors']} errors"] if result["errors"] else []
-        if len(self.spread) != 2 or not all(self.spread.values()):
-            problems.append(f"a host took no request ({self.spread})")
-        if made < answered:
-            problems.append(f"{answered} creates answered, {made} orders made")
         print(f"  {'':42} requests HAProxy sent per host: "
               + ", ".join(f"{host} {sent}" for host, sent in self.spread.items()), file=sys.stderr)
-        if problems:
-            self.refused[name] = "; ".join(problems)
+        refusal = two_hosts_refusal(result, self.spread, made)
+        if refusal:
+            self.refused[name] = refusal
 
     # ---- pay-in success: the channel's paid notification ---------------------------------------------------
     def run_payin(self) -> None:
