@@ -10,7 +10,7 @@ credit) for orders of 100 merchants, directly and with PgBouncer in transaction 
 PostgreSQL. One row sends pay/create through HAProxy to two hosts (gunicorn on 127.0.0.2 and 127.0.0.3, half the
 workers each). Also measures callback delivery throughput of one worker process to a local receiver.
 
-Every loop is bounded in count and time; all traffic goes to 127.0.0.1.
+Every loop is bounded in count and time; all traffic stays on loopback (127.0.0.1; the two hosts on 127.0.0.2-3).
 """
 
 import argparse
