@@ -236,8 +236,9 @@ class Bench:
             own[self.haproxy_proc.pid] = "HAProxy"
         return own
 
-    def stop_server(self) -> None:
-        procs, self.procs = self.procs, []
+    @staticmethod
+    def terminate(procs: list[subprocess.Popen]) -> None:
+        """SIGTERM to each, then wait; one still running 15 s later is killed."""
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
         for proc in procs:
@@ -245,6 +246,10 @@ class Bench:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+    def stop_server(self) -> None:
+        procs, self.procs = self.procs, []
+        self.terminate(procs)
 
     def stop(self) -> None:
         self.stop_hosts()
@@ -514,13 +519,7 @@ class Bench:
         if self.haproxy_proc is not None:
             procs.append(self.haproxy_proc)
             self.haproxy_proc = None
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        self.terminate(procs)
 
     def two_hosts_row(self, name: str, path: str, bodies: Path, count: int, *, prefix: str) -> None:
         """The row through HAProxy to the two hosts, sliced against the one host's reference view like every other
