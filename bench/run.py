@@ -529,6 +529,7 @@ class Bench:
         from apps.collection.models import CollectionOrder
 
         proxy = self.start_hosts()
+        self.fresh_reference = None  # taken before the hosts booted: the first slice gets a reference right before it
         try:
             result = self.sliced(name, lambda offset: self.wrk(name, path, bodies, count, offset=offset,
                                                                 base=proxy.base))
