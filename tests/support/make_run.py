@@ -50,6 +50,13 @@ def environment() -> dict:
     return env
 
 
+# make as a shell in a terminal starts it: SIGINT and SIGQUIT at their defaults. A process inherits an ignored
+# signal, and this worker's can be ignored for a moment (C's system(), which some library may call in another
+# thread, ignores both while its command runs): a make started then ignores a SIGINT sent to it alone, as one started
+# in the background of a script (`make run &`) does (docs/development.md, "Stopping").
+DEFAULT_SIGNALS = "import signal; [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGQUIT)]"
+
+
 class MakeRun:
     """`make run PORT=<free>` in the copy, in a session of its own; on a terminal of its own (a pty) when tty."""
 
@@ -66,14 +73,16 @@ class MakeRun:
             # The new session's controlling terminal is the pty, as a shell's in a terminal window; its foreground
             # group is make's, so a ^C typed there is a Ctrl-C.
             become = ("import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
-                      "os.execvp('make', sys.argv[1:])")
+                      f"{DEFAULT_SIGNALS}; os.execvp('make', sys.argv[1:])")
             self.proc = subprocess.Popen([sys.executable, "-c", become, *command], cwd=checkout, env=self.env,
                                          stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
             os.close(slave)
             threading.Thread(target=self._copy_the_terminal, daemon=True).start()
         else:
             with self.log.open("ab") as out:
-                self.proc = subprocess.Popen(command, cwd=checkout, env=self.env, stdin=subprocess.DEVNULL,
+                self.proc = subprocess.Popen([sys.executable, "-c", f"import os, sys; {DEFAULT_SIGNALS}; "
+                                              "os.execvp('make', sys.argv[1:])", *command],
+                                             cwd=checkout, env=self.env, stdin=subprocess.DEVNULL,
                                              stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def _copy_the_terminal(self) -> None:
