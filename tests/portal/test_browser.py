@@ -40,9 +40,10 @@ def page(browser):
     page = context.new_page()
     page.set_default_timeout(15_000)
     failed = []
-    # A download ends its navigation as "aborted" (Playwright reports it as failed): not a blocked request.
-    page.on("requestfailed", lambda request: None if "format=" in request.url or "export.csv" in request.url
-            else failed.append(request.url))
+    # An aborted request is not a blocked one: a download ends its navigation so, and a page left (or closed) while
+    # its favicon still loads cancels that load. What the policy blocks fails otherwise (net::ERR_BLOCKED_BY_...).
+    page.on("requestfailed", lambda request: None if request.failure == "net::ERR_ABORTED"
+            else failed.append(f"{request.url}: {request.failure}"))
     page.on("console", lambda message: failed.append(message.text) if message.type == "error" else None)
     yield page
     context.close()
