@@ -367,12 +367,14 @@ def table_renames_back(cursor, *, table: str, old: dict[str, str]) -> None:
 
 
 def months_of(cursor, *, table: str, key: str, editor: PostgresSchemaEditor, parent: str) -> None:
-    """Create on `parent` every month from the oldest row's of `table` to PARTITIONS_AHEAD_MONTHS after this one,
-    named as psqlextra names `table`'s (the migration that partitions an existing table)."""
+    """Create on `parent` every month from the oldest row's of `table` to PARTITIONS_AHEAD_MONTHS after this one (or
+    after the newest row's, stamped by a clock ahead), named as psqlextra names `table`'s (the migration that
+    partitions an existing table)."""
     quote = cursor.db.ops.quote_name
-    cursor.execute(f"SELECT min({quote(key)}) FROM {quote(table)}")
-    now = timezone.now()
-    month = month_partition(cursor.fetchone()[0] or now)
+    cursor.execute(f"SELECT min({quote(key)}), max({quote(key)}) FROM {quote(table)}")
+    oldest, newest = cursor.fetchone()
+    now = max(timezone.now(), newest or timezone.now())
+    month = month_partition(oldest or now)
     last = month_partition(now + relativedelta(months=settings.PARTITIONS_AHEAD_MONTHS)).start_datetime
     while month.start_datetime <= last:
         partition_add(editor, parent=parent, name=f"{table}_{month.name()}", partition=month)

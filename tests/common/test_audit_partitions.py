@@ -6,18 +6,19 @@ import re
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection
+from django.core.management import call_command
+from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from apps.common.models import AuditLog
 from apps.common.partitions import partitions_create, partitions_drop_expired
 from apps.payout import services
 from apps.payout.selectors import payout_decisions
+from tests.conftest import _partitions_for_the_suite
 from tests.payout.conftest import adapter_calls, fund, payout_in  # noqa: F401 - adapter_calls is a fixture
 
 TABLE = "common_auditlog"
 PARTITION = re.compile(rf"\b{TABLE}_(\d{{4}}_[a-z]{{3}})\b")
-FAR_YEARS = tuple(str(year) for year in range(2038, 2050))
 
 
 def _partitions() -> set[str]:
@@ -31,17 +32,6 @@ def _partitions_read(sql: str) -> set[str]:
     with connection.cursor() as cursor:
         cursor.execute(f"EXPLAIN {sql}")
         return {match for (line,) in cursor.fetchall() for match in PARTITION.findall(line)}
-
-
-@pytest.fixture
-def far_months(transactional_db):
-    """Months far from the suite's (which the other tests write in), of every partitioned table: dropped at the end."""
-    yield
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid")
-        for (name,) in cursor.fetchall():
-            if re.search(rf"_({'|'.join(FAR_YEARS)})_[a-z]{{3}}$", name):
-                cursor.execute(f'DROP TABLE "{name}"')
 
 
 # --- the hot reads name their months -----------------------------------------------------------------------------
@@ -116,3 +106,50 @@ def test_retention_keeps_a_month_holding_the_trail_of_a_payout_in_flight(far_mon
     services.payout_channel_result(platform_order_no=in_flight.platform_order_no, outcome="paid", fail_reason="")
     assert _audit_dropped(partitions_drop_expired(now=now)) == ["2039_jan"]  # final: gone on the next run
     assert [row.action for row in payout_decisions(in_flight)] == ["payout.create", "payout.paid"]
+
+
+# --- the migration -----------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def suite_months_again(transactional_db):
+    yield
+    _partitions_for_the_suite()
+
+
+def _audit_rows() -> list[tuple]:
+    return sorted(AuditLog.objects.values_list("id", "created_at", "action", "object_id", "new"))
+
+
+def _refused_change(row_id: int) -> bool:
+    try:
+        with transaction.atomic():
+            AuditLog.objects.filter(pk=row_id).update(reason="changed")
+    except DatabaseError:
+        return True
+    return False
+
+
+def test_the_migration_moves_existing_audit_rows_both_ways_and_keeps_them_append_only(suite_months_again, merchant,
+                                                                                     time_machine):
+    now = datetime.now(UTC)
+    for moment in (datetime(2026, 1, 5, tzinfo=UTC), datetime(2026, 2, 5, tzinfo=UTC), datetime(2026, 2, 20, tzinfo=UTC)):
+        time_machine.move_to(moment, tick=False)
+        fund(merchant, 1_000)
+    time_machine.move_to(now)
+    before = _audit_rows()
+    assert [row[2] for row in before].count("balance.adjust") == 3  # beside the merchant's own set-up rows
+
+    call_command("migrate", "common", "0012", verbosity=0)
+    assert _partitions() == set() and _audit_rows() == before
+    assert _refused_change(before[0][0])
+    call_command("migrate", "common", verbosity=0)
+
+    assert _audit_rows() == before
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT tableoid::regclass::text, count(*) FROM {TABLE} GROUP BY 1")
+        by_partition = dict(cursor.fetchall())
+    assert (by_partition[f"{TABLE}_2026_jan"], by_partition[f"{TABLE}_2026_feb"]) == (1, 2)
+    assert sum(by_partition.values()) == len(before)
+    assert _refused_change(before[0][0])
+    fund(merchant, 1_000)  # the identity goes on after the moved rows
+    assert AuditLog.objects.latest("id").pk > max(row[0] for row in before)
