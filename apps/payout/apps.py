@@ -22,8 +22,8 @@ class PayoutConfig(AppConfig):
     def ready(self) -> None:
         from apps.channels.registry import PayoutHandlers, register_payout_handlers
         from apps.common.audit_partitions import audit_open_objects_register
-        from apps.payout.models import Payout
         from apps.payout import staff_requests  # noqa: F401 - registers the payout reversal (four eyes)
+        from apps.payout.models import Payout
         from apps.payout.services import payout_channel_result, payout_channel_returned
         from apps.payout.upstream import payout_upstream_apply, payout_upstream_reconcile
 
