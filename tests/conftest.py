@@ -1,3 +1,4 @@
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -367,6 +368,20 @@ def _no_stray_sessions_on_the_test_database(django_db_setup, django_db_blocker):
 # Tests travel in time (the callbacks' clock is in March 2026, the settlement's in 2025): the partitioned tables get
 # their months from here to the months ahead of now, as beat would have made them.
 SUITE_FIRST_MONTH = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def far_months(transactional_db):
+    """Months far from the suite's (2038 to 2049, which no other test writes in), of every partitioned table: dropped
+    again at the end, so a retention test sees only its own."""
+    from django.db import connection
+
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid")
+        for (name,) in cursor.fetchall():
+            if re.search(r"_20(3[89]|4\d)_[a-z]{3}$", name):
+                cursor.execute(f'DROP TABLE "{name}"')
 
 
 def _partitions_for_the_suite() -> None:

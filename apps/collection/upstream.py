@@ -19,7 +19,7 @@ from apps.channels.services import upstream_payin_status_record
 from apps.collection.models import CollectionOrder
 from apps.collection.services import collection_expire_locked, collection_paid_locked, lock_collection_order
 from apps.common.errors import DomainError
-from apps.common.models import AuditLog
+from apps.common import audit
 from apps.common.retry import retry_conflicts
 
 logger = logging.getLogger(__name__)
@@ -72,8 +72,8 @@ def _served_by(order: CollectionOrder, adapter: str) -> bool:
         return True
     if UpstreamPayin.objects.filter(platform_order_no=order.platform_order_no, channel__adapter=adapter).exists():
         return True  # opened there while a failover moved the order (collection_payment_start's race)
-    left = AuditLog.objects.filter(action="collection.failover", object_type=order._meta.label_lower,
-                                   object_id=str(order.pk)).values_list("old__channel", flat=True)
+    left = audit.trail(order, since=order.created_at).filter(action="collection.failover").values_list(
+        "old__channel", flat=True)
     return Channel.objects.filter(code__in=[code for code in left if code], adapter=adapter).exists()
 
 

@@ -11,6 +11,7 @@ class CommonConfig(AppConfig):
         from django.contrib import admin
         from django.db.backends.signals import connection_created
 
+        from apps.common import audit_partitions  # noqa: F401 - registers the audit's monthly partitions
         from apps.common import limits  # noqa: F401 - registers its start-up check of the cache
         from apps.common.history import use_history_aware_cursor
         from apps.common.independence import (account_act_source_register, second_factor_trail_acts,

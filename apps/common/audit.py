@@ -2,9 +2,17 @@
 
 import contextvars
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import models
+from django.utils import timezone
+
 from apps.common.models import AuditLog
+
+# The hosts that write audit rows stamp them by their own clocks: a bound drawn from another row's time leaves this
+# much room (the audit is partitioned by month of created_at: docs/architecture.md, "Partitioned history").
+CLOCK_MARGIN = timedelta(hours=1)
 
 # The person running a management command (docs/api.md, "Operations CLI": `--operator`, else the OS user), set by
 # JsonCommand for the command's duration; every row the command writes without a user is labelled "cli:<operator>".
@@ -39,3 +47,10 @@ def record(*, actor, action: str, obj, old: dict[str, Any] | None = None, new: d
         new=new or {},
         reason=reason,
     )
+
+
+def trail(obj: models.Model, *, since: datetime) -> models.QuerySet:
+    """The audit rows of `obj`, created at `since` (the object's own creation) or later: bounded on both sides, so
+    PostgreSQL reads the months since then only, not every month the retention keeps."""
+    return AuditLog.objects.filter(object_type=obj._meta.label_lower, object_id=str(obj.pk),
+                                   created_at__gte=since - CLOCK_MARGIN, created_at__lt=timezone.now() + CLOCK_MARGIN)

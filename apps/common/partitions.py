@@ -13,6 +13,7 @@ PostgreSQL requires of a partitioned table; `id` stays unique because one identi
 """
 
 import itertools
+import re
 import logging
 import time
 from collections.abc import Callable
@@ -316,3 +317,65 @@ def _recopy(cursor, swap: TableSwap, new: str, *, changing: list[int], after: in
         still += cursor.fetchone()[0]
     return still
 
+
+
+REBUILT = "_rb"  # the suffix of the rebuilt table's indexes and constraints until the swap gives them the old names
+
+
+def table_rebuilt_like(cursor, *, table: str, name: str, key: str | None) -> None:
+    """Create table `name` as `table` is: its columns (defaults, checks, identity), primary key, other indexes, foreign
+    keys and triggers; partitioned by range of `key` when given (the key then joins the primary key), a plain table
+    when not. The indexes and foreign keys are named as `table`'s with REBUILT after them (`table_renames_back` gives
+    them the old names after the swap). For a table whose only unique key is its `id`."""
+    quote = cursor.db.ops.quote_name
+    cursor.execute(f"""CREATE TABLE {quote(name)} (LIKE {quote(table)} INCLUDING DEFAULTS INCLUDING CONSTRAINTS
+                       INCLUDING IDENTITY INCLUDING STORAGE){f" PARTITION BY RANGE ({quote(key)})" if key else ""}""")
+    cursor.execute(f"ALTER TABLE {quote(name)} ADD CONSTRAINT {quote(name + '_pkey')} "
+                   f"PRIMARY KEY (id{f', {quote(key)}' if key else ''})")
+    cursor.execute("""SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid), i.indisunique
+                        FROM pg_index i WHERE i.indrelid = %s::regclass AND NOT i.indisprimary""", [table])
+    for index, definition, unique in cursor.fetchall():
+        if unique:
+            raise ImproperlyConfigured(f"{table} has the unique index {index}: name its key in its own migration")
+        # A partitioned table's index reads "ON ONLY <table>": the new table's covers its partitions.
+        cursor.execute(re.sub(rf"^CREATE INDEX {re.escape(index)} ON (ONLY )?public\.{table} ",
+                              f"CREATE INDEX {quote(index + REBUILT)} ON public.{quote(name)} ", definition))
+    cursor.execute("""SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint
+                       WHERE conrelid = %s::regclass AND contype = 'f'""", [table])
+    for constraint, definition in cursor.fetchall():
+        cursor.execute(f"ALTER TABLE {quote(name)} ADD CONSTRAINT {quote(constraint + REBUILT)} {definition}")
+    cursor.execute("""SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger
+                       WHERE tgrelid = %s::regclass AND NOT tgisinternal""", [table])
+    for trigger, definition in cursor.fetchall():  # the append-only guards: the same names, on the new table
+        cursor.execute(definition.replace(f" ON public.{table} ", f" ON public.{quote(name)} ", 1))
+
+
+def table_renames_back(cursor, *, table: str, old: dict[str, str]) -> None:
+    """After the swap of a table made by `table_rebuilt_like`: its primary key, indexes and foreign keys get the names
+    the old table's had (the ones Django's migration state knows)."""
+    quote = cursor.db.ops.quote_name
+    cursor.execute(f"ALTER TABLE {quote(table)} RENAME CONSTRAINT {quote(f'{table}_rebuilt_pkey')} "
+                   f"TO {quote(old['pkey'])}")
+    cursor.execute("""SELECT i.indexrelid::regclass::text FROM pg_index i
+                       WHERE i.indrelid = %s::regclass AND NOT i.indisprimary""", [table])
+    for (index,) in cursor.fetchall():
+        cursor.execute(f"ALTER INDEX {quote(index)} RENAME TO {quote(index.removesuffix(REBUILT))}")
+    cursor.execute("SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'f'", [table])
+    for (constraint,) in cursor.fetchall():
+        cursor.execute(f"ALTER TABLE {quote(table)} RENAME CONSTRAINT {quote(constraint)} "
+                       f"TO {quote(constraint.removesuffix(REBUILT))}")
+
+
+def months_of(cursor, *, table: str, key: str, editor: PostgresSchemaEditor, parent: str) -> None:
+    """Create on `parent` every month from the oldest row's of `table` to PARTITIONS_AHEAD_MONTHS after this one (or
+    after the newest row's, stamped by a clock ahead), named as psqlextra names `table`'s (the migration that
+    partitions an existing table)."""
+    quote = cursor.db.ops.quote_name
+    cursor.execute(f"SELECT min({quote(key)}), max({quote(key)}) FROM {quote(table)}")
+    oldest, newest = cursor.fetchone()
+    now = max(timezone.now(), newest or timezone.now())
+    month = month_partition(oldest or now)
+    last = month_partition(now + relativedelta(months=settings.PARTITIONS_AHEAD_MONTHS)).start_datetime
+    while month.start_datetime <= last:
+        partition_add(editor, parent=parent, name=f"{table}_{month.name()}", partition=month)
+        month = month_partition(month.end_datetime.replace(tzinfo=UTC))

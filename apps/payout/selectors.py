@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from apps.common import audit
 from apps.common.models import AuditLog
 from apps.common.orders import order_lookup
 from apps.common.refcache import refcache_get
@@ -121,8 +122,7 @@ def payout_velocity_reason(*, merchant_id: int, payee_account: str) -> str | Non
 def payout_decisions(payout: Payout) -> list[AuditLog]:
     """The audit trail of one payout, oldest first: its create (from the order row), then the stored rows
     (reviews, submission, channel results, reversals)."""
-    rows = list(AuditLog.objects.filter(object_type=Payout._meta.label_lower, object_id=str(payout.pk))
-                .select_related("actor").order_by("created_at", "id"))
+    rows = list(audit.trail(payout, since=payout.created_at).select_related("actor").order_by("created_at", "id"))
     if not any(row.action == "payout.create" for row in rows):  # older orders have a stored row
         rows.insert(0, payout_create_record(payout))
     return rows

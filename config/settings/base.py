@@ -298,6 +298,9 @@ CALLBACK_DRAIN_MAX_SECONDS = env.float("CALLBACK_DRAIN_MAX_SECONDS", default=2.0
 # months of callback attempts kept (the current one and those before it; a year and the month before it by default).
 PARTITIONS_AHEAD_MONTHS = env.int("PARTITIONS_AHEAD_MONTHS", default=3)
 CALLBACK_ATTEMPT_RETENTION_MONTHS = env.int("CALLBACK_ATTEMPT_RETENTION_MONTHS", default=13)
+# The action audit (who moved money, approved, reversed, adjusted): the statutory period of the books' supporting
+# records, ten years; never set it below what the operator's regulator requires.
+AUDIT_LOG_RETENTION_MONTHS = env.int("AUDIT_LOG_RETENTION_MONTHS", default=120)
 
 # Channels (docs/channels.md). PLATFORM_ENVIRONMENT decides which channels this deployment may use: `sandbox` only
 # the built-in sandbox channels (the default of `make run` and the tests), `live` only real upstreams (the default of

@@ -44,6 +44,7 @@ SANDBOX_PAYOUT_SETTLE_SECONDS = env.float("SANDBOX_PAYOUT_SETTLE_SECONDS", defau
 SANDBOX_PAYOUT_RETURN_SECONDS = 0.5
 # E-mails stay in memory (django.core.mail.outbox), in processes a test starts as well.
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
-# The suite's months of callback attempts go back to 2024 (tests travel in time: tests/conftest.py); none is past
+# The suite's months of callback attempts and audit rows go back to 2024 (tests travel in time: tests/conftest.py); none is past
 # retention. The retention's own tests set theirs.
 CALLBACK_ATTEMPT_RETENTION_MONTHS = 120
+AUDIT_LOG_RETENTION_MONTHS = 120

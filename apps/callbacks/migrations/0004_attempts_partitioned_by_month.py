@@ -2,15 +2,10 @@
 moved in batches while the platform runs (apps.common.partitions.table_swap; docs/performance.md, "Partitioning an
 existing table"). Reversible: the reverse rebuilds the plain table the same way."""
 
-from datetime import UTC
-
-from dateutil.relativedelta import relativedelta
-from django.conf import settings
 from django.db import migrations, models
-from django.utils import timezone
 from psqlextra.backend.schema import PostgresSchemaEditor
 
-from apps.common.partitions import TableSwap, month_partition, partition_add, table_swap
+from apps.common.partitions import TableSwap, months_of, table_swap
 
 TABLE = "callbacks_callbackattempt"
 
@@ -37,15 +32,8 @@ def _renames(cursor, old: dict) -> None:
 def _partitioned(schema_editor):
     def create(cursor, name):
         _columns_and_keys(cursor, name, partitioned=True)
-        # Every month from the oldest attempt's to PARTITIONS_AHEAD_MONTHS after this one, as psqlextra names them.
-        cursor.execute(f"SELECT min(started_at) FROM {TABLE}")
-        now = timezone.now()
-        month = month_partition(cursor.fetchone()[0] or now)
-        editor = PostgresSchemaEditor(schema_editor.connection)
-        last = month_partition(now + relativedelta(months=settings.PARTITIONS_AHEAD_MONTHS)).start_datetime
-        while month.start_datetime <= last:
-            partition_add(editor, parent=name, name=f"{TABLE}_{month.name()}", partition=month)
-            month = month_partition(month.end_datetime.replace(tzinfo=UTC))
+        months_of(cursor, table=TABLE, key="started_at", parent=name,
+                  editor=PostgresSchemaEditor(schema_editor.connection))
     return create
 
 
