@@ -212,7 +212,8 @@ def _order_locked_by_pay_token(pay_token: str) -> tuple[CollectionOrder | None, 
 
 # refund/create's one read of its order: the merchant's order by the key the request names, under its row lock, in
 # the refund's transaction (the lookup is the lock). Written by hand as the Pay's: the ORM's lock (`_order_locked`
-# with the merchant's filter) cost FIXME of refund/create's CPU (docs/performance.md, "Measured changes"). Each key
+# with the merchant's filter) took 0.89 ms of CPU, this 0.29 ms (micro, alternated), a sixth of refund/create's
+# (docs/performance.md, "Measured changes"). Each key
 # matches at most one row of the merchant (collection_platform_order_no_unique,
 # collection_mch_order_no_unique): no ORDER BY.
 _MERCHANT_ORDER_LOCK = ("SELECT " + ", ".join(_ORDER_FIELDS) + " FROM \"collection_collectionorder\" "

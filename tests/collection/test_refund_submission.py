@@ -3,12 +3,10 @@ one drain, not one message each; the drain hands each refund to its channel once
 or one is queued again; a refund committed while the mark is set is found; a refund whose drain never came, or whose
 hand-off died after the drain took it, is the sweep's, which asks the channel first."""
 
-import threading
 import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from apps.channels.sandbox_payin import SandboxPayinAdapter
@@ -16,6 +14,7 @@ from apps.collection import refunds, tasks
 from apps.collection.models import Refund
 from apps.collection.refunds import refund_create
 from tests.collection.test_refunds import paid_order
+from tests.helpers import at_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -88,19 +87,9 @@ def test_two_drains_at_once_hand_each_refund_to_its_channel_once(client, merchan
         return recorded(self, refund=refund)
 
     monkeypatch.setattr(SandboxPayinAdapter, "start_refund", slow_start_refund)
-    taken = []
-
-    def drain():
-        try:
-            taken.append(refunds.refund_submit_drain())
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=drain) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    outcomes = at_once(lambda i: refunds.refund_submit_drain(), 2)
+    assert [exc for _, exc in outcomes] == [None, None]
+    taken = [count for count, _ in outcomes]
     assert sum(taken) == 10 and all(taken)  # both drains took a share (SKIP LOCKED), none twice
     assert sorted(sent) == sorted(r.refund_no for r in burst)  # each sent once
     assert references(burst) == {f"SBXR{r.refund_no}" for r in burst}
