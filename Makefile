@@ -64,7 +64,8 @@ test: install test-debs
 # The Debian packages make test needs (chromium: browser tests; redis-server: the drills' private servers; pgbouncer:
 # tests/pgbouncer and tests/hosts; npm, with node: PayMongo's Node SDK against its emulator,
 # tests/channels/test_paymongo_node_sdk.py; postgresql-15: the primary and streaming replica tests/replica starts;
-# haproxy: tests/hosts and the compose file's check), the same checks as `browsers`,
+# haproxy: tests/hosts and the compose file's check; wrk and haproxy: the bench's two-hosts row at a tiny size,
+# tests/bench), the same checks as `browsers`,
 # `redis-server` and `pgbouncer` below, but whatever is missing on a clean host installed in ONE apt-get update and
 # install rather than one each (each update alone ~10-30 s).
 test-debs:
@@ -73,7 +74,8 @@ test-debs:
 	$$(command -v npm >/dev/null 2>&1 || echo npm) \
 	$$(command -v pgbouncer >/dev/null 2>&1 || test -x /usr/sbin/pgbouncer || echo pgbouncer) \
 	$$(test -x /usr/lib/postgresql/15/bin/pg_basebackup || echo postgresql-15) \
-	$$(command -v haproxy >/dev/null 2>&1 || test -x /usr/sbin/haproxy || echo haproxy)"; \
+	$$(command -v haproxy >/dev/null 2>&1 || test -x /usr/sbin/haproxy || echo haproxy) \
+	$$(command -v wrk >/dev/null 2>&1 || echo wrk)"; \
 	if [ -n "$$(echo $$missing)" ]; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
 
@@ -91,6 +93,8 @@ faults: install redis-server
 # SOAK_STACK=make-run: the actors against `make run`'s own default stack instead (embedded PostgreSQL and Valkey in a
 # copy of the checkout; the sandbox deployment, no faults: docs/development.md). SOAK_BROKER=rabbitmq: the Celery
 # broker on a vhost of its own on the machine's RabbitMQ, production's broker (docs/faults.md, "On RabbitMQ").
+# SOAK_HOSTS=2: the platform as two hosts behind HAProxy and PgBouncer, whole hosts killed in turn and started again
+# (docs/faults.md, "On several hosts").
 SOAK_SECONDS ?= 90
 soak: export DJANGO_SETTINGS_MODULE = config.settings.test
 soak: install redis-server
@@ -105,8 +109,10 @@ pgbouncer:
 	@command -v pgbouncer >/dev/null 2>&1 || test -x /usr/sbin/pgbouncer || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; }
 
 # Throughput and latency of the signed endpoints under wrk (not part of make test). See docs/performance.md.
+# HAProxy: the row through the proxy to two hosts.
 bench: install pgbouncer
 	@command -v wrk >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+	@command -v haproxy >/dev/null 2>&1 || test -x /usr/sbin/haproxy || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null; }
 	uv run python bench/run.py
 
 lint: install

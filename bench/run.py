@@ -7,9 +7,10 @@ and the error count, with each endpoint's ratio to a reference view (verify one 
 interleaved with each row's slices (the host's speed drifts within minutes).
 Then the pay-in success path (the sandbox channel's paid notification, the hosted page's Pay, to the posted
 credit) for orders of 100 merchants, directly and with PgBouncer in transaction pooling between the app and
-PostgreSQL. Also measures callback delivery throughput of one worker process to a local receiver.
+PostgreSQL. One row sends pay/create through HAProxy to two hosts (gunicorn on 127.0.0.2 and 127.0.0.3, half the
+workers each). Also measures callback delivery throughput of one worker process to a local receiver.
 
-Every loop is bounded in count and time; all traffic goes to 127.0.0.1.
+Every loop is bounded in count and time; all traffic stays on loopback (127.0.0.1; the two hosts on 127.0.0.2-3).
 """
 
 import argparse
@@ -43,8 +44,11 @@ def free_port() -> int:
 # ---- where a row's CPU goes: /proc, summed over the row's slices -------------------------------------------
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # The kinds of process a row's CPU is told apart by (comm, as /proc/<pid>/stat gives it); gunicorn's workers run
-# this interpreter's executable, so they are told by their parent instead.
+# this interpreter's executable, so they are told by their parent instead, and HAProxy by its pid (the tests of a
+# shared host run HAProxys of their own).
 PROCESS_KINDS = {"postgres": "PostgreSQL", "redis-server": "Redis", "pgbouncer": "PgBouncer"}
+# The row served by two hosts behind HAProxy (Bench.two_hosts_row).
+TWO_HOSTS_ROW = "pay/create (two hosts behind HAProxy)"
 
 
 def cpu_snapshot() -> dict:
@@ -68,17 +72,30 @@ def cpu_snapshot() -> dict:
     return {"machine": busy / CLOCK_TICKS, "wrk": children.ru_utime + children.ru_stime, "processes": processes}
 
 
-def cpu_used(before: dict, after: dict, gunicorn_pids: set[int]) -> dict[str, float]:
-    """CPU seconds between two snapshots: the machine's, wrk's, and per kind of process (gunicorn's master and
-    workers, PostgreSQL's processes, Redis, PgBouncer), counted per process alive at the second (a process that ended
-    in between, say another database's backend, is missed rather than subtracted)."""
+def cpu_used(before: dict, after: dict, own: dict[int, str]) -> dict[str, float]:
+    """CPU seconds between two snapshots: the machine's, wrk's, and per kind of process (gunicorn's masters and
+    workers, PostgreSQL's processes, Redis, PgBouncer, HAProxy), counted per process alive at the second (a process
+    that ended in between, say another database's backend, is missed rather than subtracted). `own`: the bench's
+    processes told by pid (pid -> kind; a child of one is of its kind: gunicorn's workers)."""
     used = {"machine": after["machine"] - before["machine"], "wrk": after["wrk"] - before["wrk"], "gunicorn": 0.0}
     for pid, (comm, ppid, seconds) in after["processes"].items():
-        kind = "gunicorn" if pid in gunicorn_pids or ppid in gunicorn_pids else PROCESS_KINDS.get(comm)
+        kind = own.get(pid) or own.get(ppid) or PROCESS_KINDS.get(comm)
         if kind:
             earlier = before["processes"].get(pid)
             used[kind] = used.get(kind, 0.0) + seconds - (earlier[2] if earlier and earlier[0] == comm else 0.0)
     return used
+
+
+def two_hosts_refusal(result: dict, spread: dict[str, int], made: int) -> str:
+    """Why a run of the two-hosts row is refused ("" if it is not): a request answered with an error, a host that
+    HAProxy sent no request (`spread`: host -> requests), or fewer orders `made` than creates answered."""
+    problems = [f"{result['errors']} errors"] if result["errors"] else []
+    if len(spread) != 2 or not all(spread.values()):
+        problems.append(f"a host took no request ({spread})")
+    answered = result["requests"] - result["errors"]
+    if made < answered:
+        problems.append(f"{answered} creates answered, {made} orders made")
+    return "; ".join(problems)
 
 
 def recreate_database(admin_url: str, name: str) -> None:
@@ -118,8 +135,12 @@ class Bench:
             "BENCH_REFERENCE_PUBLIC_KEY": str(self.workdir / "merchant_public.pem"),
             "STATIC_ROOT": str(self.workdir / "static"),
         }
-        self.procs: list[subprocess.Popen] = []
+        self.procs: list[subprocess.Popen] = []  # the one host's gunicorn
+        self.host_procs: list[subprocess.Popen] = []  # the two hosts' gunicorns (two_hosts_row)
+        self.haproxy_proc: subprocess.Popen | None = None
         self.pgbouncer_proc: subprocess.Popen | None = None
+        self.refused: dict[str, str] = {}  # row -> why its run is refused (an error, a host that took no request)
+        self.spread: dict[str, int] = {}  # requests HAProxy sent to each host during the two-hosts row
         self.results: list[dict] = []
         self.reference_runs: list[dict] = []  # every reference run's result, in order
         self.fresh_reference: float | None = None  # the last one, while nothing ran after it in the same server
@@ -179,28 +200,45 @@ class Bench:
             "priority": 200})
 
     def start_server(self, env: dict | None = None) -> None:
+        """The one host: gunicorn with --workers workers on 127.0.0.1."""
         self.fresh_reference = None
-        cmd = [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
-               "--workers", str(self.args.workers), "--worker-class", self.args.worker_class,
+        self.procs.append(self.spawn_gunicorn(self.base, self.args.workers, env or self.env))
+        self.wait_gunicorn(self.base, self.args.workers)
+
+    def spawn_gunicorn(self, base: str, workers: int, env: dict) -> subprocess.Popen:
+        """gunicorn serving the app at `base` (http://address:port) with `workers` workers; wait_gunicorn waits."""
+        cmd = [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", urlsplit(base).netloc,
+               "--workers", str(workers), "--worker-class", self.args.worker_class,
                "--threads", str(self.args.threads),
                "--access-logfile", "-" if self.args.verbose else "/dev/null", "--log-level", "warning"]
-        self.procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env or self.env, stdout=subprocess.DEVNULL))
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+
+    @staticmethod
+    def wait_gunicorn(base: str, workers: int) -> None:
+        """Ready means every worker has loaded the app: poll until /healthz answers several times in a row."""
         import requests
 
-        # Ready means every worker has loaded the app: poll until /healthz answers several times in a row.
         deadline, answered = time.time() + 90, 0
-        while time.time() < deadline and answered < 2 * self.args.workers:
+        while time.time() < deadline and answered < 2 * workers:
             try:
-                requests.get(self.base + "/healthz", timeout=10)
+                requests.get(base + "/healthz", timeout=10)
                 answered += 1
             except requests.RequestException:
                 answered = 0
                 time.sleep(0.2)
-        if answered < 2 * self.args.workers:
-            raise SystemExit("gunicorn did not start")
+        if answered < 2 * workers:
+            raise SystemExit(f"gunicorn did not start at {base}")
 
-    def stop_server(self) -> None:
-        procs, self.procs = self.procs, []
+    def own_pids(self) -> dict[int, str]:
+        """The gunicorn masters and the HAProxy running now, by pid (cpu_used)."""
+        own = {proc.pid: "gunicorn" for proc in self.procs + self.host_procs}
+        if self.haproxy_proc is not None:
+            own[self.haproxy_proc.pid] = "HAProxy"
+        return own
+
+    @staticmethod
+    def terminate(procs: list[subprocess.Popen]) -> None:
+        """SIGTERM to each, then wait; one still running 15 s later is killed."""
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
         for proc in procs:
@@ -209,7 +247,12 @@ class Bench:
             except subprocess.TimeoutExpired:
                 proc.kill()
 
+    def stop_server(self) -> None:
+        procs, self.procs = self.procs, []
+        self.terminate(procs)
+
     def stop(self) -> None:
+        self.stop_hosts()
         self.stop_server()
         if self.pgbouncer_proc is not None:
             self.pgbouncer_proc.terminate()
@@ -280,15 +323,15 @@ class Bench:
     # ---- load --------------------------------------------------------------------------------------
     def wrk(self, name: str, path: str, bodies: Path, count: int, script: str = "wrk_bodies.lua",
             script_args: tuple[str, ...] = (), more: str = "--bodies", offset: int = 0, seconds: int | None = None,
-            quiet: bool = False) -> dict:
+            quiet: bool = False, base: str = "") -> dict:
         """wrk replaying the bodies (or paths) of `bodies` from line `offset` on with `script` for `seconds` (a
-        slice's); `count` lines in all, `more` the option that raises it when a run wrapped round. `consumed`: the
-        lines the run used (a request is built before it is answered, so this counts the unanswered last ones too);
-        the next slice starts after them."""
+        slice's) against `base` (the one host's unless given); `count` lines in all, `more` the option that raises it
+        when a run wrapped round. `consumed`: the lines the run used (a request is built before it is answered, so
+        this counts the unanswered last ones too); the next slice starts after them."""
         threads = 2
         seconds = seconds or self.slice_seconds
         cmd = ["wrk", "-t", str(threads), "-c", str(self.args.connections), "-d", f"{seconds}s",
-               "--latency", "-s", str(ROOT / "bench" / script), self.base + path, "--",
+               "--latency", "-s", str(ROOT / "bench" / script), (base or self.base) + path, "--",
                str(bodies), str(threads), str(offset), *script_args]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
         line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")), None)
@@ -328,7 +371,7 @@ class Bench:
         before = cpu_snapshot()
         result = self.wrk("reference (bracket)", "/bench/reference", self.reference_bodies, self.args.bodies,
                           quiet=True)
-        result["cpu"] = cpu_used(before, cpu_snapshot(), {proc.pid for proc in self.procs})
+        result["cpu"] = cpu_used(before, cpu_snapshot(), self.own_pids())
         self.reference_runs.append(result)
         self.fresh_reference = result["rps"]
         return result["rps"]
@@ -343,7 +386,7 @@ class Bench:
         for _ in range(self.args.slices):
             before = cpu_snapshot()
             piece = run_slice(offset)
-            for kind, used in cpu_used(before, cpu_snapshot(), {proc.pid for proc in self.procs}).items():
+            for kind, used in cpu_used(before, cpu_snapshot(), self.own_pids()).items():
                 cpu[kind] = cpu.get(kind, 0.0) + used
             offset += piece["consumed"]
             self.fresh_reference = None
@@ -387,15 +430,20 @@ class Bench:
         hot = self.merchants[0]
         spread = self.merchants
         run_id = secrets.token_hex(3)
+
+        def pay_create(prefix: str, i: int) -> str:
+            return self.signed(spread[i % len(spread)], {
+                "mch_order_no": f"{prefix}{i}", "product_code": "PHP_COLLECT_D1", "amount": 10000 + i % 500,
+                "currency": "PHP", "subject": "bench"})
+
         scenarios = [
             ("reference (verify + insert)", "/bench/reference", lambda i: self.signed(spread[i % len(spread)], {})),
             ("balance", "/openapi/v1/balance", lambda i: self.signed(spread[i % len(spread)], {"currency": "PHP"})),
         ]
         if self.endpoint_exists("/openapi/v1/pay/create"):
             scenarios += [
-                ("pay/create (many merchants)", "/openapi/v1/pay/create", lambda i: self.signed(
-                    spread[i % len(spread)], {"mch_order_no": f"bc{run_id}{i}", "product_code": "PHP_COLLECT_D1",
-                                              "amount": 10000 + i % 500, "currency": "PHP", "subject": "bench"})),
+                ("pay/create (many merchants)", "/openapi/v1/pay/create", lambda i: pay_create(f"bc{run_id}", i)),
+                (TWO_HOSTS_ROW, "/openapi/v1/pay/create", lambda i: pay_create(f"bx{run_id}", i)),
                 ("pay/create (one hot merchant)", "/openapi/v1/pay/create", lambda i: self.signed(
                     hot, {"mch_order_no": f"bh{run_id}{i}", "product_code": "PHP_COLLECT_D1",
                           "amount": 10000 + i % 500, "currency": "PHP"})),
@@ -427,11 +475,73 @@ class Bench:
             if wanted and not any(name.startswith(w) for w in wanted):
                 continue
             bodies = self.write_bodies(name.split()[0].replace("/", "_"), n, make)
-            self.sliced(name, lambda offset: self.wrk(name, path, bodies, n, offset=offset))  # noqa: B023
+            if name == TWO_HOSTS_ROW:
+                self.two_hosts_row(name, path, bodies, n, prefix=f"bx{run_id}")
+            else:
+                self.sliced(name, lambda offset: self.wrk(name, path, bodies, n, offset=offset))  # noqa: B023
         if not self.reference_runs:
             self.reference()
         if not wanted or any("pay-in success".startswith(w) for w in wanted):
             self.run_payin()
+
+    # ---- two hosts behind HAProxy ----------------------------------------------------------------------------
+    def start_hosts(self):
+        """Two hosts as docs/deployment.md's "Several hosts" runs them, less their Celery worker and beat (this row
+        measures the web tier): gunicorn on 127.0.0.2 and 127.0.0.3 with half of --workers each (rounded down), so
+        that both together have the one host's workers, and Debian's HAProxy on 127.0.0.1 in front of them
+        (tests/support/haproxy.py), balancing as deploy/compose/haproxy.cfg does: least connections, /healthz every 2 s.
+        Both hosts reach PostgreSQL directly, as the one host does: PgBouncer's cost is its own row's. Ended by
+        stop_hosts()."""
+        from tests.support.haproxy import HAProxy
+
+        per_host = max(1, self.args.workers // 2)
+        bases = [f"http://127.0.0.{2 + i}:{free_port()}" for i in range(2)]
+        proxy = HAProxy(self.workdir, [(urlsplit(base).hostname, urlsplit(base).port) for base in bases],
+                        balance="leastconn", check_interval="2s")
+        env = {**self.env, "API_ROOT": proxy.base, "BEHIND_PROXY": "true",
+               "ALLOWED_HOSTS": "127.0.0.1,127.0.0.2,127.0.0.3,localhost"}
+        self.host_procs += [self.spawn_gunicorn(base, per_host, env) for base in bases]
+        for base in bases:
+            self.wait_gunicorn(base, per_host)
+        with (self.workdir / "haproxy.log").open("ab") as log:
+            self.haproxy_proc = subprocess.Popen(proxy.argv(), stdout=log, stderr=subprocess.STDOUT,
+                                                 start_new_session=True)
+        deadline = time.time() + 30
+        while not proxy.all_up():
+            if self.haproxy_proc.poll() is not None or time.time() > deadline:
+                log = (self.workdir / "haproxy.log").read_text()
+                raise SystemExit(f"HAProxy did not put both hosts in rotation:\n{log}")
+            time.sleep(0.2)
+        return proxy
+
+    def stop_hosts(self) -> None:
+        procs, self.host_procs = self.host_procs, []
+        if self.haproxy_proc is not None:
+            procs.append(self.haproxy_proc)
+            self.haproxy_proc = None
+        self.terminate(procs)
+
+    def two_hosts_row(self, name: str, path: str, bodies: Path, count: int, *, prefix: str) -> None:
+        """The row through HAProxy to the two hosts, sliced against the one host's reference view like every other
+        row. Both hosts share this machine's cores, so on 2 cores the row measures what the proxy and a second host
+        cost a request, not the speed-up hosts on cores of their own give. Refused if a request failed, a host took
+        none, or an answered create made no order."""
+        from apps.collection.models import CollectionOrder
+
+        proxy = self.start_hosts()
+        self.fresh_reference = None  # taken before the hosts booted: the first slice gets a reference right before it
+        try:
+            result = self.sliced(name, lambda offset: self.wrk(name, path, bodies, count, offset=offset,
+                                                                base=proxy.base))
+            self.spread = {host: int(row["stot"]) for host, row in proxy.servers().items()}
+        finally:
+            self.stop_hosts()
+        made = CollectionOrder.objects.filter(mch_order_no__startswith=prefix).count()
+        print(f"  {'':42} requests HAProxy sent per host: "
+              + ", ".join(f"{host} {sent}" for host, sent in self.spread.items()), file=sys.stderr)
+        refusal = two_hosts_refusal(result, self.spread, made)
+        if refusal:
+            self.refused[name] = refusal
 
     # ---- pay-in success: the channel's paid notification ---------------------------------------------------
     def run_payin(self) -> None:
@@ -590,8 +700,10 @@ class Bench:
         median["reference_rps"] = median["rps"]
         for r in [median, *self.results]:
             flag = f" (bodies wrapped: raise {r['short_of_bodies']})" if r["short_of_bodies"] else ""
-            print(f"| {r['name']} | {r['rps']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['errors']} | "
+            failed = f" **FAILED: {self.refused[r['name']]}**" if r["name"] in self.refused else ""
+            print(f"| {r['name']}{failed} | {r['rps']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['errors']} | "
                   f"{r['rps'] / r['reference_rps']:.2f}{flag} | {r['reference_rps']:.1f} |")
+        self.report_two_hosts()
         self.report_cpu()
         for name, result in (callbacks or {}).items():
             ratios = ", ".join(f"{run['ratio']:.2f}" for run in result["runs"])
@@ -613,11 +725,25 @@ class Bench:
                       f"{result['tcp_connections']} TCP connections for {result['delivered']} deliveries")
 
 
+    def report_two_hosts(self) -> None:
+        """The two-hosts row beside the one-host row of the same bodies: on one machine the two hosts share its cores,
+        so this is what the proxy and the second host cost, not a speed-up."""
+        rows = {r["name"]: r["rps"] / r["reference_rps"] for r in self.results}
+        if TWO_HOSTS_ROW not in rows:
+            return
+        line = (f"{TWO_HOSTS_ROW}: two hosts of {self.args.workers // 2 or 1} gunicorn workers each, sharing "
+                f"this machine's {os.cpu_count()} cores (a cost, not a speed-up); requests per host "
+                + ", ".join(str(sent) for sent in self.spread.values()))
+        if "pay/create (many merchants)" in rows:
+            line += (f"; its ratio / the one host's pay/create (many merchants): "
+                     f"{rows[TWO_HOSTS_ROW] / rows['pay/create (many merchants)']:.2f}")
+        print(line)
+
     def report_cpu(self) -> None:
         """Where each row's CPU went: ms per answered request by kind of process (from /proc, over the row's
         slices), the rest of the machine's busy time (the kernel's network stack, everything else), and how busy
         its cores were: a row at ~100 % is bound by CPU, one well under it by waiting (locks, fsync)."""
-        kinds = ["gunicorn", "PostgreSQL", "Redis", "wrk", "PgBouncer"]
+        kinds = ["gunicorn", "PostgreSQL", "Redis", "wrk", "PgBouncer", "HAProxy"]
         print()
         print("CPU ms per answered request, by process (the sum over the row's slices, from /proc):")
         print("| endpoint | " + " | ".join(kinds) + " | rest of the machine | all | cores busy |")
@@ -671,6 +797,10 @@ def main() -> None:
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed (make bench installs it with apt)")
+    from tests.support.haproxy import HAPROXY
+
+    if not Path(HAPROXY).exists():
+        raise SystemExit("haproxy is not installed (make bench installs it with apt)")
     bench = Bench(args)
     try:
         print("setting up database and merchants ...", file=sys.stderr)
@@ -684,6 +814,8 @@ def main() -> None:
     failed = [name for name, result in (callbacks or {}).items() if not result["ok"]]
     if failed:
         raise SystemExit(f"callback rows that left an event undelivered: {', '.join(failed)}")
+    if bench.refused:
+        raise SystemExit("refused rows: " + "; ".join(f"{name}: {why}" for name, why in bench.refused.items()))
 
 
 if __name__ == "__main__":

@@ -82,11 +82,14 @@ class PayoutState:
 class RefundState:
     """What the channel says about a refund, looked up by our refund_no. outcome: 'pending', 'succeeded', 'failed',
     or 'missing' (the channel answered, read all it holds, and has no refund of ours: one whose submission timed out
-    never arrived and may be submitted again)."""
+    never arrived and may be submitted again). amount (minor units) and currency as the channel holds them; None
+    when it did not say (the sandbox)."""
 
     outcome: str
     reference: str = ""
     fail_reason: str = ""
+    amount: int | None = None
+    currency: str = ""
 
 
 @dataclass(frozen=True)

@@ -234,13 +234,15 @@ def _failure_reason(fields: dict, status: str) -> str:
 
 
 def refund_state_of(refund: dict) -> RefundState:
-    """A refund PayMongo listed, as a RefundState: pending and processing wait, succeeded and failed are final."""
+    """A refund PayMongo listed, as a RefundState: pending and processing wait, succeeded and failed are final; its
+    amount in centavos (UpstreamRejected when it is not a whole number of them)."""
     fields = _fields(refund)
     status = str(fields.get("status", "")).lower()
     outcome = REFUND_OUTCOMES.get(status, "pending")
     reason = _failure_reason(fields, status) if outcome == "failed" else ""
     return RefundState(outcome=outcome, reference=str(refund.get("id", "")), fail_reason=f"paymongo: {reason}"
-                       if reason else "")
+                       if reason else "", amount=_amount(fields.get("amount")),
+                       currency=str(fields.get("currency") or CURRENCY))
 
 
 def refund_reason(reason: str) -> str:
@@ -702,8 +704,9 @@ def paymongo_webhook_handle(*, channel: Channel, signature: str, body: bytes) ->
 def _refunds_apply(client: PayMongoClient, *, payment_id: str) -> dict[str, str]:
     """A refund event names the payment: its refunds are read back from the API (every page) and each of ours (our
     refund_no in its metadata) that PayMongo says is final enters through refund_channel_result, which changes a
-    refund once and takes a repeated answer as a replay. A refund_no we do not hold is another system's: ignored.
-    Returns the final status each of ours has now, by refund_no."""
+    refund once, takes a repeated answer as a replay and leaves one of another amount unapplied. A refund_no we do
+    not hold is another system's: ignored. Returns the status each of ours PayMongo says is final has now, by
+    refund_no (PROCESSING: its amount differed)."""
     listed: dict[str, list[dict]] = {}
     for refund in refunds_listed(client, payment_id=payment_id):
         refund_no = str((_fields(refund).get("metadata") or {}).get("refund_no") or "")
@@ -715,12 +718,13 @@ def _refunds_apply(client: PayMongoClient, *, payment_id: str) -> dict[str, str]
             logger.error("paymongo payment %s: %d refunds carry refund_no %s; none applied, an operator must check "
                          "them", payment_id, len(refunds), refund_no)
             continue
-        state = refund_state_of(refunds[0])
-        if state.outcome not in ("succeeded", "failed"):
+        state = _readable(refunds[0], refund_state_of)
+        if state is None or state.outcome not in ("succeeded", "failed"):
             continue
         try:
             done = payin_handlers().refund_result(refund_no=refund_no, outcome=state.outcome,
-                                                  fail_reason=state.fail_reason, upstream_reference=state.reference)
+                                                  fail_reason=state.fail_reason, upstream_reference=state.reference,
+                                                  amount=state.amount, currency=state.currency)
         except LookupError:
             logger.info("paymongo refund %s (%s) is no refund of ours; ignored", state.reference, refund_no)
             continue

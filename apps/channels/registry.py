@@ -122,8 +122,10 @@ class PayinHandlers:
     paid: Callable[..., object]  # (*, platform_order_no: str, upstream_reference: str)
     # Ask the upstreams about opened pay-ins past expiry: ({"checked", "paid", "expired"}, errors).
     reconcile: Callable[..., tuple[dict, list[dict]]]  # (*, now: datetime)
-    # A refund's final answer: 'succeeded' or 'failed' (the sandbox's settlement).
-    refund_result: Callable[..., object]  # (*, refund_no: str, outcome: str, fail_reason: str = "")
+    # A refund's final answer: 'succeeded' or 'failed' (the sandbox's settlement), with the amount and currency the
+    # upstream holds (compared with the refund's: a refund whose upstream amount differs is not finished by it).
+    refund_result: Callable[..., object]  # (*, refund_no, outcome, fail_reason="", upstream_reference="", amount=None,
+    #                                        currency="")
 
 
 _HANDLERS: dict[str, PayoutHandlers | PayinHandlers] = {}

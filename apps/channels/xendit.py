@@ -168,11 +168,12 @@ def invoice_state(invoice: dict, *, minor_unit: int) -> PayinState:
                       upstream_status=status, paid_at=_parse_time(invoice.get("paid_at")), payment_method=method)
 
 
-def refund_state_of(obj: dict) -> RefundState:
+def refund_state_of(obj: dict, *, minor_unit: int) -> RefundState:
     status = str(obj.get("status", "")).upper()
     outcome = REFUND_OUTCOMES.get(status, "pending")
     reason = str(obj.get("failure_code") or status) if outcome == "failed" else ""
-    return RefundState(outcome=outcome, reference=str(obj.get("id", "")), fail_reason=reason)
+    return RefundState(outcome=outcome, reference=str(obj.get("id", "")), fail_reason=reason,
+                       amount=_minor(obj.get("amount", 0), minor_unit), currency=str(obj.get("currency", "")))
 
 
 def refund_reason(reason: str) -> str:
@@ -353,7 +354,7 @@ class XenditPayinAdapter(PayinAdapter):
         if len(found) > 1:  # Xendit keeps a reference_id to one refund; two say we cannot tell which
             raise LookupUnknown(f"refund {refund.refund_no}: {len(found)} refunds of its reference_id at xendit")
         self._check(refund, found[0])
-        return refund_state_of(found[0])
+        return refund_state_of(found[0], minor_unit=refund.currency.minor_unit)
 
     @staticmethod
     def _invoice_id(refund) -> str:
@@ -544,20 +545,21 @@ def xendit_webhook_handle(*, channel: Channel, token: str, body: bytes) -> dict:
 
 def _refund_webhook(client: XenditClient, *, channel: Channel, event: dict) -> dict:
     """refund.succeeded / refund.failed: the refund re-read (GET /refunds/{id}); a final one is applied to the refund
-    its reference_id names through refund_channel_result, which changes a refund once; one that is no refund of ours
-    is acknowledged and ignored."""
+    its reference_id names through refund_channel_result, which changes a refund once and never with another amount
+    or currency than the refund's; one that is no refund of ours is acknowledged and ignored."""
     data = event.get("data") or {}
     refund_id = str(data.get("id", "")) if isinstance(data, dict) else ""
     if not refund_id:
         raise UpstreamRejected("refund webhook without data.id", status=400)
     obj = client.call("GET", f"/refunds/{refund_id}")
-    state = refund_state_of(obj)
+    state = _readable(obj, refund_state_of)
     status = str(obj.get("status", ""))
-    if state.outcome not in ("succeeded", "failed"):
+    if state is None or state.outcome not in ("succeeded", "failed"):
         return {"object": "refund", "status": status, "refund": None}
     try:
         refund = payin_handlers().refund_result(refund_no=str(obj.get("reference_id") or ""), outcome=state.outcome,
-                                                fail_reason=state.fail_reason, upstream_reference=state.reference)
+                                                fail_reason=state.fail_reason, upstream_reference=state.reference,
+                                                amount=state.amount, currency=state.currency)
     except LookupError:  # RefundNotFound: another system's refund on the same Xendit account
         logger.warning("xendit refund %s (reference_id %r) is no refund of ours on %s; ignored", refund_id,
                        obj.get("reference_id"), channel.code)

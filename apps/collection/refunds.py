@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
+from prometheus_client import Counter
 
 from apps.callbacks.enqueue import callback_enqueue, refund_terminal_payload
 from apps.callbacks.models import CallbackEvent
@@ -348,13 +349,29 @@ def lock_refund(*, refund_no: str) -> Refund:
     return refund
 
 
+# Upstream answers on a refund whose amount or currency is not the refund's: never applied (docs/channels.md,
+# "A refund answer of another amount"); the refund waits in the stuck list for an operator.
+REFUND_AMOUNT_MISMATCHES = Counter("payments_refund_amount_mismatches",
+                                   "Upstream refund answers whose amount or currency differ from the refund's, not "
+                                   "applied.", ["adapter"])
+
+
 @retry_conflicts
 @transaction.atomic(durable=True)
-def refund_channel_result(*, refund_no: str, outcome: str, fail_reason: str = "",
-                          upstream_reference: str = "") -> Refund:
+def refund_channel_result(*, refund_no: str, outcome: str, fail_reason: str = "", upstream_reference: str = "",
+                          amount: int | None = None, currency: str = "") -> Refund:
     """The channel's final answer on a refund, once: SUCCESS lets the held amount leave to the channel, FAILED gives
-    it back to available; either way the refund callback is written to the outbox. A second answer changes nothing."""
+    it back to available; either way the refund callback is written to the outbox. A second answer changes nothing.
+    An answer whose `amount` (when the upstream says one) or currency is not the refund's changes nothing either: it
+    is logged and counted, and the refund stays PROCESSING for an operator."""
     refund = lock_refund(refund_no=refund_no)
+    if amount is not None and (amount, currency) != (refund.amount, refund.currency_id):
+        adapter = refund.channel.adapter
+        REFUND_AMOUNT_MISMATCHES.labels(adapter).inc()
+        logger.error("refund %s is %s %s; %s refund %s says %s %s (%s): nothing applied, an operator must look",
+                     refund_no, refund.amount, refund.currency_id, adapter, upstream_reference or "?", amount,
+                     currency, outcome)
+        return refund
     if refund.status != Refund.Status.PROCESSING:
         if (outcome == OUTCOME_SUCCEEDED) != (refund.status == Refund.Status.SUCCESS):
             logger.error("refund %s is %s; the channel now says %s: nothing changed, look at it", refund_no,
@@ -410,7 +427,7 @@ def refunds_sweep(*, now: datetime | None = None) -> dict[str, int]:
             handled["refund.unsubmitted"] += 1
         elif state.outcome in (OUTCOME_SUCCEEDED, OUTCOME_FAILED):
             refund_channel_result(refund_no=refund.refund_no, outcome=state.outcome, fail_reason=state.fail_reason,
-                                  upstream_reference=state.reference)
+                                  upstream_reference=state.reference, amount=state.amount, currency=state.currency)
             handled["refund.unanswered"] += 1
         elif state.reference and not refund.upstream_reference:
             Refund.objects.filter(pk=refund.pk, upstream_reference="").update(upstream_reference=state.reference,

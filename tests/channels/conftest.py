@@ -93,3 +93,22 @@ def quick_breaker(settings):
     settings.CHANNEL_BREAKER_CLOSE_AFTER = 2
     settings.CHANNEL_BREAKER_PROBES = 2
     settings.CHANNEL_BREAKER_PROBE_SLICE_SECONDS = 10**6
+
+
+def refund_amount_mismatches(adapter: str) -> float:
+    """Upstream refund answers of another amount this process counted for operations (/metrics)."""
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value("payments_refund_amount_mismatches_total", {"adapter": adapter}) or 0.0
+
+
+def refunds_stuck_a_minute_later() -> list[str]:
+    """The refunds the operations overview lists as stuck ("Refund without its channel's answer") a minute from now,
+    past the refund sweep's grace."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.collection.sweep import refund_unanswered
+
+    return sorted(refund_unanswered(timezone.now() + timedelta(minutes=1)).values_list("refund_no", flat=True))

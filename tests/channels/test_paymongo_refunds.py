@@ -19,7 +19,11 @@ from apps.collection.refunds import refund_create, refund_submit, refunds_sweep
 from apps.common.errors import DomainError
 from apps.ledger.models import Posting
 from apps.ledger.selectors import ledger_verify
-from tests.channels.conftest import PAYMONGO_PAYIN_CODE
+from tests.channels.conftest import (
+    PAYMONGO_PAYIN_CODE,
+    refund_amount_mismatches,
+    refunds_stuck_a_minute_later,
+)
 from tests.collection.conftest import balances
 from tests.collection.conftest import create_ok as pay_create_ok
 from tests.helpers import at_once
@@ -173,6 +177,34 @@ def test_refund_webhooks_are_read_back_and_applied_once(paymongo_channels, merch
         assert paymongo_emulator.refund_webhook(refund_id, url(live_server)).status_code == 200
     assert (balances(merchant), Posting.objects.count()) == after
     assert (callbacks_of(done), callbacks_of(failed)) == (1, 1)
+
+
+def test_a_refund_webhook_whose_read_back_amount_differs_finishes_nothing_and_is_left_to_an_operator(
+        paymongo_channels, merchant, paymongo_emulator, live_server):
+    order, _ = paid_on_paymongo(merchant, paymongo_emulator, live_server)
+    refund = refund_of(merchant, order, "RF-1", 30_000)
+    refund_submit(refund_id=refund.pk)
+    refund.refresh_from_db()
+    paymongo_emulator.settle_refund(refund.upstream_reference, "succeeded")
+    with paymongo_emulator._lock:  # PayMongo's refund carrying our refund_no gave back ₱200.00, not our ₱300.00
+        paymongo_emulator.refunds[refund.upstream_reference]["attributes"]["amount"] = 20_000
+    before, mismatches = (balances(merchant), Posting.objects.count()), refund_amount_mismatches("paymongo")
+    reply = paymongo_emulator.refund_webhook(refund.upstream_reference, url(live_server))
+    assert (reply.status_code, reply.json()["refunds"]) == (200, {refund.refund_no: "PROCESSING"})
+    assert refund_amount_mismatches("paymongo") == mismatches + 1
+    # The sweep's lookup compares too: nothing finishes it; the overview lists it as stuck for an operator.
+    assert refunds_sweep(now=later()) == {}
+    refund.refresh_from_db()
+    assert refund.status == "PROCESSING" and callbacks_of(refund) == 0
+    assert (balances(merchant), Posting.objects.count()) == before
+    assert balances(merchant)["frozen"] == 30_000
+    assert refunds_stuck_a_minute_later() == [refund.refund_no]
+    # Once PayMongo holds our amount, the next event finishes the refund once.
+    with paymongo_emulator._lock:
+        paymongo_emulator.refunds[refund.upstream_reference]["attributes"]["amount"] = 30_000
+    reply = paymongo_emulator.refund_webhook(refund.upstream_reference, url(live_server))
+    assert reply.json()["refunds"] == {refund.refund_no: "SUCCESS"}
+    assert callbacks_of(refund) == 1 and ledger_verify()["ok"]
 
 
 def test_forged_refund_webhooks_change_nothing(paymongo_channels, merchant, paymongo_emulator, live_server):

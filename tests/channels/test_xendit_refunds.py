@@ -11,6 +11,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from apps.callbacks.models import CallbackEvent
 from apps.channels.base import LookupUnknown
 from apps.channels.models import RefundRule, UpstreamPayin
 from apps.channels.xendit import XenditPayinAdapter, refund_reason
@@ -19,7 +20,11 @@ from apps.collection.refunds import refund_submit, refunds_sweep
 from apps.ledger.models import Posting
 from apps.ledger.selectors import ledger_verify
 from tests.callbacks.merchant_side import merchant_verifies
-from tests.channels.conftest import PAYIN_CODE
+from tests.channels.conftest import (
+    PAYIN_CODE,
+    refund_amount_mismatches,
+    refunds_stuck_a_minute_later,
+)
 from tests.collection.conftest import balances
 from tests.collection.conftest import create_ok as pay_create_ok
 from tests.conftest import make_merchant
@@ -222,6 +227,35 @@ def test_a_refund_webhook_of_someone_elses_refund_is_acknowledged_and_ignored(xe
     reply = xendit_emulator.refund_webhook("refund.succeeded", foreign["id"], webhook_url(live_server))
     assert (reply.status_code, reply.json()["refund"]) == (200, None)
     assert state(merchant) == before
+
+
+def test_a_refund_webhook_whose_read_back_amount_differs_finishes_nothing_and_is_left_to_an_operator(
+        xendit_channels, merchant, xendit_emulator, live_server):
+    order, _ = paid_order(merchant, xendit_emulator, live_server)
+    refund = Refund.objects.get(refund_no=assert_ok(refund_create(merchant, order, "RF-1", 40_000))["refund_no"])
+    reference = refund_submit(refund_id=refund.pk)
+    xendit_emulator.settle_refund(reference, "SUCCEEDED")
+    with xendit_emulator._lock:  # Xendit's refund of our reference_id gave back ₱300.00, not our ₱400.00
+        xendit_emulator.refunds[reference]["amount"] = Decimal("300.00")
+    before, mismatches = state(merchant), refund_amount_mismatches("xendit")
+    for _ in range(2):  # the webhook and Xendit's retry of it
+        reply = xendit_emulator.refund_webhook("refund.succeeded", reference, webhook_url(live_server))
+        assert (reply.status_code, reply.json()["refund"]) == (200, "PROCESSING")
+    assert refund_amount_mismatches("xendit") == mismatches + 2
+    # The sweep's lookup compares too: nothing finishes it; the overview lists it as stuck for an operator.
+    assert swept_later() == {}
+    refund.refresh_from_db()
+    assert (refund.status, state(merchant)) == ("PROCESSING", before)
+    assert balances(merchant)["frozen"] == 40_000
+    assert not CallbackEvent.objects.filter(platform_order_no=refund.refund_no).exists()
+    assert refunds_stuck_a_minute_later() == [refund.refund_no]
+    # Once Xendit holds our amount (its correction), the next webhook finishes the refund once.
+    with xendit_emulator._lock:
+        xendit_emulator.refunds[reference]["amount"] = Decimal("400.00")
+    assert xendit_emulator.refund_webhook("refund.succeeded", reference,
+                                          webhook_url(live_server)).json()["refund"] == "SUCCESS"
+    assert CallbackEvent.objects.filter(platform_order_no=refund.refund_no).count() == 1
+    assert ledger_verify()["ok"]
 
 
 # --- lost answers and lost webhooks ----------------------------------------------------------------------------

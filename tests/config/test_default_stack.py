@@ -192,7 +192,9 @@ def test_default_stack_takes_a_burst_of_pay_ins_payouts_and_callbacks_then_stops
         # A fresh clone's first start: initdb, the whole migration history, bootstrap (about a minute on 2 busy
         # cores). A bound on start-up, not a contract.
         run.wait_ready(timeout=300)
-        assert run.manage("verify_ledger")["ok"]  # the second terminal reaches the same database, nothing set
+        # A second terminal reaches the same database and the keys bootstrap made, nothing set.
+        assert run.manage("verify_ledger")["ok"]
+        assert [key["key_version"] for key in run.manage("platform_keys")["keys"]] == [1]
         merchants = _merchants(run, receiver, 3)
         errors: list[str] = []
         started = time.monotonic()
@@ -217,7 +219,7 @@ def test_default_stack_takes_a_burst_of_pay_ins_payouts_and_callbacks_then_stops
         before = run.everything()
         stop_started = time.monotonic()
         os.write(run.terminal, b"\x03")  # Ctrl-C typed in make run's terminal
-        code = run.proc.wait(timeout=60)
+        code = run.wait_exit(timeout=60)
         reason = _assert_stopped_cleanly(run, before, within=30)
         stop_seconds = time.monotonic() - stop_started
     finally:
@@ -267,7 +269,7 @@ def test_sigterm_or_sigint_to_make_stops_everything_and_the_next_start_finds_its
             before = run.everything()
             started = time.monotonic()
             os.kill(run.proc.pid, signum)  # to make alone, as `kill -TERM <pid>` / `kill -INT <pid>`
-            code = run.proc.wait(timeout=60)
+            code = run.wait_exit(timeout=60)
             reason = _assert_stopped_cleanly(run, before, within=30)
             outcomes.append((signum, kept, code, reason, time.monotonic() - started))
         finally:
@@ -287,7 +289,7 @@ def test_a_process_that_dies_stops_every_other_and_says_which(checkout):
                       and any(part.endswith("celery") for part in p.cmdline()))
         before = run.everything()
         worker.kill()  # SIGKILL: the out-of-memory killer, a crash
-        code = run.proc.wait(timeout=60)
+        code = run.wait_exit(timeout=60)
         wait_until(lambda: _all_gone(before), timeout=30, interval=0.1, what="everything to stop")
     finally:
         run.stop_leftovers()

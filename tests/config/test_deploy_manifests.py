@@ -286,7 +286,7 @@ def test_compose_has_pgbouncer_a_streaming_replica_and_a_proxy_and_its_comment_s
 
 
 def test_compose_haproxy_configuration_is_accepted_by_haproxy():
-    from tests.hosts.proxy import HAPROXY
+    from tests.support.haproxy import HAPROXY
 
     run = subprocess.run([HAPROXY, "-c", "-f", str(ROOT / "deploy/compose/haproxy.cfg")], capture_output=True,
                          text=True, timeout=30)

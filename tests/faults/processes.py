@@ -135,6 +135,39 @@ class PrivateRedis:
             return False
 
 
+class PrivateRabbit:
+    """A RabbitMQ node of the drill's own (tests/support/rabbitmq.py, `RabbitNode`) on free ports of 127.0.0.1, data
+    under the test's tmp_path: it can crash and start again on the same ports and data, the machine's RabbitMQ
+    untouched."""
+
+    def __init__(self, procs: "Processes", *, ready_timeout: float = 120):
+        from tests.support.rabbitmq import RabbitNode
+
+        self.procs, self.ready_timeout = procs, ready_timeout
+        self.node = RabbitNode(procs.tmp_path / "rabbitmq", port=free_port(), dist_port=free_port())
+        self.proc: Proc | None = None
+
+    @property
+    def url(self) -> str:
+        return self.node.url
+
+    def start(self) -> float:
+        """Start the node and return the seconds until it accepted connections."""
+        started = time.monotonic()
+        self.proc = self.procs.start("rabbitmq", self.node.command(), self.node.env)
+        self.proc.wait_for_log(self.node.READY_LINE, timeout=self.ready_timeout)
+        return round(time.monotonic() - started, 2)
+
+    def crash(self) -> None:
+        """The server dies at once (SIGKILL to the node's process group): connections reset, nothing flushed that
+        was not already on disk."""
+        self.proc.kill(signal.SIGKILL)
+        self.proc.popen.wait(timeout=10)
+
+    def queues(self, vhost: str = "/") -> dict[str, dict]:
+        return self.node.queues(vhost)
+
+
 class Processes:
     """Starts processes for one drill and ends every one of them at teardown, even when the drill failed."""
 

@@ -9,7 +9,6 @@ import re
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pytest
@@ -23,9 +22,7 @@ from apps.ledger.selectors import ledger_verify
 from apps.ledger.services import balance_adjust
 from apps.payout.models import Payout
 from tests.conftest import make_merchant
-from tests.faults.processes import Platform
-from tests.hosts.conftest import Host
-from tests.hosts.proxy import HAProxy
+from tests.support.hosts import hosts_start
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
@@ -130,21 +127,7 @@ def test_a_host_killed_whole_under_a_burst_through_the_proxy_loses_nothing_and_c
 
     # CALLBACK_TIMEOUT_SECONDS=1: the lease of an attempt cut by the kill runs out in 33 s, not 60 (the receiver
     # answers at once).
-    shared = {"DATABASE_URL": bouncer.url(application_name="hosts-worker"), "DATABASE_POOLER": "pgbouncer-transaction",
-              "CONN_MAX_AGE": 60, "CALLBACK_TIMEOUT_SECONDS": 1, "BEAT_LOCK_SECONDS": 5, "BEHIND_PROXY": "true",
-              "ALLOWED_HOSTS": "127.0.0.1,127.0.0.2,127.0.0.3"}
-    # ready_timeout: a host boots three Django processes at once on two cores, beside whatever else the suite runs.
-    platforms = [Platform(procs, private_redis, host=f"127.0.0.{2 + i}", ready_timeout=120, **shared)
-                 for i in range(2)]
-    proxy = HAProxy(procs.tmp_path, [(p.host, p.port) for p in platforms])
-    for platform in platforms:
-        platform.env["API_ROOT"] = proxy.base  # every link the platform writes (pay_url) goes through the proxy
-    web_database = bouncer.url(application_name="hosts-web")
-    hosts = [Host(platform, f"host{i}") for i, platform in enumerate(platforms)]
-    with ThreadPoolExecutor(max_workers=len(hosts)) as pool:  # the hosts boot side by side, as machines do
-        list(pool.map(lambda host: host.start(database_url=web_database), hosts))
-    procs.start("haproxy", proxy.argv())
-    wait_until(lambda: _both_up(proxy), timeout=30, interval=0.2, what="the proxy sending to both hosts")
+    hosts, proxy = hosts_start(procs, private_redis, bouncer, count=2, CALLBACK_TIMEOUT_SECONDS=1, BEAT_LOCK_SECONDS=5)
 
     ready = time.monotonic()
     burst = Burst(proxy.base, contexts)
@@ -160,7 +143,7 @@ def test_a_host_killed_whole_under_a_burst_through_the_proxy_loses_nothing_and_c
                    what="the proxy seeing the host down")
         time.sleep(PHASE_SECONDS)
         back_at = time.monotonic()
-        doomed.start(database_url=web_database)
+        doomed.start()
         wait_until(lambda: proxy.servers()["host0"]["status"] == "UP", timeout=30, interval=0.2,
                    what="the proxy sending to the host again")
         time.sleep(PHASE_SECONDS)
@@ -223,10 +206,3 @@ def test_a_host_killed_whole_under_a_burst_through_the_proxy_loses_nothing_and_c
           f"{list(served_by.values())}; host started again {back_at - killed_at:.1f} s after the kill; every "
           f"callback delivered {checked - load_ended:.1f} s after the load; hosts up in {ready - started:.1f} s; "
           f"ledger verified in {time.monotonic() - checked:.1f} s")
-
-
-def _both_up(proxy: HAProxy) -> bool:
-    try:
-        return {row["status"] for row in proxy.servers().values()} == {"UP"}
-    except requests.RequestException:  # the proxy is starting
-        return False

@@ -15,27 +15,32 @@ interleaving is not):
   racer        the replay race: a payout in review, replayed from several threads while an admin reviewer, the
                CLI and a service decide it at the same moment; an approved one replayed while the sandbox settles it
   payer-*      press Pay (and sometimes Fail) on one hosted page from several threads at once (live: open the page,
-               forwarded to the invoice, from several threads)
+               forwarded to the invoice or checkout session, from several threads)
   reviewer-*   approve / reject / second approvals: the admin over HTTP (staff signed in with password + TOTP),
                `manage.py review_payout` subprocesses, and the payout services in this process
   ops-*        reversals (admin staff request + a second person's approval, or `reverse_payout`); one
                `rotate_platform_key`, `reconcile_channels`, `release_settlement --as-of <tomorrow>`
-  xendit       (live) Xendit's side on the emulator: tests/soak/upstream.py
+  upstreams    (live) Xendit's and PayMongo's sides on their emulators: tests/soak/upstream.py
   insider      (sandbox) one person trying to sit in two seats through the admin and the portal, each try refused:
                tests/soak/insider.py
-  refunds      (sandbox) paid pay-ins refunded in parts over refund/create (replays, conflicting replays, refunds
-               beyond what was paid, amounts the sandbox fails) while the portal's refund_create refunds the same
-               order at the same moment: tests/soak/refunds.py
+  refunds      paid pay-ins refunded in parts over refund/create (replays, conflicting replays, refunds beyond
+               what was paid, amounts the sandbox fails) while the portal refunds the same order through its pages
+               (a finance person asks, an owner approves with a fresh code): tests/soak/refunds.py
   faults       SIGKILL a gunicorn worker, SIGKILL the Celery worker (and start a new one), pg_terminate_backend of
                the platform's database sessions, SIGSTOP/SIGCONT of the private redis-server
+  hosts        (--hosts N, N >= 2) whole hosts SIGKILLed in turn and started again: tests/support/hosts.py
 
 Everything runs on 127.0.0.1; every loop is bounded in count and time; every process started is ended at exit
 (also on SIGTERM / Ctrl-C).
 
 A deployment is sandbox or live, never both (docs/channels.md), so each runs in a child process of its own, side
 by side (`--in-turn`: one after the other), on its own database and redis-server: the sandbox (hosted page's Pay button, the sandbox bank)
-and live (Xendit, played by tests/soak/upstream.py on the emulator: invoices paid, disbursements settled, webhooks
-duplicated, late, out of order and lost). The load time is shared 2:1.
+and live (Xendit and PayMongo, played by tests/soak/upstream.py on their emulators: invoices and checkout sessions
+paid, disbursements settled, refunds decided, webhooks duplicated, late, out of order and lost). The load time is
+shared 2:1.
+
+`--hosts N` (N >= 2): each deployment's platform runs as N hosts on their own loopback addresses (each its gunicorn,
+Celery worker and beat) behind HAProxy, reaching the database through PgBouncer; every actor goes through the proxy.
 """
 
 import argparse
@@ -96,6 +101,8 @@ class Options:
     in_turn: bool
     deployment: str | None
     broker: str = "redis"
+    hosts: int = 1
+    host_kill_every: float = 8.0
 
 
 def parse_args(argv: list[str] | None = None) -> Options:
@@ -132,12 +139,17 @@ def parse_args(argv: list[str] | None = None) -> Options:
     parser.add_argument("--broker", choices=["redis", "rabbitmq"], default=env("SOAK_BROKER") or "redis",
                         help="the Celery broker of the own stack: its private redis-server, or a vhost of its own on "
                              "the machine's RabbitMQ (production's broker; Redis stays the cache and the nonces)")
+    parser.add_argument("--hosts", type=int, default=int(env("SOAK_HOSTS") or 1),
+                        help="the own stack as this many hosts behind HAProxy and PgBouncer (each its gunicorn, "
+                             "Celery worker and beat), whole hosts killed in turn and started again; 1: one host")
+    parser.add_argument("--host-kill-every", type=float, default=float(env("SOAK_HOST_KILL_EVERY") or 8),
+                        help="with --hosts: mean seconds from a host back in the proxy's rotation to the next kill")
     parser.add_argument("--deployment", choices=DEPLOYMENTS, default=None, help=argparse.SUPPRESS)  # a child's
     args = parser.parse_args(argv)
     if args.stack == "make-run":
         # make run serves one deployment, the sandbox; and one of its processes killed stops it by design, so the
         # faults (which kill workers and freeze Redis) have nothing to test there.
-        args.deployments, args.faults = "sandbox", False
+        args.deployments, args.faults, args.hosts = "sandbox", False, 1
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 10 ** 9)
     return Options(**vars(args))
@@ -167,9 +179,18 @@ class Op:
     detail: str = ""
 
 
+# A process serving requests SIGKILLed: a whole host (--hosts), or one gunicorn worker.
+SERVING_KILLS = ("kill_host", "kill_web_worker")
+# What a request gets when the connection under it is cut (requests' exception names, as Op.detail records them).
+CONNECTION_CUT = ("ConnectionError", "ChunkedEncodingError")
+
+
 class History:
-    def __init__(self, t0: float = 0.0):
+    def __init__(self, t0: float = 0.0, *, behind_proxy: bool = False):
         self.t0 = t0  # the start of the load: times in the JSON are seconds since then
+        self.wall0 = time.time() - (time.monotonic() - t0)  # t0 on the clock of the processes' log lines
+        # Behind the proxy a cut connection is an error too: the actors' connections end at HAProxy, which never dies.
+        self.behind_proxy = behind_proxy
         self.ops: list[Op] = []
         self.faults: list[dict] = []
         self.lock = threading.Lock()
@@ -184,20 +205,54 @@ class History:
         return {"actor": op.actor, "kind": op.kind, "key": op.key, "http": op.http_status, "code": op.code,
                 "at": round(op.started - self.t0, 1), "detail": op.detail[:300]}
 
-    def fault(self, kind: str, started: float, ended: float, **detail) -> None:
+    def fault(self, kind: str, started: float, ended: float, **detail) -> dict:
+        """Record a fault (its times in seconds since t0); the dict is returned, for details known later."""
+        fault = {"kind": kind, "started": started, "ended": ended, **detail}
         with self.lock:
-            self.faults.append({"kind": kind, "started": started, "ended": ended, **detail})
+            self.faults.append(fault)
+        return fault
+
+    def failed(self, op: Op) -> bool:
+        """An answer no actor may see unexcused: a 5xx, a 9999, a CLI traceback or a service exception; behind the
+        proxy also a cut connection. A client timeout never is (Jepsen's info: it may or may not have taken effect)."""
+        return ((op.http_status or 0) >= 500 or op.code == "9999" or op.outcome == "error"
+                or self.behind_proxy and op.detail in CONNECTION_CUT)
+
+    def in_flight(self, op: Op, fault: dict) -> bool:
+        """Whether `op` was in flight at the fault: started before it ended (a host is dead once its last process is
+        reaped) and answered after it began (the first SIGKILL)."""
+        return op.started - self.t0 <= fault["ended"] and op.ended - self.t0 >= fault["started"]
 
     def excused(self, op: Op) -> str | None:
-        """The fault that may explain an error answer: a database backend terminated or Redis stalled while the
-        request was in flight (the platform then answers 9999 by design: docs/faults.md, drills 2, 3 and 5)."""
+        """The fault that may explain an error answer:
+        - a database backend terminated or Redis stalled while the request was in flight (the platform then answers
+          9999 by design: docs/faults.md, drills 2, 3 and 5), up to 2 s (3 s) after it;
+        - a host or a gunicorn worker SIGKILLed while the request was in flight, and the answer is the one a request
+          whose server died gets: the proxy's 502, or the connection cut (nothing after the kill is excused: the
+          proxy sends a request whose connection a dead host refused to another one)."""
         with self.lock:
             for fault in self.faults:
+                if fault["kind"] in SERVING_KILLS:
+                    if (op.http_status == 502 or op.detail in CONNECTION_CUT) and self.in_flight(op, fault):
+                        return fault["kind"]
+                    continue
                 grace = {"terminate_backends": 2.0, "stall_redis": 3.0}.get(fault["kind"])
                 start, end = op.started - self.t0, op.ended - self.t0
                 if grace is not None and start <= fault["ended"] + grace and end >= fault["started"] - 0.5:
                     return fault["kind"]
         return None
+
+    def kills(self) -> list[dict]:
+        """Each whole host killed: when, for how long it was out of the proxy's rotation, the operations in flight at
+        the kill and how many of them were lost with it (answered 502 or cut: excused)."""
+        report = []
+        for fault in [f for f in self.faults if f["kind"] == "kill_host"]:
+            in_flight = [op for op in self.ops if self.in_flight(op, fault)]
+            lost = [op for op in in_flight if self.failed(op) and self.excused(op) == "kill_host"]
+            report.append({"host": fault["host"], "at": round(fault["started"], 2),
+                           "back_in_rotation_after": fault.get("back_in_rotation_after"),
+                           "in_flight": len(in_flight), "lost": len(lost)})
+        return report
 
 
 # ------------------------------------------------------------------------------------------ callback receivers
@@ -688,7 +743,26 @@ def children(pid: int) -> list[int]:
         return []
 
 
-def fault_actor(soak: Soak, platform, redis, rng: random.Random) -> None:
+@dataclass
+class Fleet:
+    """What serves the soak: one platform, or several hosts behind HAProxy (--hosts). A fault on a host's processes
+    takes the lock, and never meets the kill of that host."""
+
+    base: str
+    env: dict  # the environment of the CLI actors' `manage.py`
+    platforms: list  # tests.faults.processes.Platform, one per host
+    hosts: list = field(default_factory=list)  # tests.support.hosts.Host, with --hosts
+    proxy: object = None  # tests.support.haproxy.HAProxy, with --hosts
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    down: set = field(default_factory=set)  # the names of the hosts killed and not yet back in the proxy's rotation
+
+    def platform_up(self, rng: random.Random) -> tuple:
+        """One platform whose host is up, and the host's name (None with one host); the caller holds the lock."""
+        up = [(h.platform, h.name) for h in self.hosts if h.name not in self.down] or [(self.platforms[0], None)]
+        return up[rng.randrange(len(up))]
+
+
+def fault_actor(soak: Soak, fleet: Fleet, redis, rng: random.Random) -> None:
     from django.db import connection
 
     n = 0
@@ -701,16 +775,24 @@ def fault_actor(soak: Soak, platform, redis, rng: random.Random) -> None:
         detail = {}
         try:
             if kind == "kill_web_worker":
-                workers = children(platform.web.pid)
-                if workers:
-                    victim = workers[rng.randrange(len(workers))]
-                    os.kill(victim, signal.SIGKILL)  # gunicorn's arbiter starts a new one
-                    detail["pid"] = victim
+                with fleet.lock:
+                    platform, detail["host"] = fleet.platform_up(rng)
+                    workers = children(platform.web.pid)
+                    if workers:
+                        victim = workers[rng.randrange(len(workers))]
+                        started = time.monotonic()
+                        os.kill(victim, signal.SIGKILL)  # gunicorn's arbiter starts a new one
+                        detail["pid"] = victim
             elif kind == "kill_celery_worker":
-                doomed = platform.workers[-1]
-                doomed.kill(signal.SIGKILL)
-                doomed.popen.wait(timeout=10)
-                platform.start_worker(concurrency=soak.opts.worker_concurrency, pool=soak.opts.worker_pool)
+                with fleet.lock:
+                    platform, detail["host"] = fleet.platform_up(rng)
+                    doomed = platform.workers[-1]
+                    doomed.kill(signal.SIGKILL)
+                    doomed.popen.wait(timeout=10)
+                    worker = platform.start_worker(concurrency=soak.opts.worker_concurrency,
+                                                   pool=soak.opts.worker_pool, wait=False)
+                # Its boot is waited for outside the lock: a host kill meanwhile kills it too (the error is reported).
+                worker.wait_for_log(" ready.", timeout=platform.ready_timeout)
             elif kind == "terminate_backends":
                 with psycopg.connect(soak.env["DATABASE_URL"], autocommit=True) as admin:
                     pids = [row[0] for row in admin.execute(
@@ -732,8 +814,39 @@ def fault_actor(soak: Soak, platform, redis, rng: random.Random) -> None:
             detail["error"] = f"{type(exc).__name__}: {exc}"[:200]
         finally:
             connection.close()
-        soak.history.fault(kind, round(started - soak.started, 1), round(time.monotonic() - soak.started, 1),
-                           **detail)
+        # A gunicorn worker's kill to the millisecond: the requests in flight at it are excused (History.excused).
+        ended = time.monotonic() if kind != "kill_web_worker" else started
+        soak.history.fault(kind, round(started - soak.started, 3), round(ended - soak.started, 3),
+                           **{k: v for k, v in detail.items() if v is not None})
+
+
+def hosts_actor(soak: Soak, fleet: Fleet, rng: random.Random) -> None:
+    """Whole hosts SIGKILLed in turn (host0, host1, ...), each started again after 2-6 s dead; the next kill comes
+    `--host-kill-every` (0.75-1.25 x) after the host is back in the proxy's rotation, so one host always serves. A
+    host killed is always started again, also when the load ends while it is dead."""
+    from tests.support.wait import wait_until
+
+    n = 0
+    while soak.running() and n < 100:
+        if soak.stop.wait(rng.uniform(0.75, 1.25) * soak.opts.host_kill_every) or not soak.running():
+            return
+        host = fleet.hosts[n % len(fleet.hosts)]
+        n += 1
+        with fleet.lock:
+            started = time.monotonic()
+            host.kill()
+            fleet.down.add(host.name)
+            ended = time.monotonic()
+        fault = soak.history.fault("kill_host", round(started - soak.started, 3), round(ended - soak.started, 3),
+                                   host=host.name)
+        dead = rng.uniform(2.0, 6.0)
+        time.sleep(dead)
+        host.start()
+        wait_until(lambda name=host.name: fleet.proxy.servers()[name]["status"] == "UP", timeout=60, interval=0.2,
+                   what=f"the proxy sending to {host.name} again")
+        fault.update(dead_seconds=round(dead, 1), back_in_rotation_after=round(time.monotonic() - started, 1))
+        with fleet.lock:
+            fleet.down.discard(host.name)
 
 
 # ------------------------------------------------------------------------------------------------------ set-up
@@ -812,8 +925,7 @@ def run_checks(soak: Soak) -> dict:
     # 1. no 5xx and no 9999 seen by any actor (unless a fault that documents 9999 was in flight).
     bad, excused = [], Counter()
     for op in ops:
-        error = (op.http_status or 0) >= 500 or op.code == "9999" or op.outcome == "error"
-        if not error:
+        if not soak.history.failed(op):
             continue
         fault = soak.history.excused(op)
         if fault:
@@ -823,7 +935,8 @@ def run_checks(soak: Soak) -> dict:
             bad.append(op)
     checks["no_5xx_no_9999"] = check(not bad, count=len(bad), by_kind=dict(Counter(op.kind for op in bad)),
                                      excused_by_fault=dict(excused),
-                                     samples=[soak.history.sample(op) for op in bad[:8]])
+                                     samples=[soak.history.sample(op) for op in bad[:8]],
+                                     **({"host_kills": soak.history.kills()} if soak.history.behind_proxy else {}))
 
     # 2. every order terminal or legitimately waiting.
     stuck = list(Payout.objects.exclude(status__in=TERMINAL_PAYOUT + WAITING_PAYOUT)
@@ -1014,10 +1127,11 @@ def _decision_said(op: Op) -> str | None:
 
 # -------------------------------------------------------------------------------------------------------- main
 
-def quiet_period(soak: Soak, platform, redis, budget: float, *, xendit=None, rng=None) -> float:
+def quiet_period(soak: Soak, fleet: Fleet, redis, budget: float, *, upstreams=None, rng=None) -> float:
     """Faults off, workers and beat left to finish: until no order or refund is on its way and every callback is
-    delivered, or the budget runs out. Live: Xendit decides what is still open and sends its late webhooks, and
-    operations run `reconcile_channels` (what a lost webhook left) every 20 s while a payout is PROCESSING."""
+    delivered, or the budget runs out. Live: Xendit and PayMongo decide what is still open and send their late
+    webhooks, and operations run `reconcile_channels` (what a lost webhook left) every 20 s while a payout is
+    PROCESSING (a refund whose webhook was lost is the refund sweep's, every 15 s)."""
     from django.db import connection
 
     from apps.callbacks.models import CallbackEvent
@@ -1026,14 +1140,15 @@ def quiet_period(soak: Soak, platform, redis, budget: float, *, xendit=None, rng
 
     started = time.monotonic()
     redis.thaw()
-    if not platform.workers[-1].alive():
-        platform.start_worker(concurrency=soak.opts.worker_concurrency, pool=soak.opts.worker_pool)
+    for platform in fleet.platforms:
+        if not platform.workers[-1].alive():
+            platform.start_worker(concurrency=soak.opts.worker_concurrency, pool=soak.opts.worker_pool)
     reconciled = started
     while time.monotonic() - started < budget:
-        if xendit is not None:
+        if upstreams is not None:
             from tests.soak.upstream import upstream_finish
 
-            upstream_finish(xendit, rng)
+            upstream_finish(upstreams, rng)
             if time.monotonic() - reconciled > 20 and Payout.objects.filter(status="PROCESSING").exists():
                 soak.manage("ops-quiet", "cli/reconcile_channels", "", ["reconcile_channels"])
                 reconciled = time.monotonic()
@@ -1155,12 +1270,13 @@ def run_deployment(opts: Options) -> dict:
     django.setup()
     from tests.soak import upstream
     from tests.soak.insider import insider_actor, insider_refused, insider_set_up, insider_state
-    from tests.soak.refunds import refunds_actor
+    from tests.soak.refunds import portal_desks_set_up, refunds_actor
 
     from tests.support.receiver import CallbackReceiver
 
     receivers = CallbackReceiver().start()
     emulator = upstream.XenditEmulator(stall_seconds=6.0).start() if live else None
+    paymongo = upstream.PayMongoEmulator(stall_seconds=6.0).start() if live else None
     result: dict = {"deployment": opts.deployment, "seed": opts.seed, "seconds": opts.seconds,
                     "broker": "redis" if stack is not None else opts.broker}
     try:
@@ -1168,23 +1284,28 @@ def run_deployment(opts: Options) -> dict:
         merchants, staff = set_up_data(opts, receivers)
         insider = None if live else insider_set_up(receivers, len(merchants))
         if live:
-            upstream.xendit_channels_create(emulator)
+            upstream.live_channels_create(emulator, paymongo)
         if stack is not None:
-            platform = stack
+            fleet = Fleet(stack.base, stack.env, [stack])
+        elif opts.hosts > 1:
+            fleet = several_hosts(opts, procs, redis, logdir, platform_env)
         else:
             platform = Platform(procs, redis, ready_timeout=120, **platform_env)
             platform.start_web(workers=opts.web_workers)
             platform.start_beat()
             platform.start_worker(concurrency=opts.worker_concurrency, pool=opts.worker_pool)
-        browsers = {name: StaffBrowser(platform.base, name) for name in
+            fleet = Fleet(platform.base, platform.env, [platform])
+        browsers = {name: StaffBrowser(fleet.base, name) for name in
                     ("soak-reviewer-a", "soak-reviewer-b", "soak-racer", "soak-ops-a")}
         for browser in browsers.values():
             browser.sign_in()
+        desks = portal_desks_set_up(fleet.base, merchants)
 
         started = time.monotonic()
-        soak = Soak(opts, platform.base, platform.env, merchants, History(started), receivers,
+        history = History(started, behind_proxy=bool(fleet.hosts))
+        soak = Soak(opts, fleet.base, fleet.env, merchants, history, receivers,
                     deadline=started + opts.seconds, started=started)
-        xendit = upstream.Xendit(soak, emulator) if live else None
+        upstreams = upstream.Upstreams(soak, emulator, paymongo) if live else None
         rng = lambda name: random.Random(f"{opts.seed}/{opts.deployment}/{name}")  # noqa: E731 - one per actor
         payer = upstream.live_payer_actor if live else payer_actor
         actors = [(f"merchant-{m.index}", merchant_actor, (m,)) for m in merchants]
@@ -1195,12 +1316,11 @@ def run_deployment(opts: Options) -> dict:
         actors += [("ops-reversals", reversals_actor, (browsers["soak-ops-a"], staff["soak-ops-b"])),
                    ("ops-batch", batch_actor, ())]
         if live:
-            actors += [("xendit", upstream.upstream_actor, (xendit,))]
+            actors += [("upstreams", upstream.upstream_actor, (upstreams,))]
         if insider is not None:
             actors += [("insider", insider_actor, (insider,))]
-        if not live:  # the soak's Xendit side does not answer refunds (docs/testing.md, "Refunds in the soak")
-            actors += [("refunds", refunds_actor, ())]
-        threads, faults = [], None
+        actors += [("refunds", refunds_actor, (desks,))]
+        threads, faults, host_kills = [], None, None
         for name, fn, args in actors:
             kwargs = {}
             if fn is reviewer_actor:
@@ -1211,9 +1331,12 @@ def run_deployment(opts: Options) -> dict:
                                             name=name, daemon=True))
         if opts.faults:
             faults = threading.Thread(target=_guarded, args=(soak, "faults", fault_actor,
-                                                             (soak, platform, redis, rng("faults")), {}),
+                                                             (soak, fleet, redis, rng("faults")), {}),
                                       name="faults", daemon=True)
-        for thread in threads + ([faults] if faults else []):
+        if opts.faults and fleet.hosts:
+            host_kills = threading.Thread(target=_guarded, name="hosts", daemon=True,
+                                          args=(soak, "hosts", hosts_actor, (soak, fleet, rng("hosts")), {}))
+        for thread in threads + [t for t in (faults, host_kills) if t]:
             thread.start()
         for thread in threads:
             thread.join(timeout=max(1.0, soak.deadline - time.monotonic()) + 180)
@@ -1221,13 +1344,17 @@ def run_deployment(opts: Options) -> dict:
         soak.stop.set()
         if faults:
             faults.join(timeout=60)
-        quiet = quiet_period(soak, platform, redis, opts.quiet_seconds, xendit=xendit, rng=rng("quiet"))
+        if host_kills:  # a host killed at the end of the load is started again first (up to 2 minutes on 2 cores)
+            host_kills.join(timeout=240)
+        quiet = quiet_period(soak, fleet, redis, opts.quiet_seconds, upstreams=upstreams, rng=rng("quiet"))
         result.update(run_checks(soak))
+        if fleet.hosts:
+            result["checks"]["beat_one_sender"] = beat_one_sender(fleet, history)
         if insider is not None:
             result["checks"]["insider_refused"] = insider_refused(soak.history.ops, insider.before,
                                                                   insider_state(insider), soak.history.sample)
         if live:
-            result["checks"]["upstream_agrees"] = upstream.upstream_agrees(emulator)
+            result["checks"]["upstream_agrees"] = upstream.upstream_agrees(emulator, paymongo)
         with open(logdir / "history.jsonl", "w") as handle:  # the client-side history, for a person to read
             for op in soak.history.ops:
                 handle.write(json.dumps({**op.__dict__, "started": round(op.started - started, 3),
@@ -1237,6 +1364,8 @@ def run_deployment(opts: Options) -> dict:
                                  deadlocks_in_logs=sum(p.log().count("deadlock detected") for p in procs.started)
                                  + (stack.text().count("deadlock detected") if stack else 0),
                                  logs=str(logdir))
+        if fleet.hosts:
+            result["figures"]["hosts"] = hosts_figures(fleet)
         result["ok"] = all(c["ok"] for c in result["checks"].values()) and not soak.errors
     except BaseException as exc:  # noqa: BLE001 - the JSON says what went wrong; processes are ended below
         result.update(ok=False, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-3000:])
@@ -1251,9 +1380,63 @@ def run_deployment(opts: Options) -> dict:
         if vhost is not None:
             vhost.delete()
         receivers.stop()
-        if emulator is not None:
-            emulator.stop()
+        for upstream_emulator in (emulator, paymongo):
+            if upstream_emulator is not None:
+                upstream_emulator.stop()
     return result
+
+
+def several_hosts(opts: Options, procs, redis, logdir: Path, platform_env: dict) -> Fleet:
+    """`--hosts N`: N hosts behind HAProxy, through PgBouncer to the deployment's database (tests/support/hosts.py);
+    the CLI actors reach the database through PgBouncer as the hosts do."""
+    from tests.support.hosts import bouncer_start, hosts_start
+
+    # Transaction pooling: a server connection per transaction running at once, not per process or thread.
+    bouncer = bouncer_start(procs, logdir, pool_size=10)
+    # BEAT_LOCK_SECONDS=5: a killed host's beat is replaced within 5 s (the default 30 s would skip six 5 s sweeps).
+    hosts, proxy = hosts_start(procs, redis, bouncer, count=opts.hosts, web_workers=opts.web_workers,
+                               worker_concurrency=opts.worker_concurrency, worker_pool=opts.worker_pool,
+                               BEAT_LOCK_SECONDS=5, **platform_env)
+    return Fleet(proxy.base, hosts[0].platform.env, [h.platform for h in hosts], hosts=hosts, proxy=proxy)
+
+
+BEAT_SENT = re.compile(r"^(\S+Z) .*Sending due task (\S+)", re.MULTILINE)
+
+
+def beat_one_sender(fleet: Fleet, history: History) -> dict:
+    """Every host runs a beat (config/beat.py): each periodic task is sent by one beat at a time. The sender of a task
+    changes only when its last sender may have lost the beat lock between its last send and the new sender's first:
+    its host was killed, or Redis was stalled past the lock's renewal. Any other change is two beats sending."""
+    from datetime import datetime
+
+    def walls(kind: str, host: str | None = None) -> list[tuple[float, float]]:
+        return [(history.wall0 + f["started"], history.wall0 + f["ended"]) for f in history.faults
+                if f["kind"] == kind and (host is None or f.get("host") == host)]
+
+    sends = sorted((datetime.fromisoformat(at).timestamp(), entry, host.name, index)
+                   for host in fleet.hosts for index, beat in enumerate(host.beats)
+                   for at, entry in BEAT_SENT.findall(beat.log()))
+    last: dict[str, tuple] = {}
+    handovers, overlaps = 0, []
+    for at, entry, host, index in sends:
+        before = last.get(entry)
+        last[entry] = (at, host, index)
+        if before is None or before[1:] == (host, index):
+            continue
+        lost = [(a, b) for a, b in walls("kill_host", before[1]) + walls("stall_redis") if a <= at and b >= before[0]]
+        if lost:
+            handovers += 1
+        else:
+            overlaps.append({"task": entry, "sent_by": f"{before[1]} beat {before[2]}",
+                             "then_by": f"{host} beat {index}", "seconds_apart": round(at - before[0], 2)})
+    return check(sends and not overlaps, sends=len(sends), handovers=handovers, two_senders=overlaps[:8])
+
+
+def hosts_figures(fleet: Fleet) -> dict:
+    """Requests per host as the proxy counted them, and how often each host's beats took the beat lock."""
+    served = {name: int(row["stot"]) for name, row in fleet.proxy.servers().items()}
+    beats = {h.name: sum(beat.log().count("beat: holding the beat lock") for beat in h.beats) for h in fleet.hosts}
+    return {"requests_per_host": served, "beat_lock_taken": beats}
 
 
 class MakeRunStack:

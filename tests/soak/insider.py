@@ -135,6 +135,25 @@ class Person:
         if urlsplit(self.get("/portal/").url).path != "/portal/":
             raise RuntimeError(f"{self.username} could not sign in to the portal")
 
+    @classmethod
+    def signed_in(cls, base: str, username: str, password: str = PASSWORD, *, portal: bool) -> "Person":
+        """A person signed in to the portal (or the admin). A sign-in cut under her (a gunicorn worker or a whole host
+        killed: the connection closed, or a page that is not the one signed in) is started again from the beginning,
+        as she would, up to three times."""
+        for tries_left in (2, 1, 0):
+            person = cls(base, username, password)
+            try:
+                if portal:
+                    person.portal_sign_in()
+                else:
+                    person.admin_sign_in()
+            except (requests.ConnectionError, RuntimeError):
+                if not tries_left:
+                    raise
+                time.sleep(1)
+            else:
+                return person
+
     def code(self) -> str:
         """A code the person's app shows, of a time step the device has not accepted yet (django-otp takes each step
         once): when the current step was used (the sign-in a moment ago), the next one, as a phone whose clock runs
@@ -304,14 +323,12 @@ def insider_actor(soak, name: str, insider: Insider, rng: random.Random) -> None
 
     def root() -> Person:
         if "root" not in people:
-            people["root"] = Person(soak.base, ROOT_NAME)
-            people["root"].admin_sign_in()
+            people["root"] = Person.signed_in(soak.base, ROOT_NAME, portal=False)
         return people["root"]
 
     def owner(which: str) -> Person:
         if which not in people:
-            people[which] = Person(soak.base, insider.owners[which], _test_password())
-            people[which].portal_sign_in()
+            people[which] = Person.signed_in(soak.base, insider.owners[which], _test_password(), portal=True)
         return people[which]
 
     def chain() -> list[Person]:
@@ -558,8 +575,7 @@ def _portal_withdrawn_link(soak, name: str, insider: Insider, ben: Person, n: in
     portal_user(insider.merchant.ctx.merchant, "owner", username=username)
     member = MerchantUser.objects.get(user__username=username).pk
     connection.close()
-    omar = Person(soak.base, username, _test_password())
-    omar.portal_sign_in()
+    omar = Person.signed_in(soak.base, username, _test_password(), portal=True)
     link = _invite_attempt(soak, name, omar, f"late{n}@insider.example", "finance", step="setup-invite-finance")
     change = {"active": "0"} if n % 2 else {"role": "viewer"}
     attempt(soak, name, "setup-switch-off-owner" if n % 2 else "setup-demote-owner", username, lambda: ben.post(

@@ -1,11 +1,14 @@
 """Refunds in the soak (docs/testing.md, "Refunds in the soak"): merchants refund paid pay-ins in parts through the
-signed API while payers go on paying, and at the same moment the portal refunds the same orders through the service
-it calls.
+signed API while payers go on paying, and at the same moment the merchant's people refund the same orders through
+the portal's pages.
 
 Per paid pay-in the `refunds` actor releases together, from threads of their own: two or three partial refunds over
 `refund/create` (some ending in 99, which the sandbox fails), an identical replay of one of them, and the portal's
-refund; then a conflicting replay (same mch_refund_no, another amount: 2001) and a refund of more than the order was
-paid (always 2008). The sandbox deployment only: the soak's Xendit side (tests/soak/upstream.py) answers no refunds.
+refund (its finance person asks on the pay-in's page, an owner approves with a fresh authenticator code, over HTTP
+in browser sessions signed in at the start); then a conflicting replay (same mch_refund_no, another amount: 2001)
+and a refund of more than the order was paid (always 2008). Both deployments: the sandbox's channel answers the
+refunds by its rule, the live one's go to Xendit's and PayMongo's emulators (tests/soak/upstream.py), which decide
+them and send (or lose) their webhooks.
 
 The checks read the database after the quiet period: no order refunded beyond what was paid, every refund terminal
 or legitimately waiting, and each answer of the history as the database has it. The callbacks and the ledger's
@@ -13,10 +16,16 @@ balances take refunds into account in the harness's own checks (tests/soak/harne
 """
 
 import random
+import re
 import time
+from dataclasses import dataclass
 from datetime import timedelta
+from urllib.parse import urlsplit
+
+import requests
 
 from tests.soak.harness import Op, Soak, at_once, check
+from tests.soak.insider import Person, messages
 
 REFUND_LIMIT = 400  # orders one actor refunds at most in a run
 
@@ -41,28 +50,106 @@ def refund_parts(rng: random.Random, amount: int) -> list[int]:
     return parts
 
 
-def portal_refund(soak: Soak, actor: str, merchant, order: dict, mch_refund_no: str, amount: int) -> Op:
-    """The portal's refund of `order`: the portal's view calls apps.collection.refunds.refund_create for the signed-in
-    merchant, as here. This is the one place the soak drives the portal's refunds: where the portal asks a second
-    merchant person to approve a refund before it is made, the soak makes and approves it here."""
+PORTAL_OWNERS = 4  # owners per merchant who approve the portal's refunds: each takes one fresh code per 30 s
+REFUND_NUMBER = re.compile(r'<dt>Refund number</dt><dd class="mono">([^<]+)</dd>')
+APPROVED = re.compile(r"Approved: refund (\w+) is on its way")
+CODE = re.compile(r"\b([12]\d{3})\b")
+
+
+@dataclass
+class PortalDesk:
+    """A soak merchant's people in the portal, each signed in over HTTP (password, then the authenticator's code) in
+    a browser session of their own: a finance person who asks for refunds and owners who approve them."""
+
+    finance: Person
+    owners: list[Person]
+    turn: int = 0
+
+    def owner(self) -> Person:
+        """The owner whose authenticator shows a code not used yet, the next in turn when several do (a code is
+        taken once: an owner who just approved waits for the next one)."""
+        from django.db import connection
+        from django_otp.plugins.otp_totp.models import TOTPDevice
+
+        last = dict(TOTPDevice.objects.filter(user__username__in=[o.username for o in self.owners], confirmed=True)
+                    .values_list("user__username", "last_t"))
+        connection.close()
+        now = int(time.time() // 30)
+        order = self.owners[self.turn:] + self.owners[:self.turn]
+        self.turn = (self.turn + 1) % len(self.owners)
+        free = [o for o in order if (last.get(o.username) or -1) < now + 1]
+        return free[0] if free else min(order, key=lambda o: last.get(o.username) or -1)
+
+
+def portal_desks_set_up(base: str, merchants: list) -> dict[str, PortalDesk]:
+    """For each soak merchant, from the server's shell (no person named, so independent people): a finance person and
+    PORTAL_OWNERS owners, each signed in to the portal through its pages, by merchant_no."""
     from django.db import connection
 
-    from apps.collection.refunds import refund_create
-    from apps.common.errors import DomainError
+    from tests.portal.support import portal_user
+    from tests.support.staff import PASSWORD as portal_password
 
-    op = Op(actor, "portal/refund", mch_refund_no, {**refund_params(order, mch_refund_no, amount),
-                                                     "merchant_no": merchant.ctx.merchant_no}, time.monotonic())
-    try:
-        refund = refund_create(merchant=merchant.ctx.merchant, mch_refund_no=mch_refund_no, amount=amount,
-                               reason="soak portal", platform_order_no=order["platform_order_no"])
-        op.outcome, op.code = "ok", "0"
-        op.data = {"refund_no": refund.refund_no, "status": refund.status, "refundable": refund.refundable}
-    except DomainError as exc:
-        op.outcome, op.code, op.detail = "fail", exc.error.code, exc.msg[:300]
-    except Exception as exc:  # noqa: BLE001 - what a merchant person would see as a 500
-        op.outcome, op.http_status, op.detail = "error", 500, f"{type(exc).__name__}: {exc}"[:600]
-    finally:
+    desks = {}
+    for merchant in merchants:
+        people = []
+        for role, count in (("finance", 1), ("owner", PORTAL_OWNERS)):
+            for i in range(count):
+                user = portal_user(merchant.ctx.merchant, role, username=f"{role}{i}@soak-{merchant.index}.example")
+                people.append(Person(base, user.username, portal_password))
         connection.close()
+        for person in people:
+            person.portal_sign_in()
+        desks[merchant.ctx.merchant_no] = PortalDesk(people[0], people[1:])
+    return desks
+
+
+def portal_refund(soak: Soak, actor: str, desk: PortalDesk, merchant, order: dict, amount: int) -> Op | None:
+    """The portal's refund of `order`, through its pages as merchant people do it: the finance person asks on the
+    paid pay-in's page (op `portal/refund-ask`), then an owner approves the request with a fresh authenticator code
+    (op `portal/refund`, keyed by the request's refund number as the request page shows it). The approval makes the
+    refund through refund_create exactly as refund/create does; what it says is what the person read."""
+    params = {"platform_order_no": order["platform_order_no"], "amount": amount,
+              "merchant_no": merchant.ctx.merchant_no}
+    asked = _portal_step(soak, actor, "portal/refund-ask", order["platform_order_no"], params, lambda: (
+        desk.finance.get(f"/portal/payins/{order['platform_order_no']}/"),
+        desk.finance.post(f"/portal/payins/{order['platform_order_no']}/refund/",
+                          {"amount": f"{amount // 100}.{amount % 100:02d}", "reason": "soak portal"}))[-1])
+    page = (asked.data or {}).pop("html", "")
+    number = REFUND_NUMBER.search(page) if asked.outcome == "ok" else None
+    request_path = urlsplit((asked.data or {}).get("url", "")).path
+    if number is None or "/refunds/requests/" not in request_path:
+        return None
+    owner = desk.owner()
+    return _portal_step(soak, actor, "portal/refund", number.group(1), params,
+                        lambda: owner.post(f"{request_path}approve/", {"code": owner.code()}))
+
+
+def _portal_step(soak: Soak, actor: str, kind: str, key: str, params: dict, fn) -> Op:
+    """One person's form post in the portal: ok when the page's message says it was done, fail (with the contract's
+    code the message names) when it says it was not."""
+    op = Op(actor, kind, key, dict(params), time.monotonic())
+    op.data = {}
+    try:
+        response = fn()
+        said = messages(response)
+        op.http_status, op.detail = response.status_code, " | ".join(said)[:400]
+        op.data = {"messages": said, "url": response.url, "html": response.text}
+        done = [m for m in said if m.startswith(("Refund request #", "Approved: refund"))]
+        refused = [m for m in said if m.startswith(("Not asked for", "Not approved", "Approved, but"))]
+        if response.status_code >= 500:
+            op.outcome = "error"
+        elif any(m.startswith("Approved: the refund is being made") for m in said):
+            op.outcome = "info"  # approved; the refund is made after the page (the beat finishes it if lost)
+        elif done:
+            op.outcome = "ok"
+            if found := APPROVED.search(done[0]):
+                op.code, op.data["refund_no"] = "0", found.group(1)
+        else:
+            op.outcome = "fail"
+            code = CODE.search(refused[0]) if refused else None
+            op.code = code.group(1) if code else None
+    except requests.RequestException as exc:
+        op.detail = type(exc).__name__
     op.ended = time.monotonic()
     return soak.history.add(op)
 
@@ -87,7 +174,7 @@ def paid_payin(soak: Soak, rng: random.Random, taken: set[str]) -> dict | None:
     return {**order, "merchant": merchants[order["merchant__merchant_no"]]}
 
 
-def refunds_actor(soak: Soak, name: str, rng: random.Random) -> None:
+def refunds_actor(soak: Soak, name: str, desks: dict[str, PortalDesk], rng: random.Random) -> None:
     taken: set[str] = set()
     n = 0
     while soak.running() and n < REFUND_LIMIT:
@@ -102,7 +189,8 @@ def refunds_actor(soak: Soak, name: str, rng: random.Random) -> None:
         portal_amount = rng.randint(1, max(1, order["amount"] // 2))
         at_once([lambda p=p: soak.api(name, merchant, "refund/create", p) for p in api]
                 + [lambda: soak.api(name, merchant, "refund/create", api[0]),  # the same refund, twice at once
-                   lambda: portal_refund(soak, f"{name}-portal", merchant, order, f"{prefix}-portal", portal_amount)])
+                   lambda: portal_refund(soak, f"{name}-portal", desks[merchant.ctx.merchant_no], merchant, order,
+                                         portal_amount)])
         conflicting = {**api[-1], "amount": api[-1]["amount"] + 1}
         soak.api(name, merchant, "refund/create", conflicting)
         beyond = refund_params(order, f"{prefix}-beyond", order["amount"] + 1)

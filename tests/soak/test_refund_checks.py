@@ -31,10 +31,11 @@ def refunded(client, merchant):
     return SimpleNamespace(order=order, refunds=made, merchant=merchant)
 
 
-def op(world, number: str, amount: int, outcome: str = "ok", code: str = "0", **params) -> Op:
+def op(world, number: str, amount: int, outcome: str = "ok", code: str = "0", kind: str = "refund/create",
+       **params) -> Op:
     refund = world.refunds.get(number)
     data = {"refund_no": refund.refund_no} if refund is not None and outcome == "ok" else None
-    return Op("refunds", "refund/create", number, {"merchant_no": world.merchant.merchant_no, "mch_refund_no": number,
+    return Op("refunds", kind, number, {"merchant_no": world.merchant.merchant_no, "mch_refund_no": number,
                                                    "platform_order_no": world.order.platform_order_no,
                                                    "amount": amount, **params},
               1.0, 1.2, 200, code, outcome, data)
@@ -90,6 +91,10 @@ def test_answers_the_database_does_not_bear_out_fail(refunded):
                   op(refunded, "RF-OK", 31_000),  # answered as made, stored with another amount
                   op(refunded, "RF-OK", 30_000, "fail", "2001"),  # a conflict, but the stored refund matches
                   op(refunded, "RF-KO", 50_000, "fail", "2008"),  # refused, yet stored and never accepted
-                  op(refunded, "RF-BEYOND", 100_001, "ok", "0", expect="2008")):  # beyond what was paid, accepted
+                  op(refunded, "RF-BEYOND", 100_001, "ok", "0", expect="2008"),  # beyond what was paid, accepted
+                  # an owner's approval in the portal the page said was done, of a refund that is not there
+                  op(refunded, "portal-NEVER", 1_000, kind="portal/refund"),
+                  # refused on the approval page (2008), yet stored
+                  op(refunded, "RF-KO", 50_000, "fail", "2008", kind="portal/refund")):
         result = checks([wrong])
         assert failing(result) == {"refund_history"}, (wrong.params, result)

@@ -114,6 +114,21 @@ class MakeRun:
             processes.append(psutil.Process(postmaster))
         return processes
 
+    def wait_exit(self, timeout: float) -> int:
+        """make's exit status; past timeout, a failure that says what still runs and what the run printed last."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            alive = []
+            for process in self.everything():
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    alive.append(f"{process.pid} {process.status()} {' '.join(process.cmdline())[:160]}")
+            with contextlib.suppress(OSError):
+                status = Path(f"/proc/{self.proc.pid}/status").read_text().splitlines()
+                alive.append("make's " + ", ".join(line for line in status if line.startswith(("Sig", "Shd"))))
+            raise AssertionError(f"make still running {timeout:.0f} s after the stop; still alive:\n"
+                                 + "\n".join(alive) + f"\n--- its output, last lines:\n{self.text()[-4000:]}") from None
+
     def manage(self, *args: str, stdin: str | None = None) -> dict:
         """`uv run python manage.py ...` in a second terminal of the copy: nothing set."""
         result = subprocess.run(["uv", "run", "python", "manage.py", *args], cwd=self.checkout, env=self.env,

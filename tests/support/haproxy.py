@@ -1,7 +1,10 @@
-"""HAProxy as a real process in front of several hosts' gunicorn: one address that spreads requests.
+"""HAProxy as a real process in front of several hosts' gunicorn: one address that spreads requests (tests/hosts and
+the soak's several-hosts deployment, tests/support/hosts.py).
 
 Debian's haproxy reads a generated configuration from the caller's directory, listens on a free port of 127.0.0.1
-and sends a host out of rotation while its /healthz is not 200 (checked every half second), and back when it is."""
+and sends a host out of rotation while its /healthz is not 200, and back when it is. Used by tests/hosts (round robin,
+/healthz every half second: a killed host is out within a second) and by make bench's two-hosts row (bench/run.py:
+least connections, every 2 s, as deploy/compose/haproxy.cfg balances)."""
 
 import csv
 import io
@@ -19,11 +22,14 @@ HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 class HAProxy:
     """The configuration of one HAProxy; the caller starts `argv` and ends the process."""
 
-    def __init__(self, workdir: Path, backends: list[tuple[str, int]]):
+    def __init__(self, workdir: Path, backends: list[tuple[str, int]], *, balance: str = "roundrobin",
+                 check_interval: str = "500ms"):
+        """`balance`: HAProxy's algorithm (roundrobin, leastconn, ...); `check_interval`: how often each host's
+        /healthz is asked (HAProxy's time format)."""
         self.port, self.stats_port = free_port(), free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.config = Path(workdir) / "haproxy.cfg"
-        servers = "\n".join(f"    server host{i} {host}:{port} check inter 500ms fall 2 rise 2"
+        servers = "\n".join(f"    server host{i} {host}:{port} check inter {check_interval} fall 2 rise 2"
                             for i, (host, port) in enumerate(backends))
         # retry-on conn-failure (HAProxy's default): a request whose connection to a dead host was refused goes to
         # another host; one already sent is never sent twice (a POST could have moved money).
@@ -53,7 +59,7 @@ listen stats
     stats uri /stats
 
 backend hosts
-    balance roundrobin
+    balance {balance}
     option httpchk
     http-check send meth GET uri /healthz hdr Host 127.0.0.1
     http-check expect status 200
@@ -68,3 +74,10 @@ backend hosts
         text = requests.get(f"http://127.0.0.1:{self.stats_port}/stats;csv", timeout=5).text.lstrip("# ")
         return {row["svname"]: row for row in csv.DictReader(io.StringIO(text))
                 if row["pxname"] == "hosts" and row["svname"] not in ("FRONTEND", "BACKEND")}
+
+    def all_up(self) -> bool:
+        """Whether the proxy sends to every host (False while it is still starting)."""
+        try:
+            return {row["status"] for row in self.servers().values()} == {"UP"}
+        except requests.RequestException:
+            return False
