@@ -337,7 +337,8 @@ class PayMongoPayinAdapter(PayinAdapter):
         """POST /v1/refunds for the paid payment of the order's checkout session, our refund_no in its metadata.
         PayMongo documents no idempotency key for refunds, so the payment's refunds are read first (every page) and
         one carrying our refund_no is taken for this one: a submission whose answer was lost is never sent twice.
-        refund_submit holds the refund's submission lease around this, so no other worker creates it meanwhile."""
+        The hand-off (refunds._refund_send) holds the refund's submission lease around this, so no other worker creates
+        it meanwhile."""
         client, payment_id = self._refund_payment(refund, lookup=False)
         found = self._refund_ours(refund, client, payment_id)
         if found:

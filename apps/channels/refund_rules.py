@@ -44,11 +44,18 @@ class PaymentTaken:
 
 def payment_taken(*, order) -> PaymentTaken:
     """The order's PaymentTaken, in one read of its upstream payment."""
-    opened = (UpstreamPayin.objects.select_related("channel").only("channel", "payment_method")
-              .filter(platform_order_no=order.platform_order_no).first())
+    opened = (UpstreamPayin.objects.filter(platform_order_no=order.platform_order_no)
+              .values_list("channel_id", "payment_method").first())
+    return payment_taken_of(order=order, opened=opened)
+
+
+def payment_taken_of(*, order, opened: tuple[int, str] | None) -> PaymentTaken:
+    """The order's PaymentTaken from its upstream payment's (channel_id, payment_method) as read by the caller, None
+    when none was opened; the channel from the reference cache."""
     if opened is None:
         return PaymentTaken(channel=channel_cached(order.channel_id) or order.channel, method="")
-    return PaymentTaken(channel=opened.channel, method=opened.payment_method)
+    channel_id, method = opened
+    return PaymentTaken(channel=channel_cached(channel_id), method=method)
 
 
 def refund_refusal(*, order, taken: PaymentTaken, adapter, amount: int, refunded_before: int, now: datetime) -> str:

@@ -11,7 +11,7 @@ from django_fsm import FSMField, transition
 
 from apps.channels.models import Channel
 from apps.currencies.models import Currency
-from apps.ledger.models import Hold
+from apps.ledger.models import Hold, NextHoldId
 from apps.merchants.models import Merchant, Product
 
 DEFAULT_EXPIRE_SECONDS = 600
@@ -172,9 +172,14 @@ class Refund(models.Model):
     reason = models.CharField(max_length=256, blank=True)
     # Not `protected=True`, as CollectionOrder.status: changed only by the transitions below, from apps.collection.
     status = FSMField(max_length=16, choices=Status.choices, default=Status.PROCESSING)
+    # The INSERT draws the hold's id (the default) and the hold is placed under it in the same transaction (its foreign
+    # key, deferred, is checked at COMMIT): the row is written once, as a payout's.
     hold = models.OneToOneField(Hold, on_delete=models.PROTECT, related_name="refund", null=True, blank=True,
-                                help_text="The amount held at create.")
+                                db_default=NextHoldId(), help_text="The amount held at create.")
     upstream_reference = models.CharField(max_length=128, blank=True)
+    # Set when a drain or the sweep takes the refund to hand it to its channel, committed before the channel is
+    # called: a drain takes only refunds without it, so none is sent twice by drains (apps.collection.refunds).
+    submitted_at = models.DateTimeField(null=True, blank=True)
     fail_reason = models.CharField(max_length=256, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -180,22 +180,22 @@ def _order_locked(**unique_key) -> CollectionOrder | None:
     return order_by_key(_LOCKED, **unique_key)
 
 
+# CollectionOrder's concrete fields in their order (tests/collection/test_pay_page.py holds them to the model): the
+# select list of the locks written by hand below, each column named as its field's attname.
+_ORDER_FIELDS = ("id", "merchant_id", "platform_order_no", "mch_order_no", "product_id", "settlement", "channel_id",
+                 "route_reason", "currency_id", "amount", "fee", "subject", "return_url", "attach", "expire_seconds",
+                 "status", "expire_at", "paid_at", "settled_at", "pay_token", "upstream_reference", "created_at",
+                 "updated_at")
+
 # The hosted Pay's one read of its order (the page's Pay by its pay_token, `collection_sandbox_pay`), written by hand
 # (STYLE.md, "One database, one way"): the statement the ORM built from `_LOCKED` with the generation's subquery; its
 # clone, filter, compile and row conversion cost 0.51-0.54 ms of CPU against 0.11-0.12 ms by hand (loaded host), about
-# 8 % of the Pay's CPU, app and PostgreSQL (docs/performance.md, "Measured changes"). The columns are CollectionOrder's
-# concrete fields in their order (tests/collection/test_pay_page.py checks it), then the reference generation as
-# refcache reads it (GENERATION_SELECT). The key matches one row (collection_pay_token_unique): no ORDER BY.
+# 8 % of the Pay's CPU, app and PostgreSQL (docs/performance.md, "Measured changes"). The columns are _ORDER_FIELDS,
+# then the reference generation as refcache reads it (GENERATION_SELECT). The key matches one row
+# (collection_pay_token_unique): no ORDER BY.
 _PAY_LOCK_BY_TOKEN = (
-    "SELECT id, merchant_id, platform_order_no, mch_order_no, product_id, settlement, channel_id, route_reason, "
-    "currency_id, amount, fee, subject, return_url, attach, expire_seconds, status, expire_at, paid_at, settled_at, "
-    "pay_token, upstream_reference, created_at, updated_at, "
-    f"({GENERATION_SELECT}) "
+    f"SELECT {', '.join(_ORDER_FIELDS)}, ({GENERATION_SELECT}) "
     "FROM \"collection_collectionorder\" WHERE pay_token = %s LIMIT 1 FOR UPDATE OF \"collection_collectionorder\"")
-_PAY_LOCK_FIELDS = ("id", "merchant_id", "platform_order_no", "mch_order_no", "product_id", "settlement",
-                    "channel_id", "route_reason", "currency_id", "amount", "fee", "subject", "return_url", "attach",
-                    "expire_seconds", "status", "expire_at", "paid_at", "settled_at", "pay_token", "upstream_reference",
-                    "created_at", "updated_at")
 
 
 def _order_locked_by_pay_token(pay_token: str) -> tuple[CollectionOrder | None, int | None]:
@@ -207,7 +207,32 @@ def _order_locked_by_pay_token(pay_token: str) -> tuple[CollectionOrder | None, 
         row = cursor.fetchone()
     if row is None:
         return None, None
-    return CollectionOrder.from_db(connection.alias, _PAY_LOCK_FIELDS, row[:-1]), row[-1]
+    return CollectionOrder.from_db(connection.alias, _ORDER_FIELDS, row[:-1]), row[-1]
+
+
+# refund/create's one read of its order: the merchant's order by the key the request names, under its row lock, in
+# the refund's transaction (the lookup is the lock). Written by hand as the Pay's: the ORM's lock (`_order_locked`
+# with the merchant's filter) took 0.89 ms of CPU, this 0.29 ms (micro, alternated), a sixth of refund/create's
+# (docs/performance.md, "Measured changes"). Each key
+# matches at most one row of the merchant (collection_platform_order_no_unique,
+# collection_mch_order_no_unique): no ORDER BY.
+_MERCHANT_ORDER_LOCK = ("SELECT " + ", ".join(_ORDER_FIELDS) + " FROM \"collection_collectionorder\" "
+                        "WHERE merchant_id = %s AND {key} = %s LIMIT 1 FOR UPDATE")
+_MERCHANT_ORDER_LOCK_BY = {key: _MERCHANT_ORDER_LOCK.format(key=key) for key in ("platform_order_no", "mch_order_no")}
+
+
+def lock_merchant_order(*, merchant_id: int, platform_order_no: str | None = None,
+                        mch_order_no: str | None = None) -> CollectionOrder | None:
+    """The merchant's order by platform_order_no (preferred when both are given) or mch_order_no, locked for the rest
+    of the transaction (`SELECT … FOR UPDATE`), or None when the merchant has no such order."""
+    key, value = ("platform_order_no", platform_order_no) if platform_order_no else ("mch_order_no", mch_order_no)
+    if not value:
+        return None
+    connection = transaction.get_connection()
+    with connection.cursor() as cursor:
+        cursor.execute(_MERCHANT_ORDER_LOCK_BY[key], [merchant_id, value])
+        row = cursor.fetchone()
+    return None if row is None else CollectionOrder.from_db(connection.alias, _ORDER_FIELDS, row)
 
 
 def lock_collection_order(*, platform_order_no: str | None = None, order_id: int | None = None) -> CollectionOrder:

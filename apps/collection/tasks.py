@@ -21,8 +21,17 @@ def open_upstream_payin(platform_order_no: str) -> str | None:
 
 
 @money_task
+def submit_refunds() -> int:
+    """Hand every refund not yet submitted to the channel that took its payment (refunds.refund_submit_drain), queued
+    after a refund's commit when no queued drain has yet to look (the wake mark)."""
+    return refunds.refund_submit_drain()
+
+
+@money_task
 def submit_refund(refund_id: int) -> str | None:
-    """Hand a refund to the channel that took its payment, after refund/create commits; idempotent per refund."""
+    """Hand one refund to the channel that took its payment; idempotent per refund. refund/create wakes
+    submit_refunds instead; this name stays consumable for a message a web process of the release before queued
+    (a rolling deploy runs both)."""
     return refunds.refund_submit(refund_id=refund_id)
 
 

@@ -6,8 +6,8 @@ it looks at the database, so it sees the row this producer committed before seei
 looks afterwards, which is all a producer that saw it set needs. A mark expires by itself, so a task lost with its
 message holds the producers back this long at most (a sweeper finds their rows in any case).
 
-Used by the callbacks' delivery (a merchant's due events, apps.callbacks.enqueue) and the payouts' submission (the
-APPROVED payouts, apps.payout.services)."""
+Used by the callbacks' delivery (a merchant's due events, apps.callbacks.enqueue), the payouts' submission (the
+APPROVED payouts, apps.payout.services) and the refunds' (the refunds not yet submitted, apps.collection.refunds)."""
 
 import logging
 

@@ -189,7 +189,7 @@ def test_the_pays_hand_written_lock_reads_every_column_of_the_order_as_the_orm_d
 
     fields = tuple(field.attname for field in CollectionOrder._meta.concrete_fields)
     columns = tuple(field.column for field in CollectionOrder._meta.concrete_fields)
-    assert services._PAY_LOCK_FIELDS == fields
+    assert services._ORDER_FIELDS == fields
     select_list = services._PAY_LOCK_BY_TOKEN.removeprefix("SELECT ").split(", (SELECT ")[0]
     assert tuple(select_list.split(", ")) == columns
     order = create_ok(client, merchant, amount=5000, subject="Sub", attach="a=1")

@@ -123,3 +123,66 @@ def test_refund_query_answers_by_either_number_with_the_terminal_fields(client, 
                        "fail_reason": "closed", "refunded_total": 0, "refundable": 100_000}
     assert_error(signed_post(client, other_merchant, QUERY, {"refund_no": created["refund_no"]}), "2002", 404)
     assert_error(signed_post(client, merchant, QUERY, {}), "1000", 400)
+
+
+def test_an_unknown_order_is_2002_even_with_a_used_mch_refund_no(client, merchant):
+    order = paid_order(client, merchant)
+    assert_ok(signed_post(client, merchant, CREATE, {"mch_order_no": order.mch_order_no, "mch_refund_no": "RF-1",
+                                                     "amount": 100}))
+    before = state(merchant)
+    assert_error(signed_post(client, merchant, CREATE, {"mch_order_no": "nope", "mch_refund_no": "RF-1",
+                                                        "amount": 100}), "2002", 404)
+    assert state(merchant) == before
+
+
+def test_a_create_reads_its_order_once_under_its_lock_writes_its_refund_once_and_a_replay_reaches_no_ledger(
+        client, merchant):
+    """docs/performance.md, refund/create: the order's lookup is its row lock, the refund's INSERT draws its hold's
+    id (no UPDATE afterwards), the hold is one call of ledger_post, and the submission is woken after commit
+    without a statement; a replay never reaches the ledger."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    order = paid_order(client, merchant, amount=100_000)
+    fields = {"platform_order_no": order.platform_order_no, "mch_refund_no": "RF-1", "amount": 1_000}
+    with CaptureQueriesContext(connection) as create:
+        assert_ok(signed_post(client, merchant, CREATE, fields))
+    with CaptureQueriesContext(connection) as replay:
+        assert_ok(signed_post(client, merchant, CREATE, fields))
+    sql = [q["sql"] for q in create.captured_queries]
+    order_reads = [s for s in sql if 'FROM "collection_collectionorder"' in s]
+    assert len(order_reads) == 1 and order_reads[0].endswith("FOR UPDATE"), order_reads
+    assert [s.split()[0] for s in sql].count("UPDATE") == 0, sql
+    ledger = [s for s in sql if "ledger_" in s]
+    assert len(ledger) == 1 and "FROM ledger_post(" in ledger[0], ledger
+    assert [q["sql"] for q in replay.captured_queries if "ledger_" in q["sql"]] == []
+    refund = Refund.objects.get(mch_refund_no="RF-1")
+    assert refund.hold.amount == 1_000 and refund.hold.cause == refund.refund_no
+
+
+def test_the_refund_insert_names_every_column_of_the_model_but_those_a_new_refund_leaves_to_the_database():
+    """A field added to Refund fails here until the named INSERT writes it (or it is NULL or a database default on a
+    new refund, listed here)."""
+    import re
+
+    from apps.collection import refunds
+
+    columns = re.search(r"\((.*?)\)\s*VALUES", refunds._REFUND_INSERT, re.S).group(1)
+    named = [column.strip().strip('"') for column in columns.split(",")]
+    left_out = {"id", "hold_id", "finished_at", "submitted_at"}
+    assert named == [field.column for field in Refund._meta.concrete_fields if field.column not in left_out]
+    assert refunds._REFUND_INSERT.count("%s") == len(named)
+
+
+def test_a_created_refund_is_the_row_it_wrote(client, merchant):
+    from apps.collection.refunds import refund_create
+
+    order = paid_order(client, merchant)
+    refund = refund_create(merchant=merchant.merchant, mch_order_no=order.mch_order_no, mch_refund_no="RF-ROW",
+                           amount=2_500, reason="size")
+    assert not refund._state.adding and refund._state.db == "default"
+    stored = Refund.objects.get(pk=refund.pk)
+    for field in Refund._meta.concrete_fields:
+        assert getattr(stored, field.attname) == getattr(refund, field.attname), field.attname
+    assert (stored.status, stored.finished_at, stored.submitted_at) == ("PROCESSING", None, None)
+    assert stored.channel_id == order.channel_id and stored.created_at == stored.updated_at
