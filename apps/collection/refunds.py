@@ -31,7 +31,7 @@ from apps.common.errors import DomainError, ErrorCode
 from apps.common.models import mark_saved
 from apps.common.orders import order_create_or_replay
 from apps.common.retry import retry_conflicts
-from apps.common.wake import wake_mark_set, wake_marks_release
+from apps.common.wake import Drain
 from apps.ledger import selectors as ledger_selectors
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
@@ -228,62 +228,24 @@ def _refund_insert(*, merchant: Merchant, mch_refund_no: str, amount: int, reaso
 
 # --- submission to the channel --------------------------------------------------------------------------------
 
-# The submission's wake mark (apps.common.wake), as the payouts' (apps.payout.services): after a refund commits, a
-# drain (submit_refunds) is queued only when the mark was free; every drain releases it, then takes every refund not
-# yet submitted. A drain that takes a refund queues one more drain before it hands that refund to its channel, so a
-# burst is spread over the worker's threads; the drain that finds nothing ends the chain. The mark expires after
-# REFUND_SUBMIT_WAKE_SECONDS: a drain lost with its message holds the next refunds back this long at most, and the
-# sweep submits them after REFUND_SWEEP_GRACE anyway. No broker message per refund on the request path (a Celery
-# publish took 1.24 ms of CPU, the mark's one Redis script 0.75 ms: micro, alternated; docs/performance.md).
-REFUND_SUBMIT_WAKE_KEYS = ["refund:submit:wake"]
-REFUND_SUBMIT_WAKE_SECONDS = 10
-# Refunds one drain submits before it queues the next drain behind other tasks (its adapters' HTTP calls are serial).
-REFUND_DRAIN_MAX = 200
+# The submission's drain (apps.common.wake.Drain), as the payouts': after a refund commits, a drain (submit_refunds)
+# is queued only when its mark was free; every drain releases it, then takes every refund not yet submitted. No
+# broker message per refund on the request path (a Celery publish took 1.24 ms of CPU, the mark's one Redis script
+# 0.75 ms: micro, alternated; docs/performance.md). The sweep submits what a lost drain left after REFUND_SWEEP_GRACE.
+REFUND_SUBMISSION = Drain(what="refund submission", key="refund:submit:wake",
+                          task="apps.collection.tasks.submit_refunds")
+REFUND_SUBMIT_WAKE_KEYS = REFUND_SUBMISSION.keys
 
 
 def refund_submit_wake() -> None:
-    """After a refund's commit: queue a drain unless a queued one has yet to look (the mark is set). Redis or the
-    broker down: logged, the refund stays PROCESSING and the sweep submits it."""
-    try:
-        free = wake_mark_set(REFUND_SUBMIT_WAKE_KEYS, seconds=REFUND_SUBMIT_WAKE_SECONDS)
-    except Exception as exc:  # noqa: BLE001 - Redis down: the sweep submits the refund
-        logger.warning("refund submission not queued (%s); the sweep will submit it", type(exc).__name__)
-        return
-    if free:
-        _refund_drain_queue_next()
-
-
-def _refund_drain_queue_next() -> None:
-    """One more drain: after a refund's wake, or for the refunds a drain leaves behind. Broker down: the sweep
-    submits them."""
-    from apps.collection.tasks import submit_refunds  # the tasks import this module
-
-    try:
-        submit_refunds.delay()
-    except Exception as exc:  # noqa: BLE001 - broker down: the refunds stay PROCESSING; the sweep submits them
-        logger.warning("refund drain not queued (%s); the sweep will submit the refunds", type(exc).__name__)
+    """After a refund's commit: queue a drain unless a queued one has yet to look (the mark is set)."""
+    REFUND_SUBMISSION.wake()
 
 
 def refund_submit_drain() -> int:
-    """Release the wake mark, then hand every refund not yet submitted that no other drain holds to its channel, one
-    at a time, up to REFUND_DRAIN_MAX (then the next drain is queued). The release comes before the first look: a
-    refund whose create saw the mark set committed before that, so this drain finds it. The first refund taken queues
-    the next drain. Returns how many it took."""
-    wake_marks_release(REFUND_SUBMIT_WAKE_KEYS, what="refund submission")
-    taken = 0
-    while taken < REFUND_DRAIN_MAX:
-        refund = _refund_take_next()
-        if refund is None:
-            return taken
-        if not taken:
-            _refund_drain_queue_next()
-        taken += 1
-        try:
-            _refund_send(refund)
-        except Exception:  # PROCESSING, marked submitted: the sweep asks its channel, then submits it again
-            logger.exception("refund %s not handed to its channel; the sweep looks it up", refund.refund_no)
-    _refund_drain_queue_next()
-    return taken
+    """Hand every refund not yet submitted that no other drain holds to its channel, one at a time
+    (REFUND_SUBMISSION.run); how many it took."""
+    return REFUND_SUBMISSION.run(_refund_take_next, _refund_send)
 
 
 @retry_conflicts

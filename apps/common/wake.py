@@ -43,3 +43,55 @@ def wake_marks_release(keys: list[str], *, what: str) -> None:
         cache.delete_many(keys)
     except Exception as exc:  # noqa: BLE001 - Redis down: the marks expire by themselves
         logger.warning("wake marks of %s not released (%s)", what, type(exc).__name__)
+
+
+class Drain:
+    """Rows committed for a worker to hand on (APPROVED payouts, refunds not yet submitted), woken by one mark.
+
+    After a producer's commit, `wake()` queues the drain's task only when the mark was free. The task calls
+    `run(take, hand_on)`: the mark is released first (a producer that saw it set committed before that, so this drain
+    finds its row), then rows are taken one at a time (`take()` commits its claim under SKIP LOCKED and returns the
+    row, None when there is none) and handed on. The first row taken queues the next drain, so a burst committed
+    before any drain started is spread over the worker's threads; the drain that finds nothing ends the chain, and
+    one that took `limit` rows queues the next behind other tasks (the channels' HTTP calls are serial). A row whose
+    hand-on raises is logged and left to its sweeper, as is everything when Redis or the broker is down. The mark
+    expires after `seconds`: a drain lost with its message holds the next rows back this long at most. Measured
+    against one message per row: docs/performance.md, "Measured changes"."""
+
+    def __init__(self, *, what: str, key: str, task: str, seconds: int = 10, limit: int = 200):
+        self.what, self.keys, self.task, self.seconds, self.limit = what, [key], task, seconds, limit
+
+    def wake(self) -> None:
+        try:
+            free = wake_mark_set(self.keys, seconds=self.seconds)
+        except Exception as exc:  # noqa: BLE001 - Redis down: the sweeper finds the rows
+            logger.warning("%s not queued (%s); the sweeper will", self.what, type(exc).__name__)
+            return
+        if free:
+            self.queue_next()
+
+    def queue_next(self) -> None:
+        from django.utils.module_loading import import_string  # the tasks import the domain modules that build drains
+
+        try:
+            import_string(self.task).delay()
+        except Exception as exc:  # noqa: BLE001 - broker down: the sweeper finds the rows
+            logger.warning("%s drain not queued (%s); the sweeper will", self.what, type(exc).__name__)
+
+    def run(self, take, hand_on) -> int:
+        """Release the mark, then take and hand on up to `limit` rows; returns how many were taken."""
+        wake_marks_release(self.keys, what=self.what)
+        taken = 0
+        while taken < self.limit:
+            row = take()
+            if row is None:
+                return taken
+            if not taken:
+                self.queue_next()
+            taken += 1
+            try:
+                hand_on(row)
+            except Exception:  # taken and committed: the sweeper hands it on again
+                logger.exception("%s: %s not handed on; the sweeper will", self.what, row)
+        self.queue_next()
+        return taken

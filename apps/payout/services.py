@@ -22,7 +22,7 @@ from apps.common.locks import advisory_xact_lock
 from apps.common.models import mark_saved
 from apps.common.orders import order_create_or_replay, replay_or_conflict
 from apps.common.retry import retry_conflicts
-from apps.common.wake import wake_mark_set, wake_marks_release
+from apps.common.wake import Drain
 from apps.ledger import services as ledger
 from apps.ledger.models import AccountKind
 from apps.merchants.models import Merchant, Product
@@ -315,64 +315,28 @@ def payout_reject(*, payout_id: int, reviewer, reason: str, via: str = "admin", 
 # --- disbursement ---------------------------------------------------------------------------------------
 
 
-# The submission's wake mark (apps.common.wake): after an APPROVED payout commits, a drain (submit_approved_payouts)
-# is queued only when the mark was free; every drain releases it, then submits every APPROVED payout it can claim.
-# A drain that claims a payout queues one more drain before it hands that payout to its channel, so a burst
-# committed before any drain started (one drain queued) is still spread over the worker's threads: each drain's
-# first claim starts the next one, SKIP LOCKED shares the payouts out, and the drain that finds nothing ends the
-# chain. One mark, not several as the callbacks' bulkhead has: a create that finds the marks set tries every one, a
-# Redis round trip each. The mark expires after SUBMIT_WAKE_SECONDS: a drain lost with its message holds the next
-# creates back this long at most, and the sweeper queues their submission after SUBMIT_GRACE anyway. Measured
-# against one message per payout: docs/performance.md, "Measured changes".
-SUBMIT_WAKE_KEYS = ["payout:submit:wake"]
-SUBMIT_WAKE_SECONDS = 10
-# Payouts one drain submits before it queues the next drain behind other tasks (its adapters' HTTP calls are serial).
-SUBMIT_DRAIN_MAX = 200
+# The submission's drain (apps.common.wake.Drain): after an APPROVED payout commits, a drain
+# (submit_approved_payouts) is queued only when its mark was free; every drain releases it, then submits every
+# APPROVED payout it can claim (SKIP LOCKED shares them out between drains). One mark, not several as the callbacks'
+# bulkhead has: a create that finds the marks set tries every one, a Redis round trip each. The sweeper queues the
+# submission of what a lost drain left after SUBMIT_GRACE.
+SUBMISSION = Drain(what="payout submission", key="payout:submit:wake", task="apps.payout.tasks.submit_approved_payouts")
+SUBMIT_WAKE_KEYS = SUBMISSION.keys
 
 
 def payout_submit_wake() -> None:
-    """After the commit of an APPROVED payout: queue a drain unless a queued one has yet to look (the mark is set).
-    Redis or the broker down: logged, the payout stays APPROVED and the sweeper queues it."""
-    try:
-        free = wake_mark_set(SUBMIT_WAKE_KEYS, seconds=SUBMIT_WAKE_SECONDS)
-    except Exception as exc:  # noqa: BLE001 - Redis down: the sweeper submits the APPROVED payouts
-        logger.warning("payout submission not queued (%s); the sweeper will retry", type(exc).__name__)
-        return
-    if free:
-        _drain_queue_next()
-
-
-def _drain_queue_next() -> None:
-    """One more drain: after a create's wake, or for the payouts a drain leaves behind. Broker down: the sweeper
-    submits them."""
-    from apps.payout.tasks import submit_approved_payouts
-
-    try:
-        submit_approved_payouts.delay()
-    except Exception as exc:  # noqa: BLE001 - broker down: the sweeper submits the APPROVED payouts
-        logger.warning("payout drain not queued (%s); the sweeper will retry", type(exc).__name__)
+    """After the commit of an APPROVED payout: queue a drain unless a queued one has yet to look (the mark is set)."""
+    SUBMISSION.wake()
 
 
 def payout_submit_drain() -> int:
-    """Release the wake mark, then submit every APPROVED payout no other drain holds, one at a time, up to
-    SUBMIT_DRAIN_MAX (then the next drain is queued). The release comes before the first look: a payout whose create
-    saw the mark set committed before that, so this drain finds it. The first claim queues the next drain (the
-    chain above). Returns how many it claimed."""
-    wake_marks_release(SUBMIT_WAKE_KEYS, what="payout submission")
-    claimed = 0
-    while claimed < SUBMIT_DRAIN_MAX:
-        payout, send = _payout_mark_processing()
-        if payout is None:
-            return claimed
-        if not claimed:
-            _drain_queue_next()
-        claimed += 1
-        try:
-            _payout_send_marked(payout, send)
-        except Exception:  # PROCESSING without a reference: the sweeper sends it again
-            logger.exception("payout %s not handed to its channel; the sweeper sends it again", payout)
-    _drain_queue_next()
-    return claimed
+    """Submit every APPROVED payout no other drain holds, one at a time (SUBMISSION.run); how many it claimed."""
+    return SUBMISSION.run(_payout_claim_next, lambda claimed: _payout_send_marked(*claimed))
+
+
+def _payout_claim_next() -> tuple[Payout, bool] | None:
+    payout, send = _payout_mark_processing()
+    return None if payout is None else (payout, send)
 
 
 def payout_submit_dispatch(*, payout_id: int) -> None:
