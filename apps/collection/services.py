@@ -201,13 +201,21 @@ _PAY_LOCK_BY_TOKEN = (
 def _order_locked_by_pay_token(pay_token: str) -> tuple[CollectionOrder | None, int | None]:
     """The order of `pay_token` under its row lock (`SELECT … FOR UPDATE`) and the reference generation read by the
     same statement (for refcache_scope); (None, None) when no order has that token."""
+    order, extra = _order_read_by_hand(_PAY_LOCK_BY_TOKEN, [pay_token])
+    return order, (extra[0] if order is not None else None)
+
+
+def _order_read_by_hand(sql: str, params: list) -> tuple[CollectionOrder | None, tuple]:
+    """The order a hand-written statement selects (its first columns _ORDER_FIELDS) and the row's further columns;
+    (None, ()) when it selects none."""
     connection = transaction.get_connection()
     with connection.cursor() as cursor:
-        cursor.execute(_PAY_LOCK_BY_TOKEN, [pay_token])
+        cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
-        return None, None
-    return CollectionOrder.from_db(connection.alias, _ORDER_FIELDS, row[:-1]), row[-1]
+        return None, ()
+    fields = len(_ORDER_FIELDS)
+    return CollectionOrder.from_db(connection.alias, _ORDER_FIELDS, row[:fields]), tuple(row[fields:])
 
 
 # refund/create's one read of its order: the merchant's order by the key the request names, under its row lock, in
@@ -228,11 +236,7 @@ def lock_merchant_order(*, merchant_id: int, platform_order_no: str | None = Non
     key, value = ("platform_order_no", platform_order_no) if platform_order_no else ("mch_order_no", mch_order_no)
     if not value:
         return None
-    connection = transaction.get_connection()
-    with connection.cursor() as cursor:
-        cursor.execute(_MERCHANT_ORDER_LOCK_BY[key], [merchant_id, value])
-        row = cursor.fetchone()
-    return None if row is None else CollectionOrder.from_db(connection.alias, _ORDER_FIELDS, row)
+    return _order_read_by_hand(_MERCHANT_ORDER_LOCK_BY[key], [merchant_id, value])[0]
 
 
 def lock_collection_order(*, platform_order_no: str | None = None, order_id: int | None = None) -> CollectionOrder:
