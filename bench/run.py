@@ -98,10 +98,12 @@ def two_hosts_refusal(result: dict, spread: dict[str, int], made: int) -> str:
     return "; ".join(problems)
 
 
-def recreate_database(admin_url: str, name: str) -> None:
+def recreate_database(admin_url: str, name: str, template: str | None = None) -> None:
+    """`name` dropped and created empty, or as a copy of an already migrated `template` (migrate then has nothing to
+    do)."""
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
 
 
 class Bench:
@@ -111,6 +113,9 @@ class Bench:
         parser.add_argument("--postgres",
                             default=os.environ.get("BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432"))
         parser.add_argument("--database", default=os.environ.get("BENCH_DATABASE", "payments_bench"))
+        parser.add_argument("--template", default=None,
+                            help="create the database as a copy of this migrated one (make test's bench test copies "
+                                 "the suite's template instead of running every migration)")
         parser.add_argument("--redis", default=os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/5"))
 
     def __init__(self, args):
@@ -158,7 +163,7 @@ class Bench:
 
     def setup_database(self) -> None:
         """A fresh database, migrated and bootstrapped; Django set up in this process with the bench environment."""
-        recreate_database(self.args.postgres.rstrip("/") + "/postgres", self.args.database)
+        recreate_database(self.args.postgres.rstrip("/") + "/postgres", self.args.database, self.args.template)
         self.manage("migrate", "--noinput")
         self.manage("bootstrap")
         os.environ.update(self.env)

@@ -10,8 +10,7 @@ from django.utils import timezone
 
 from apps.common import audit, crypto, signing
 from apps.currencies.models import Currency
-from apps.ledger.models import MERCHANT_KINDS
-from apps.ledger.services import account_get_or_create
+from apps.ledger.models import MERCHANT_KINDS, LedgerAccount
 from apps.merchants.models import App, Merchant, MerchantCurrency, MerchantKey, MerchantProduct, PlatformKey, Product
 
 # Defaults in major units, scaled by the currency's minor_unit when a currency's products are created.
@@ -119,8 +118,9 @@ def merchant_create(*, name: str, public_key_pem: str, currencies: list[str], co
         for product in product_defaults_ensure(currency=currency):
             MerchantProduct.objects.create(merchant=merchant, product=product)
             products.append(product)
-        for kind in MERCHANT_KINDS:  # open the merchant's accounts now, so postings find them locked-ready
-            account_get_or_create(merchant_id=merchant.pk, currency=currency.code, kind=kind)
+        # The merchant's accounts opened now, so postings find them locked-ready: one INSERT, the merchant is new.
+        LedgerAccount.objects.bulk_create([LedgerAccount(merchant=merchant, currency=currency, kind=kind)
+                                           for kind in MERCHANT_KINDS])
         enabled.append(MerchantCurrency.objects.create(
             merchant=merchant, currency=currency,
             payout_review_threshold=_major(DEFAULT_REVIEW_THRESHOLD_MAJOR, currency),

@@ -21,8 +21,9 @@ pytestmark = [pytest.mark.faults]
 ROW = re.escape("pay/create (two hosts behind HAProxy)")
 
 
-def run_bench(redis_url: str) -> subprocess.CompletedProcess:
-    """bench/run.py with the two-hosts row alone: 1 worker per host, 4 connections, one slice of 1 s."""
+def run_bench(redis_url: str, template: str | None) -> subprocess.CompletedProcess:
+    """bench/run.py with the two-hosts row alone: 1 worker per host, 4 connections, one slice of 1 s; its database
+    a copy of the suite's migrated template where there is one (xdist)."""
     s = connection.settings_dict
     postgres = f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}"
     database = f"{s['NAME']}_bench"
@@ -30,15 +31,18 @@ def run_bench(redis_url: str) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "bench/run.py", "--only", "pay/create (two", "--skip-callbacks", "--one-channel",
              "--workers", "2", "--connections", "4", "--duration", "1", "--slices", "1", "--merchants", "2",
-             "--bodies", "1500", "--postgres", postgres, "--database", database, "--redis", redis_url],
+             "--bodies", "1500", "--postgres", postgres, "--database", database, "--redis", redis_url,
+             *(["--template", template] if template else [])],
             cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=600)
     finally:
         with psycopg.connect(f"{postgres}/postgres", autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
-def test_the_two_hosts_row_sends_signed_creates_through_haproxy_to_both_hosts(private_redis):  # noqa: F811
-    run = run_bench(private_redis.url)
+def test_the_two_hosts_row_sends_signed_creates_through_haproxy_to_both_hosts(private_redis, request):  # noqa: F811
+    from tests.support.xdist_databases import migrated_template
+
+    run = run_bench(private_redis.url, migrated_template(request.config))
     assert run.returncode == 0, run.stderr[-3000:]
     row = re.search(rf"^\| {ROW} \| ([\d.]+) \| [\d.]+ \| [\d.]+ \| (\d+) \| ([\d.]+) \|", run.stdout, re.MULTILINE)
     assert row, run.stdout
