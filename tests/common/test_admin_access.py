@@ -11,25 +11,24 @@ from datetime import timedelta
 
 import pytest
 from django.contrib import admin
-from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Group, Permission, User
 from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
 from apps.callbacks.models import CallbackAttempt, CallbackEvent
-from apps.common.models import Heartbeat, StaffRequest
-from apps.operations.models import OperationsOverview
+from apps.channels.models import RefundRule
 from apps.collection.refunds import refund_create
 from apps.collection.services import collection_create, collection_notify_paid
+from apps.common.models import Heartbeat, StaffRequest
 from apps.common.staff_requests import KINDS, staff_request_changes, staff_request_changes_digest
 from apps.common.staff_signin import new_recovery_codes
 from apps.ledger.services import balance_adjust, statements_prepare
 from apps.ledger.statements import statement_today
 from apps.merchants.models import MerchantKey
+from apps.operations.models import OperationsOverview
 from apps.payout import services as payout_services
 from apps.payout.models import DenyListedAccount, Payout
-from apps.channels.models import RefundRule
 from tests.conftest import bootstrap_with, make_merchant
 from tests.support.built_once import fresh, one_transaction
 from tests.support.staff import add_authenticator, admin_login
