@@ -17,6 +17,7 @@ from apps.ledger import services as ledger_services
 from apps.ledger.models import Hold
 from apps.payout.models import Payout
 from tests.helpers import at_once
+from tests.support.wait import wait_until
 from tests.payout.conftest import CREATE, PHP_FEE, PHP_THRESHOLD, balances, payout_params
 from tests.support.staff import admin_login
 
@@ -152,6 +153,12 @@ def test_two_reviewers_giving_the_second_approval_at_once_are_told_what_each_did
     assert payout.approvals.filter(decision="APPROVE").count() == 2
 
 
+def _waits_for_me(cursor) -> bool:
+    cursor.execute("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND pg_backend_pid() = ANY("
+                   "pg_blocking_pids(pid)))")
+    return cursor.fetchone()[0]
+
+
 def test_a_settlement_task_that_hits_a_deadlock_retries_and_completes(funded, monkeypatch, adapter_calls, caplog):
     """A real deadlock: the task holds the payout row and waits for the accounts, which this test holds while it
     asks for the payout row. PostgreSQL aborts the task's transaction (it waited first); the task runs it again."""
@@ -179,8 +186,11 @@ def test_a_settlement_task_that_hits_a_deadlock_retries_and_completes(funded, mo
     assert entered.wait(10)
     with transaction.atomic():
         list(LedgerAccount.objects.select_for_update().filter(merchant=funded.merchant).order_by("pk"))
-        time.sleep(0.6)  # the task wakes and waits for these rows first
-        with connection.cursor() as cursor:  # then this transaction waits for the task's payout row: a cycle
+        with connection.cursor() as cursor:
+            # The task wakes and waits for these rows first (PostgreSQL's pg_locks, live: a fixed sleep lost the race
+            # on a loaded machine, and this transaction waited first and was the one aborted)...
+            wait_until(lambda: _waits_for_me(cursor), timeout=20, what="the task to wait for the accounts' rows")
+            # ... then this transaction waits for the task's payout row: a cycle
             cursor.execute("SELECT 1 FROM payout_payout WHERE id = %s FOR UPDATE", [payout.pk])
     worker.join(30)
     assert done.get("result") == "SUCCESS"
