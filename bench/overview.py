@@ -24,14 +24,10 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.run import recreate_database  # after the checkout is on the path
+
 MERCHANTS = 20
 DAYS = 30
-
-
-def recreate_database(server: str, name: str) -> None:
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def fill(*, orders: int, payouts: int) -> None:
@@ -190,7 +186,7 @@ def main() -> None:
     os.environ["REDIS_URL"] = args.redis
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")  # in-process client, fast hashing
     if not args.reuse:
-        recreate_database(args.postgres, args.database)
+        recreate_database(f"{args.postgres}/postgres", args.database)
     import django
 
     django.setup()

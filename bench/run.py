@@ -102,8 +102,13 @@ def recreate_database(admin_url: str, name: str, template: str | None = None) ->
     """`name` dropped and created empty, or as a copy of an already migrated `template` (migrate then has nothing to
     do)."""
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
+        drop_and_create(conn, name, template)
+
+
+def drop_and_create(conn: psycopg.Connection, name: str, template: str | None = None) -> None:
+    """recreate_database on a connection the caller holds (autocommit, to the server's postgres database)."""
+    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    conn.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
 
 
 class Bench:

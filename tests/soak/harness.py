@@ -64,6 +64,8 @@ from urllib.parse import urlsplit
 import psycopg
 import requests
 
+from bench.run import drop_and_create
+
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS_APP = "soak-harness"  # application_name of this process's own database sessions (never terminated)
 
@@ -872,8 +874,7 @@ def recreate_database(opts: Options) -> str:
         raise RuntimeError(f"database {opts.database} belongs to a soak running now: give this one a database of its "
                            f"own (SOAK_DATABASE=<name>, or another DATABASE_URL)")
     _CLAIMS.append(claim)
-    claim.execute(f'DROP DATABASE IF EXISTS "{opts.database}" WITH (FORCE)')
-    claim.execute(f'CREATE DATABASE "{opts.database}"' + (f' TEMPLATE "{opts.template}"' if opts.template else ""))
+    drop_and_create(claim, opts.database, opts.template)
     return f"{opts.postgres}/{opts.database}"
 
 
