@@ -342,27 +342,23 @@ def _no_stray_sessions_on_the_test_database(django_db_setup, django_db_blocker):
     PostgreSQL server could lose the last commits, and no test crashes the server (the drills kill backends, which
     loses nothing committed); what each session sees and locks is unchanged. The suite commits tens of thousands of
     times (transactional tests, live workers, the drills' processes), each a disk flush otherwise."""
-    from django.db import OperationalError, connection
+    from django.db import connection
 
-    if connection.vendor == "postgresql":
-        try:
-            with django_db_blocker.unblock(), connection.cursor() as cursor:
-                cursor.execute(f"ALTER DATABASE {connection.ops.quote_name(connection.settings_dict['NAME'])} "
-                               "SET synchronous_commit TO off")
-                cursor.execute("SET synchronous_commit TO off")  # this session (the setting applies to new ones)
-            with django_db_blocker.unblock():
-                _partitions_for_the_suite()
-        except OperationalError:  # a run of database-free tests only: there is no test database
-            pass
+    # A run of database-free tests only sets up no test database: the connection then names the configured one (a
+    # developer's, which a running `make run` uses), which must be neither altered nor emptied of its sessions.
+    on_a_test_database = connection.vendor == "postgresql" and connection.settings_dict["NAME"].startswith("test_")
+    if on_a_test_database:
+        with django_db_blocker.unblock(), connection.cursor() as cursor:
+            cursor.execute(f"ALTER DATABASE {connection.ops.quote_name(connection.settings_dict['NAME'])} "
+                           "SET synchronous_commit TO off")
+            cursor.execute("SET synchronous_commit TO off")  # this session (the setting applies to new ones)
+        with django_db_blocker.unblock():
+            _partitions_for_the_suite()
     yield
-    if connection.vendor != "postgresql":
-        return
-    try:
+    if on_a_test_database:
         with django_db_blocker.unblock(), connection.cursor() as cursor:
             cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                            "WHERE datname = current_database() AND pid <> pg_backend_pid()")
-    except OperationalError:  # a run of database-free tests only: there is no test database to clean
-        pass
 
 
 # Tests travel in time (the callbacks' clock is in March 2026, the settlement's in 2025): the partitioned tables get
