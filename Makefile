@@ -64,8 +64,12 @@ browsers:
 # The whole suite on the local PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379), in PYTEST_WORKERS
 # pytest-xdist workers (docs/testing.md, "Parallel"; the choice of 4: docs/performance.md, "Suite"). Worker gwN uses
 # Redis db (REDIS_URL's) + N. PYTEST_WORKERS=0: serially in one process, as plain `uv run pytest` runs.
+# Beside it, while the controller migrates the template (~25 s on one core, the other idle), one `--collect-only`
+# writes pytest's rewritten test modules and the bytecode once: on a fresh clone each worker would otherwise rewrite
+# the same ~590 modules itself (23 s of CPU each, against 10 s with them written; docs/performance.md, "Suite").
 PYTEST_WORKERS ?= 4
 test: install test-debs
+	$(if $(filter-out 0,$(PYTEST_WORKERS)),uv run --no-sync pytest --collect-only -q >/dev/null 2>&1 &)\
 	uv run pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 # The Debian packages make test needs (chromium: browser tests; redis-server: the drills' private servers; pgbouncer:
@@ -96,7 +100,7 @@ faults: install redis-server
 # of its own, <DATABASE_URL's name>_soak or SOAK_DATABASE, claimed then recreated: a second soak on the same name
 # stops instead of dropping it) and a private redis-server, many concurrent actors and faults on
 # a schedule for SOAK_SECONDS (default 90), then the checks: ONE JSON object on stdout, exit 1 if any check fails.
-# SOAK_SEED=N repeats a run's choices (the seed is printed). make test runs a 90-second one (tests/soak/test_soak.py).
+# SOAK_SEED=N repeats a run's choices (the seed is printed). make test runs a one-minute one (tests/soak/test_soak.py).
 # SOAK_STACK=make-run: the actors against `make run`'s own default stack instead (embedded PostgreSQL and Valkey in a
 # copy of the checkout; the sandbox deployment, no faults: docs/development.md). SOAK_BROKER=rabbitmq: the Celery
 # broker on a vhost of its own on the machine's RabbitMQ, production's broker (docs/faults.md, "On RabbitMQ").
