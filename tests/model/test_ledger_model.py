@@ -44,13 +44,13 @@ from tests.conftest import make_merchant
 from tests.support import flush
 
 MODEL_SEED = int(os.environ.get("MODEL_SEED", "20250611"))
-MODEL_EXAMPLES = int(os.environ.get("MODEL_EXAMPLES", "100"))
+MODEL_EXAMPLES = int(os.environ.get("MODEL_EXAMPLES", "200"))
 MODEL_STEPS = int(os.environ.get("MODEL_STEPS", "50"))
 
 # The CI profile (registered, not loaded: other Hypothesis tests keep their own settings). database=None: the
 # run depends on the seed only, never on examples saved by an earlier run.
 settings.register_profile(
-    "ledger-model-ci", max_examples=100, stateful_step_count=50, deadline=None, database=None, print_blob=True,
+    "ledger-model-ci", max_examples=200, stateful_step_count=50, deadline=None, database=None, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 MODEL_SETTINGS = settings(settings.get_profile("ledger-model-ci"), max_examples=MODEL_EXAMPLES,
