@@ -356,7 +356,11 @@ def insider_actor(soak, name: str, insider: Insider, rng: random.Random) -> None
     # The admin's path first (one request each, no set-up: a run on a loaded host gets some crossings whatever
     # else it reaches), then the others from where the seed says, so that short runs reach different paths.
     first = rng.randrange(1, len(paths))
-    paths = paths[:1] + paths[first:] + paths[1:first]
+    run_paths(soak, paths[:1] + paths[first:] + paths[1:first], rng)
+
+
+def run_paths(soak, paths: list, rng: random.Random) -> None:
+    """The paths in turn, each called with how many times it has come up, until the load ends (200 calls at most)."""
     n = 0
     while soak.running() and n < 200:
         try:

@@ -2,8 +2,14 @@
 crossing was refused with a message and nothing a crossing would change changed; the insider's own set-up steps go
 either way."""
 
+import random
+import threading
+
+import pytest
+from django.core.exceptions import ObjectDoesNotExist
+
 from tests.soak.harness import History, Op
-from tests.soak.insider import REFUSED, insider_refused
+from tests.soak.insider import REFUSED, insider_refused, run_paths
 
 STATE = {"balances": {"available": 10 ** 12, "settling": 0, "frozen": 30_001_000},
          "callback_urls": ["http://127.0.0.1:9/m3/collection", "http://127.0.0.1:9/m3/payout"],
@@ -75,3 +81,36 @@ def test_the_success_messages_of_the_pages_are_not_read_as_refusals():
                  "The invite works now.", "Payout PO1 approved: now APPROVED",
                  "The totp device “Authenticator app” was deleted successfully."):
         assert not REFUSED.search(said), said
+
+
+class _Soak:
+    """What run_paths reads of the soak: whether the load still runs, and its stop event."""
+
+    def __init__(self, running_for: int):
+        self.calls_left = running_for
+        self.stop = threading.Event()
+        self.stop.wait = lambda seconds: False  # no pause between paths here
+
+    def running(self) -> bool:
+        return self.calls_left > 0
+
+
+def _path_reading_an_account_never_made(soak: _Soak, ends_the_load: bool):
+    def path(n: int) -> None:
+        soak.calls_left -= 1
+        if ends_the_load:
+            soak.calls_left = 0
+        raise ObjectDoesNotExist("soak-accomplice-1")
+    return path
+
+
+def test_a_path_whose_set_up_the_end_of_the_load_cut_short_ends_the_insider_quietly():
+    soak = _Soak(running_for=5)
+    run_paths(soak, [_path_reading_an_account_never_made(soak, ends_the_load=True)], random.Random(1))
+    assert not soak.running()
+
+
+def test_the_same_error_while_the_load_runs_is_the_harness_s_and_fails_the_soak():
+    soak = _Soak(running_for=5)
+    with pytest.raises(ObjectDoesNotExist):
+        run_paths(soak, [_path_reading_an_account_never_made(soak, ends_the_load=False)], random.Random(1))
