@@ -1362,7 +1362,8 @@ def run_deployment(opts: Options) -> dict:
             result["checks"]["beat_one_sender"] = beat_one_sender(fleet, history)
         if insider is not None:
             result["checks"]["insider_refused"] = insider_refused(soak.history.ops, insider.before,
-                                                                  insider_state(insider), soak.history.sample)
+                                                                  insider_state(insider), soak.history.sample,
+                                                                  soak.history.excused)
         if live:
             result["checks"]["upstream_agrees"] = upstream.upstream_agrees(emulator, paymongo)
         with open(logdir / "history.jsonl", "w") as handle:  # the client-side history, for a person to read

@@ -677,20 +677,29 @@ def _ask_recovery(soak, name: str, root: Person, insider: Insider) -> int | None
 
 # ------------------------------------------------------------------------------------------------------- check
 
-def insider_refused(ops: list[Op], before: dict | None, after: dict | None, sample) -> dict:
+def insider_refused(ops: list[Op], before: dict | None, after: dict | None, sample,
+                    excused=lambda op: None) -> dict:
     """Every crossing the insider tried was refused with a clear message, and nothing a crossing would change
-    changed between the end of the insider's set-up and the end of the run. Its set-up steps may go either way."""
+    changed between the end of the insider's set-up and the end of the run. Its set-up steps may go either way.
+
+    `excused(op)` (History.excused): the fault in flight during a request, if any. A crossing answered 4xx or 5xx
+    without a message while one was is unknown, as a connection cut is, and the state decides: a database session
+    terminated under the admin's request fails its session's save, which Django answers 400 (SessionInterrupted),
+    the refusal's message lost with the session."""
     crossings = [op for op in ops if op.kind.startswith("insider/cross")]
-    crossed = [op for op in crossings if op.outcome == "ok"]
-    unclear = [op for op in crossings if op.outcome == "fail" and not op.detail]
-    errors = [op for op in crossings if op.outcome == "error"]
+    unknown = [op for op in crossings if op.outcome == "info"
+               or ((op.http_status or 0) >= 400 and not op.detail and excused(op))]
+    decided = [op for op in crossings if all(op is not other for other in unknown)]
+    crossed = [op for op in decided if op.outcome == "ok"]
+    unclear = [op for op in decided if op.outcome == "fail" and not op.detail]
+    errors = [op for op in decided if op.outcome == "error"]
     changed = ({key: {"before": before[key], "after": after.get(key)} for key in before
                 if before[key] != after.get(key)} if before is not None and after is not None else {})
     ok = bool(crossings) and before is not None and not crossed and not unclear and not errors and not changed
-    return {"ok": ok, "attempts": len(crossings), "refused": sum(op.outcome == "fail" for op in crossings),
+    return {"ok": ok, "attempts": len(crossings), "refused": sum(op.outcome == "fail" for op in decided),
             "ignored_without_a_message": sum(bool((op.data or {}).get("silent")) and op.outcome == "fail"
                                              for op in crossings),
-            "unknown": sum(op.outcome == "info" for op in crossings),
+            "unknown": len(unknown),
             "by_kind": dict(sorted({op.kind: sum(o.kind == op.kind for o in crossings) for op in crossings}.items())),
             "crossed": [sample(op) for op in crossed[:8]], "unclear": [sample(op) for op in unclear[:8]],
             "errors": [sample(op) for op in errors[:8]], "changed": changed,

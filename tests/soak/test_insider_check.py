@@ -56,6 +56,23 @@ def test_a_refusal_without_a_message_or_with_a_server_error_fails_the_check():
     assert result["ok"] is False and len(result["errors"]) == 1
 
 
+def test_a_bare_4xx_in_a_fault_is_unknown_and_the_state_decides_but_outside_one_it_crossed():
+    """The admin's request whose database session a fault terminated: its session's save fails and Django answers
+    400 (SessionInterrupted) with the refusal's message lost."""
+    bare = Op("insider", "insider/cross-set-owner-password", "K", {}, 13.7, 15.9, 400, None, "ok", None, "")
+    terminated = {bare.started: "terminate_backends"}
+
+    def in_a_fault(o):
+        return terminated.get(o.started)
+
+    result = insider_refused(refused_history() + [bare], STATE, dict(STATE), History().sample, in_a_fault)
+    assert result["ok"] is True and result["unknown"] == 2 and result["crossed"] == []
+    moved = {**STATE, "active_owners": ["ben@insider.example"]}  # the owner's password did change: it crossed
+    assert insider_refused(refused_history() + [bare], STATE, moved, History().sample, in_a_fault)["ok"] is False
+    result = check(refused_history() + [bare])  # no fault in flight: a page that does not refuse took it
+    assert result["ok"] is False and [c["kind"] for c in result["crossed"]] == ["insider/cross-set-owner-password"]
+
+
 def test_a_crossing_answered_as_refused_that_still_changed_a_callback_url_fails_the_check():
     after = {**STATE, "callback_urls": [STATE["callback_urls"][0], "https://attacker.example/soak-insider"]}
     result = check(refused_history(), after=after)
