@@ -687,9 +687,11 @@ def insider_refused(ops: list[Op], before: dict | None, after: dict | None, samp
     terminated under the admin's request fails its session's save, which Django answers 400 (SessionInterrupted),
     the refusal's message lost with the session."""
     crossings = [op for op in ops if op.kind.startswith("insider/cross")]
-    unknown = [op for op in crossings if op.outcome == "info"
-               or ((op.http_status or 0) >= 400 and not op.detail and excused(op))]
-    decided = [op for op in crossings if all(op is not other for other in unknown)]
+    def unknown_outcome(op: Op) -> bool:
+        return op.outcome == "info" or ((op.http_status or 0) >= 400 and not op.detail and excused(op) is not None)
+
+    unknown = [op for op in crossings if unknown_outcome(op)]
+    decided = [op for op in crossings if not unknown_outcome(op)]
     crossed = [op for op in decided if op.outcome == "ok"]
     unclear = [op for op in decided if op.outcome == "fail" and not op.detail]
     errors = [op for op in decided if op.outcome == "error"]
