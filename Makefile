@@ -100,7 +100,7 @@ faults: install redis-server
 # of its own, <DATABASE_URL's name>_soak or SOAK_DATABASE, claimed then recreated: a second soak on the same name
 # stops instead of dropping it) and a private redis-server, many concurrent actors and faults on
 # a schedule for SOAK_SECONDS (default 90), then the checks: ONE JSON object on stdout, exit 1 if any check fails.
-# SOAK_SEED=N repeats a run's choices (the seed is printed). make test runs a one-minute one (tests/soak/test_soak.py).
+# SOAK_SEED=N repeats a run's choices (the seed is printed). make test runs a 90-second one (tests/soak/test_soak.py).
 # SOAK_STACK=make-run: the actors against `make run`'s own default stack instead (embedded PostgreSQL and Valkey in a
 # copy of the checkout; the sandbox deployment, no faults: docs/development.md). SOAK_BROKER=rabbitmq: the Celery
 # broker on a vhost of its own on the machine's RabbitMQ, production's broker (docs/faults.md, "On RabbitMQ").

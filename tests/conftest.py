@@ -189,7 +189,7 @@ def pytest_collection_modifyitems(config, items):
 
 # Tests that take minutes by themselves: in an xdist worker they are collected first, so they start at once instead
 # of after everything else and leave one worker running them alone at the end (the model test: ~100 s alone; the
-# one-minute soak: about 4 minutes of wall time with its set-up and quiet period). The drills are not among them: with
+# 90-second soak: about 4 minutes of wall time with its set-up and quiet period). The drills are not among them: with
 # the soak, the drills and the model test all started at second 0 (docs/performance.md, "Suite") the three fought
 # for the 2 cores and a clean-clone `make test` took 1,161 s, against 895 s with this order on the same machine
 # (docs/performance.md, "Suite").
