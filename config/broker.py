@@ -1,5 +1,5 @@
-"""The Redis broker transport, with one fix to kombu's acknowledgement (docs/faults.md, "A worker that stopped
-consuming"). Used when the broker is Redis (development, `make run`, the suite); production's broker, RabbitMQ,
+"""The Redis broker transport, with one fix to kombu's acknowledgement (docs/faults.md, "Why the broker's QoS
+is ours"). Used when the broker is Redis (development, `make run`, the suite); production's broker, RabbitMQ,
 keeps deliveries on the server and does not load it (docs/architecture.md, "The broker").
 
 kombu's Redis QoS forgets a delivered message only after Redis has answered the acknowledgement

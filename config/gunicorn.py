@@ -1,6 +1,6 @@
-"""gunicorn's settings for the platform (docs/back-office.md, "In front of the platform"):
-`gunicorn -c config/gunicorn.py config.wsgi:application --bind ... --workers N`, as the Dockerfile, docker-compose.yml
-and the fault drills run it. Options on the command line override these."""
+"""gunicorn's settings for the platform (docs/staff-access.md, "No request header moves the admin"; docs/runbook.md,
+"Behind a proxy"): `gunicorn -c config/gunicorn.py config.wsgi:application --bind ... --workers N`, as the
+Dockerfile, docker-compose.yml and the fault drills run it. Options on the command line override these."""
 
 # gunicorn takes SCRIPT_NAME and PATH_INFO from request headers of the addresses in forwarded_allow_ips (127.0.0.1
 # by default: any process on the host, or a proxy that passes a client's headers through). The platform is served at

@@ -1,4 +1,4 @@
-"""Four eyes on the settings that move money (docs/back-office.md "Money settings"): an admin save of a
+"""Four eyes on the settings that move money (docs/back-office.md, "Four eyes on money settings"): an admin save of a
 channel, bank code, currency, product, merchant (its callback URLs, currencies' thresholds, products, apps) or a
 deny-list entry does not write the row; it becomes one StaffRequest whose payload is the field diff, and a second
 person with the kind's permission applies it in the approval's transaction.
