@@ -519,7 +519,7 @@ def at_once(fns: list) -> None:
 
 def merchant_actor(soak: Soak, name: str, merchant: Merchant, rng: random.Random) -> None:
     n = 0
-    while soak.running() and n < 5000:
+    while soak.running():
         n += 1
         roll = rng.random()
         mch = f"S{soak.opts.seed}-{name}-{n}"
@@ -566,7 +566,7 @@ def racer_actor(soak: Soak, name: str, browser: StaffBrowser, reviewer, rng: ran
     from apps.payout.services import payout_approve, payout_reject
 
     n = 0
-    while soak.running() and n < 500:
+    while soak.running():
         n += 1
         merchant = soak.merchants[rng.randrange(len(soak.merchants))]
         in_review = rng.random() < 0.7
@@ -604,9 +604,7 @@ def racer_actor(soak: Soak, name: str, browser: StaffBrowser, reviewer, rng: ran
 def payer_actor(soak: Soak, name: str, rng: random.Random) -> None:
     """Payers press Pay on the same hosted page from several threads; sometimes one presses Fail at once."""
     pressed: set[str] = set()
-    n = 0
-    while soak.running() and n < 2000:
-        n += 1
+    while soak.running():
         order = soak.next_payin(rng, pressed)
         if order is None or rng.random() < 0.15:  # some payers never come: the order stays CREATED until it expires
             continue
@@ -652,9 +650,7 @@ def reviewer_actor(soak: Soak, name: str, how: str, rng: random.Random, *, brows
     """Works through the review queue: approve (a second approval on two-approval payouts) or reject."""
     from apps.payout.services import payout_approve, payout_reject
 
-    n = 0
-    while soak.running() and n < 1000:
-        n += 1
+    while soak.running():
         time.sleep(rng.uniform(0.3, 1.5) if how != "cli" else rng.uniform(1.5, 3.0))
         queue = frozen_payouts()
         if not queue:
@@ -680,9 +676,7 @@ def batch_actor(soak: Soak, name: str, rng: random.Random) -> None:
         time.sleep(0.5)
     if soak.running():
         soak.manage(name, "cli/rotate_platform_key", "", ["rotate_platform_key"])
-    n = 0
-    while soak.running() and n < 500:
-        n += 1
+    while soak.running():
         time.sleep(rng.uniform(1.0, 4.0))
         if rng.random() < 0.5:
             soak.manage(name, "cli/reconcile_channels", "", ["reconcile_channels"])
@@ -698,9 +692,7 @@ def reversals_actor(soak: Soak, name: str, browser: StaffBrowser, approver, rng:
     from apps.common.staff_requests import staff_request_approve
     from apps.payout.models import Payout
 
-    n = 0
-    while soak.running() and n < 500:
-        n += 1
+    while soak.running():
         time.sleep(rng.uniform(1.0, 3.0))
         candidates = list(Payout.objects.filter(status="SUCCESS", reversed_at__isnull=True).order_by("id")
                           .values_list("pk", "platform_order_no", "amount", "fee")[:20])
@@ -775,9 +767,7 @@ class Fleet:
 def fault_actor(soak: Soak, fleet: Fleet, redis, rng: random.Random) -> None:
     from django.db import connection
 
-    n = 0
-    while soak.running() and n < 200:
-        n += 1
+    while soak.running():
         if soak.stop.wait(rng.uniform(0.5, 1.5) * soak.opts.fault_every) or not soak.running():
             return
         kind = rng.choice(["kill_web_worker", "kill_celery_worker", "terminate_backends", "stall_redis"])
@@ -837,7 +827,7 @@ def hosts_actor(soak: Soak, fleet: Fleet, rng: random.Random) -> None:
     from tests.support.wait import wait_until
 
     n = 0
-    while soak.running() and n < 100:
+    while soak.running():
         if soak.stop.wait(rng.uniform(0.75, 1.25) * soak.opts.host_kill_every) or not soak.running():
             return
         host = fleet.hosts[n % len(fleet.hosts)]

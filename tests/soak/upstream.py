@@ -199,9 +199,7 @@ class Upstreams:
 
 
 def upstream_actor(soak, name: str, upstreams: Upstreams, rng) -> None:
-    n = 0
-    while soak.running() and n < 5000:
-        n += 1
+    while soak.running():
         time.sleep(rng.uniform(0.2, 0.7))
         upstreams.fire_due()
         roll = rng.random()
@@ -233,9 +231,7 @@ def live_payer_actor(soak, name: str, rng) -> None:
     from tests.soak.harness import Op, at_once
 
     opened: set[str] = set()
-    n = 0
-    while soak.running() and n < 2000:
-        n += 1
+    while soak.running():
         order = soak.next_payin(rng, opened)
         if order is None:
             continue
