@@ -57,10 +57,7 @@ def test_no_issue_numbers_names_of_who_measured_or_pointers_outside_the_reposito
 SECTION_REFERENCE = re.compile(r'docs/([a-z0-9-]+)\.md`?,?\s*((?:"[A-Za-z][^"]{0,100}"(?:,\s*)?)+)')
 
 
-def _sections(page: str) -> list[str] | None:
-    path = ROOT / "docs" / f"{page}.md"
-    if not path.exists():
-        return None
+def _sections(path: Path) -> list[str]:
     text = path.read_text(encoding="utf-8")
     headings = [re.sub(r"^#+\s*", "", line).strip() for line in text.splitlines() if line.startswith("#")]
     titles = [heading.split(": ", 1)[1] for heading in headings if ": " in heading]  # "Development: what make run does"
@@ -75,13 +72,13 @@ def _broken_references(text: str, sections: dict) -> list[str]:
         page = match.group(1)
         for name in re.findall(r'"([^"]+)"', match.group(2)):
             name = re.sub(r"\s+", " ", name).replace("`", "").lower()
-            if sections.get(page) is None or not any(section.startswith(name) for section in sections[page]):
+            if not any(section.startswith(name) for section in sections.get(page, ())):
                 broken.append(f'docs/{page}.md, "{name}"')
     return broken
 
 
 def _all_sections() -> dict:
-    return {path.stem: _sections(path.stem) for path in (ROOT / "docs").glob("*.md")}
+    return {path.stem: _sections(path) for path in (ROOT / "docs").glob("*.md")}
 
 
 def test_every_reference_to_a_section_of_a_doc_names_one_of_its_headings():

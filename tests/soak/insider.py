@@ -687,6 +687,7 @@ def insider_refused(ops: list[Op], before: dict | None, after: dict | None, samp
     terminated under the admin's request fails its session's save, which Django answers 400 (SessionInterrupted),
     the refusal's message lost with the session."""
     crossings = [op for op in ops if op.kind.startswith("insider/cross")]
+
     def unknown_outcome(op: Op) -> bool:
         return op.outcome == "info" or ((op.http_status or 0) >= 400 and not op.detail and excused(op) is not None)
 

@@ -9,7 +9,7 @@ from tests.soak import harness
 
 
 def _soak(rounds: int, **methods) -> tuple[SimpleNamespace, list]:
-    """A soak whose load runs for `rounds` calls of what the actor does each round (the `counted` method)."""
+    """A soak whose load runs until the stand-ins have recorded `rounds` requests in the returned list."""
     asked: list = []
     soak = SimpleNamespace(running=lambda: len(asked) < rounds, opts=SimpleNamespace(seed=7), **methods)
     return soak, asked
